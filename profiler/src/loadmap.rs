@@ -200,7 +200,7 @@ mod tests {
         let mut modules = ModuleRegistry::default();
         let mut space = AddressSpace::default();
         space.load_proc_maps(std::process::id(), &mut modules);
-        let addr = libc::getpid as usize as u64;
+        let addr = libc::getpid as *const () as u64;
         let (module, svma) = space.resolve(Avma(addr)).expect("libc code is mapped");
         let infos = modules.into_infos();
         let path = &infos[module as usize].path;

@@ -107,7 +107,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         return Ok(0);
     }
     let events = parse_events(&cli.events).map_err(usage)?;
-    if cli.stack_size % 8 != 0 || !(8..=MAX_STACK_SIZE).contains(&cli.stack_size) {
+    if !cli.stack_size.is_multiple_of(8) || !(8..=MAX_STACK_SIZE).contains(&cli.stack_size) {
         return Err(usage(anyhow::anyhow!(
             "--stack-size must be a multiple of 8 between 8 and {MAX_STACK_SIZE}"
         )));
@@ -143,7 +143,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             error: l.into(),
         },
         RunError::Event(msg) => usage(anyhow::anyhow!(msg)),
-        other => other.into_failure(),
+        other => other.into(),
     })?;
     if !cli.quiet {
         for notice in &measurement.notices {
@@ -152,16 +152,19 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     }
     let status = measurement.ended.map(|e| e.exit_status()).unwrap_or(0);
     let duration = measurement.duration.as_secs_f64();
-    let mut notes = Vec::new();
-    if let Some(ended) = measurement.ended {
-        if let profiler::launch::Ended::Signaled(sig) = ended {
-            notes.push(format!(
-                "the command was killed by signal {sig} (exit status {status})"
-            ));
-        }
+    let mut notes: Vec<String> = measurement
+        .recording
+        .modules
+        .unreadable
+        .iter()
+        .map(|(path, why)| format!("no unwind information for {path}: {why}"))
+        .collect();
+    if let Some(profiler::launch::Ended::Signaled(sig)) = measurement.ended {
+        notes.push(format!(
+            "the command was killed by signal {sig} (exit status {status})"
+        ));
     }
     let profile = session::into_profile(measurement);
-    notes.extend(profile_unreadable_notes(&profile));
     let written = write_output(&profile, &cli.output, &mut notes)?;
     if !cli.quiet {
         eprint!(
@@ -172,15 +175,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     Ok(status.clamp(0, 255) as u8)
 }
 
-trait IntoFailure {
-    fn into_failure(self) -> Failure;
-}
-
-impl IntoFailure for RunError {
-    fn into_failure(self) -> Failure {
+impl From<RunError> for Failure {
+    fn from(error: RunError) -> Self {
         Failure {
             status: 1,
-            error: self.into(),
+            error: error.into(),
         }
     }
 }
@@ -219,10 +218,6 @@ fn check_output(path: &Path) -> Result<()> {
     std::fs::write(&probe, b"").with_context(|| format!("cannot write in {}", dir.display()))?;
     let _ = std::fs::remove_file(probe);
     Ok(())
-}
-
-fn profile_unreadable_notes(_profile: &Profile) -> Vec<String> {
-    Vec::new()
 }
 
 /// Write the profile, keeping an existing file as FILE.old; if the write fails (a full disk),

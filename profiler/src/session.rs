@@ -367,9 +367,8 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
             Some(c.release(&name)?)
         }
         None => {
-            for &t in &tasks {
-                recorder.adopt_process(t as u32);
-                break;
+            if let Target::Attach(pid) = opts.target {
+                recorder.adopt_process(pid);
             }
             None
         }
