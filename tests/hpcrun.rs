@@ -270,13 +270,23 @@ fn works_for_an_unprivileged_user() {
     if !nix_is_root() {
         return; // already unprivileged: every other test covers this path
     }
-    let dir = scratch_dir("hpcrun-nobody");
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    // Work in a world-accessible directory: the checkout may sit below directories that
+    // `nobody` cannot enter.
+    let dir = std::env::temp_dir().join(format!("hpcrun-nobody-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let open = |p: &Path, mode| {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
+    };
+    open(&dir, 0o777);
     let spin = compile("run_spin.c", &dir, "run_spin", CFLAGS);
+    let hpcrun = dir.join("hpcrun-rs");
+    std::fs::copy(tool("hpcrun-rs"), &hpcrun).unwrap();
+    open(&hpcrun, 0o755);
     let db = dir.join("nobody.db");
     let out = run(Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(tool("hpcrun-rs"))
+        .arg(&hpcrun)
         .arg("-o")
         .arg(&db)
         .arg(&spin)
@@ -288,6 +298,7 @@ fn works_for_an_unprivileged_user() {
     assert!(stderr.contains("kernel time not included"), "{stderr}");
     assert!(profile.stats.samples > 100, "{stderr}");
     assert_eq!(profile.stats.lost, 0, "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn nix_is_root() -> bool {

@@ -28,7 +28,7 @@ use profiler::session::{self, Options, RunError, Target};
 )]
 struct Cli {
     /// Event to sample, NAME[@PERIOD|@fFREQUENCY]; repeat for several metrics
-    /// [default: cycles@f1000, falling back to cpu-clock where there is no PMU]
+    /// (default: cycles@f1000, falling back to cpu-clock where there is no PMU)
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     events: Vec<String>,
 
@@ -40,7 +40,7 @@ struct Cli {
     #[arg(long, value_name = "BYTES", default_value_t = 32768)]
     stack_size: u32,
 
-    /// Sample buffer per CPU in KiB, a power of two [default: 2048 as root, 512 otherwise]
+    /// Sample buffer per CPU in KiB, a power of two (default: 2048 as root, 512 otherwise)
     #[arg(long, value_name = "KIB")]
     buffer_kib: Option<usize>,
 
