@@ -309,3 +309,50 @@ fn nix_is_root() -> bool {
         })
         .unwrap_or(false)
 }
+
+#[test]
+fn stacks_deeper_than_the_copy_are_completed_from_the_previous_path() {
+    let dir = scratch_dir("hpcrun-grow");
+    let exe = compile("run_grow.c", &dir, "run_grow", CFLAGS);
+    let db = dir.join("grow.db");
+    let (status, stderr) = hpcrun(&db, &["--stack-size", "2048", exe.to_str().unwrap()]);
+    assert_eq!(status, 0, "{stderr}");
+    let profile = Profile::read(&db).unwrap();
+    let total = profile.stats.samples;
+    assert!(
+        profile.stats.stitched as f64 > 0.5 * total as f64,
+        "stitched {} of {total}",
+        profile.stats.stitched
+    );
+    let mut namer = Namer::new(&profile);
+    let (mut checked, mut deepest) = (0u64, 0usize);
+    for t in &profile.threads {
+        for (frames, samples) in namer.paths(&t.cct) {
+            if frames[0] == "<partial call paths>" || !frames.last().unwrap().ends_with(":work") {
+                continue;
+            }
+            // main > grow_even > grow_odd > grow_even > ... > work: a completion at the wrong
+            // frame would put two levels of the same parity next to each other.
+            let main = frames
+                .iter()
+                .position(|f| f == "run_grow:main")
+                .expect("main on the path");
+            let levels = &frames[main + 1..frames.len() - 1];
+            for (depth, f) in levels.iter().enumerate() {
+                let want = if depth % 2 == 0 {
+                    "run_grow:grow_even"
+                } else {
+                    "run_grow:grow_odd"
+                };
+                assert_eq!(f, want, "level {depth} of {frames:?}");
+            }
+            deepest = deepest.max(levels.len());
+            checked += samples;
+        }
+    }
+    assert!(
+        checked as f64 > 0.9 * total as f64,
+        "complete paths {checked} of {total}"
+    );
+    assert!(deepest >= 25, "deepest completed path has {deepest} levels");
+}
