@@ -153,28 +153,131 @@ fn samples_land_in_a_dlopened_library_at_its_function_offsets() {
     );
 }
 
-#[test]
-fn fork_and_exec_both_processes_are_profiled() {
-    let dir = scratch_dir("hpcrun-fork");
-    let spin = compile("run_spin.c", &dir, "run_spin", CFLAGS);
-    let (profile, _) = profile_of(
-        &dir,
-        "run_fork",
-        &[],
-        &[spin.to_str().unwrap(), "300000000"],
-        &["cpu-clock"],
-    );
-    let pids: std::collections::BTreeSet<u32> = profile.threads.iter().map(|t| t.pid).collect();
-    assert!(pids.len() >= 2, "processes with samples: {pids:?}");
-    let mut namer = Namer::new(&profile);
+/// The leaf functions (`module:function`) of every sampled path of every thread.
+fn leaf_names(profile: &Profile) -> std::collections::BTreeSet<String> {
+    let mut namer = Namer::new(profile);
     let mut leaves = std::collections::BTreeSet::new();
     for t in &profile.threads {
         for (frames, _) in namer.paths(&t.cct) {
             leaves.extend(frames.last().cloned());
         }
     }
-    assert!(leaves.contains("run_fork:parent_work"), "{leaves:?}");
-    assert!(leaves.contains("run_spin:spin"), "{leaves:?}");
+    leaves
+}
+
+#[test]
+fn fork_and_exec_both_processes_are_profiled() {
+    let dir = scratch_dir("hpcrun-fork");
+    let spin = compile("run_spin.c", &dir, "run_spin", CFLAGS);
+    let spin = spin.to_str().unwrap();
+    for mode in [&[][..], &["vfork"][..]] {
+        let mut args = mode.to_vec();
+        args.extend([spin, "300000000"]);
+        let (profile, _) = profile_of(&dir, "run_fork", &[], &args, &["cpu-clock"]);
+        let pids: std::collections::BTreeSet<u32> = profile.threads.iter().map(|t| t.pid).collect();
+        assert!(
+            pids.len() >= 2,
+            "{mode:?}: processes with samples: {pids:?}"
+        );
+        let leaves = leaf_names(&profile);
+        assert!(
+            leaves.contains("run_fork:parent_work"),
+            "{mode:?}: {leaves:?}"
+        );
+        assert!(leaves.contains("run_spin:spin"), "{mode:?}: {leaves:?}");
+    }
+}
+
+#[test]
+fn attaching_to_a_running_process_follows_it_until_it_exits() {
+    let dir = scratch_dir("hpcrun-attach");
+    let exe = compile(
+        "run_threads.c",
+        &dir,
+        "run_threads",
+        &["-O2", "-g", "-pthread"],
+    );
+    let hpcrun = tool("hpcrun-rs"); // built before the target starts its clock
+    let mut target = Command::new(&exe).arg("300000000").spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let db = dir.join("attach.db");
+    let out = run(Command::new(hpcrun)
+        .arg("-o")
+        .arg(&db)
+        .arg("-p")
+        .arg(target.id().to_string()));
+    let _ = target.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let profile = Profile::read(&db).unwrap();
+    let busy = profile
+        .threads
+        .iter()
+        .filter(|t| t.cct.total(0).samples > 20)
+        .count();
+    assert_eq!(busy, 3, "worker threads seen: {busy}");
+    assert!(profile.threads.iter().all(|t| t.pid == target.id()));
+    assert!(leaf_names(&profile).contains("run_threads:work"));
+}
+
+#[test]
+fn sigterm_is_forwarded_and_the_profile_is_still_written() {
+    let dir = scratch_dir("hpcrun-sigterm");
+    let spin = compile("run_spin.c", &dir, "run_spin", CFLAGS);
+    let db = dir.join("term.db");
+    let child = Command::new(tool("hpcrun-rs"))
+        .arg("-o")
+        .arg(&db)
+        .arg(&spin)
+        .arg("100000000000")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(128 + 15),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let profile = Profile::read(&db).unwrap();
+    assert!(profile.stats.samples > 100);
+}
+
+#[test]
+fn several_events_are_metrics_weighted_by_their_periods() {
+    let dir = scratch_dir("hpcrun-events");
+    let events = ["cpu-clock", "page-faults@50"];
+    let (profile, _) = profile_of(&dir, "run_qsort", &[], &["1000000"], &events);
+    let names: Vec<&str> = profile.events.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["cpu-clock", "page-faults"]);
+    assert_eq!(profile.events[0].unit, "ns");
+    let total = |i| {
+        profile.threads.iter().fold((0u64, 0u64), |(s, v), t| {
+            let c = t.cct.total(i);
+            (s + c.samples, v + c.value)
+        })
+    };
+    // Clock samples at 1000 Hz are weighted by their periods in ns: about 1 ms each.
+    let (clock_samples, clock_ns) = total(0);
+    let mean = clock_ns as f64 / clock_samples as f64;
+    assert!(
+        (0.8e6..1.25e6).contains(&mean),
+        "mean cpu-clock period {mean} ns"
+    );
+    // Fixed-period samples weigh exactly their period; the program faults in at least 16 MB.
+    let (fault_samples, faults) = total(1);
+    assert_eq!(faults, 50 * fault_samples);
+    assert!(faults > 3900, "page faults: {faults}");
 }
 
 #[test]

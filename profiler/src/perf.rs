@@ -44,21 +44,24 @@ pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_
         EventClass::Software => sys::PERF_TYPE_SOFTWARE,
     };
     a.config = spec.event.config;
-    match spec.sampling {
-        Sampling::Period(p) => a.__bindgen_anon_1.sample_period = p,
-        Sampling::Frequency(hz) => {
-            a.__bindgen_anon_1.sample_freq = hz;
-            a.set_freq(1);
-        }
-    }
     a.sample_type = (sys::PERF_SAMPLE_IDENTIFIER
         | sys::PERF_SAMPLE_IP
         | sys::PERF_SAMPLE_TID
         | sys::PERF_SAMPLE_TIME
         | sys::PERF_SAMPLE_CPU
-        | sys::PERF_SAMPLE_PERIOD
         | sys::PERF_SAMPLE_REGS_USER
         | sys::PERF_SAMPLE_STACK_USER) as u64;
+    match spec.sampling {
+        // With PERF_SAMPLE_PERIOD and a fixed period, the kernel samples software events at
+        // every occurrence (reporting the count as the period); so fixed periods are not asked
+        // for in samples, and each sample is weighted by the period itself.
+        Sampling::Period(p) => a.__bindgen_anon_1.sample_period = p,
+        Sampling::Frequency(hz) => {
+            a.__bindgen_anon_1.sample_freq = hz;
+            a.set_freq(1);
+            a.sample_type |= sys::PERF_SAMPLE_PERIOD as u64;
+        }
+    }
     a.sample_regs_user = SAMPLE_REGS_USER;
     a.sample_stack_user = opts.stack_size;
     a.set_disabled(opts.enable_on_exec as u64);

@@ -42,9 +42,18 @@ struct ProcessState {
     space: AddressSpace,
 }
 
+/// How one event's samples are laid out and weighted.
+#[derive(Debug, Clone, Copy)]
+pub struct EventLayout {
+    /// The record layout its attribute asked for.
+    pub parse_info: RecordParseInfo,
+    /// The weight of each sample when the period is fixed (samples then carry no period).
+    pub fixed_period: Option<u64>,
+}
+
 /// Everything learned so far in a run.
 pub struct Recorder {
-    parse_info: RecordParseInfo,
+    layouts: Vec<EventLayout>,
     event_of_id: FxHashMap<u64, usize>,
     events: usize,
     modules: ModuleRegistry,
@@ -72,17 +81,13 @@ pub struct Recording {
 }
 
 impl Recorder {
-    /// A recorder for records laid out as `parse_info` says, with `event_of_id` mapping each
-    /// kernel event id to the index of its metric.
-    pub fn new(
-        parse_info: RecordParseInfo,
-        event_of_id: FxHashMap<u64, usize>,
-        events: usize,
-    ) -> Self {
+    /// A recorder for events laid out as `layouts` say (one per metric), with `event_of_id`
+    /// mapping each kernel event id to the index of its metric.
+    pub fn new(layouts: Vec<EventLayout>, event_of_id: FxHashMap<u64, usize>) -> Self {
         Recorder {
-            parse_info,
+            events: layouts.len(),
+            layouts,
             event_of_id,
-            events,
             modules: ModuleRegistry::default(),
             processes: FxHashMap::default(),
             threads: FxHashMap::default(),
@@ -97,15 +102,29 @@ impl Recorder {
 
     /// The record's timestamp (ordering key across rings); records without one sort first.
     pub fn timestamp(&self, rec: &RingRecord<'_>) -> u64 {
-        self.raw(rec).timestamp().unwrap_or(0)
+        // Every event's layout puts the time at the same place.
+        self.raw(rec, 0).timestamp().unwrap_or(0)
     }
 
-    fn raw<'a>(&self, rec: &RingRecord<'a>) -> RawEventRecord<'a> {
+    /// The metric a record belongs to: samples start with their event's id
+    /// (`PERF_SAMPLE_IDENTIFIER`); side-band records belong to the first event.
+    fn event_of(&self, rec: &RingRecord<'_>) -> usize {
+        if RecordType(rec.record_type) != RecordType::SAMPLE {
+            return 0;
+        }
+        let mut data = rec.data;
+        data.read_u64::<byteorder::LittleEndian>()
+            .ok()
+            .and_then(|id| self.event_of_id.get(&id).copied())
+            .unwrap_or(0)
+    }
+
+    fn raw<'a>(&self, rec: &RingRecord<'a>, event: usize) -> RawEventRecord<'a> {
         RawEventRecord::new(
             RecordType(rec.record_type),
             rec.misc,
             rec.data,
-            self.parse_info,
+            self.layouts[event].parse_info,
         )
     }
 
@@ -126,8 +145,9 @@ impl Recorder {
 
     /// Handle one record.
     pub fn handle(&mut self, rec: &RingRecord<'_>) {
-        match self.raw(rec).parse() {
-            Ok(EventRecord::Sample(s)) => self.sample(&s),
+        let event = self.event_of(rec);
+        match self.raw(rec, event).parse() {
+            Ok(EventRecord::Sample(s)) => self.sample(&s, event),
             Ok(EventRecord::Mmap2(m)) => self.mmap2(&m),
             Ok(EventRecord::Mmap(m)) => self.mmap(&m),
             Ok(EventRecord::Comm(c)) => self.comm(&c),
@@ -209,15 +229,12 @@ impl Recorder {
             .insert(pid, ProcessState { ppid, comm, space });
     }
 
-    fn sample(&mut self, s: &SampleRecord<'_>) {
+    fn sample(&mut self, s: &SampleRecord<'_>, event: usize) {
         let (Some(pid), Some(tid)) = (s.pid, s.tid) else {
             return;
         };
         let (pid, tid) = (pid as u32, tid as u32);
-        let event =
-            s.id.and_then(|id| self.event_of_id.get(&id).copied())
-                .unwrap_or(0);
-        let period = s.period.unwrap_or(1);
+        let period = s.period.or(self.layouts[event].fixed_period).unwrap_or(1);
         self.stats.samples += 1;
         let in_kernel = matches!(s.cpu_mode, CpuMode::Kernel);
         if in_kernel {

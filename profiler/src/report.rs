@@ -129,7 +129,16 @@ pub fn show(profile: &Profile, top: usize) -> String {
         profile.kernel_included
     );
     for (i, e) in profile.events.iter().enumerate() {
-        let _ = writeln!(out, "metric {i}: {} ({})", describe_event(e), e.unit);
+        let (samples, value) = profile.threads.iter().fold((0, 0), |(s, v), t| {
+            let c = t.cct.total(i);
+            (s + c.samples, v + c.value)
+        });
+        let _ = writeln!(
+            out,
+            "metric {i}: {}: {samples} samples, total {value} {}",
+            describe_event(e),
+            e.unit
+        );
     }
     let s = &profile.stats;
     let _ = writeln!(

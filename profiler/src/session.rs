@@ -15,7 +15,7 @@ use crate::db::{EventDesc, Sampling};
 use crate::events::{self, EventClass, EventSpec};
 use crate::launch::{self, Ended, LaunchError};
 use crate::perf::{self, AttrOptions};
-use crate::recorder::{Recorder, Recording};
+use crate::recorder::{EventLayout, Recorder, Recording};
 use crate::ring::Ring;
 use crate::signals::SignalPipe;
 
@@ -147,7 +147,10 @@ struct OpenEvents {
     rings: Vec<Ring>,
     others: Vec<OwnedFd>,
     event_of_id: FxHashMap<u64, usize>,
-    attr0: sys::perf_event_attr,
+    opts: AttrOptions,
+    ring_of_cpu: FxHashMap<i32, usize>,
+    /// Data pages per ring (halved while the locked-memory budget refuses them).
+    pages: usize,
 }
 
 fn default_ring_pages() -> usize {
@@ -158,66 +161,56 @@ fn default_ring_pages() -> usize {
     }
 }
 
-fn open_events(
-    plan: &Plan,
-    tasks: &[i32],
-    cpus: &[i32],
-    stack_size: u32,
-    enable_on_exec: bool,
-    ring_pages: usize,
-    notices: &mut Vec<String>,
-) -> Result<OpenEvents, RunError> {
-    let opts = AttrOptions {
-        stack_size,
-        kernel: plan.kernel,
-        enable_on_exec,
-    };
-    let mut pages = ring_pages;
-    let mut open = OpenEvents {
-        rings: Vec::new(),
-        others: Vec::new(),
-        event_of_id: FxHashMap::default(),
-        attr0: perf::attr(&plan.specs[0].0, &opts, true),
-    };
-    for &cpu in cpus {
-        let mut leader: Option<usize> = None;
-        for &task in tasks {
-            for (i, (spec, _)) in plan.specs.iter().enumerate() {
-                let attr = perf::attr(spec, &opts, i == 0);
-                let sys_err =
-                    |e: std::io::Error| RunError::System(perf::explain_open_error(spec, &e));
-                match leader {
-                    Some(r) => {
+impl OpenEvents {
+    fn new(opts: AttrOptions, pages: usize) -> Self {
+        OpenEvents {
+            rings: Vec::new(),
+            others: Vec::new(),
+            event_of_id: FxHashMap::default(),
+            opts,
+            ring_of_cpu: FxHashMap::default(),
+            pages,
+        }
+    }
+
+    /// Open every planned event for each of `tasks` on each of `cpus`: the first event of a CPU
+    /// gets the ring, the others are redirected into it.
+    fn add_tasks(&mut self, plan: &Plan, tasks: &[i32], cpus: &[i32]) -> Result<(), RunError> {
+        for &cpu in cpus {
+            for &task in tasks {
+                for (i, (spec, _)) in plan.specs.iter().enumerate() {
+                    let attr = perf::attr(spec, &self.opts, i == 0);
+                    let sys_err =
+                        |e: std::io::Error| RunError::System(perf::explain_open_error(spec, &e));
+                    if let Some(&r) = self.ring_of_cpu.get(&cpu) {
                         let fd = perf::open(&attr, task, cpu).map_err(sys_err)?;
-                        open.event_of_id
+                        self.event_of_id
                             .insert(perf::event_id(&fd).map_err(sys_err)?, i);
-                        perf::redirect(&fd, open.rings[r].fd()).map_err(sys_err)?;
-                        open.others.push(fd);
+                        perf::redirect(&fd, self.rings[r].fd()).map_err(sys_err)?;
+                        self.others.push(fd);
+                        continue;
                     }
-                    None => {
-                        let (ring, id) =
-                            open_ring(attr, task, cpu, &mut pages).map_err(|e| match e {
-                                RingError::Open(e) => sys_err(e),
-                                RingError::Map(e) => RunError::System(format!(
-                                    "cannot map the sample buffer ({e}); perf buffers may lock \
+                    let (ring, id) =
+                        open_ring(attr, task, cpu, &mut self.pages).map_err(|e| match e {
+                            RingError::Open(e) => sys_err(e),
+                            RingError::Map(e) => RunError::System(format!(
+                                "cannot map the sample buffer ({e}); perf buffers may lock \
                                  kernel.perf_event_mlock_kb per CPU plus `ulimit -l`"
-                                )),
-                            })?;
-                        open.event_of_id.insert(id, i);
-                        open.rings.push(ring);
-                        leader = Some(open.rings.len() - 1);
-                    }
+                            )),
+                        })?;
+                    self.event_of_id.insert(id, i);
+                    self.ring_of_cpu.insert(cpu, self.rings.len());
+                    self.rings.push(ring);
                 }
             }
         }
+        Ok(())
     }
-    if pages < ring_pages {
-        notices.push(format!(
-            "sample buffers reduced to {} KiB per CPU by the locked-memory limit",
-            pages * 4
-        ));
+
+    /// Every descriptor, ring owners first.
+    fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        self.rings.iter().map(Ring::fd).chain(&self.others)
     }
-    Ok(open)
 }
 
 enum RingError {
@@ -334,15 +327,35 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     let setup = (|| {
         let plan = plan(&opts.events, tasks[0], cpus[0], opts.stack_size)?;
         let mut notices = plan.notices.clone();
-        let open = open_events(
-            &plan,
-            &tasks,
-            &cpus,
-            opts.stack_size,
-            child.is_some(),
-            pages,
-            &mut notices,
-        )?;
+        let attr_opts = AttrOptions {
+            stack_size: opts.stack_size,
+            kernel: plan.kernel,
+            enable_on_exec: child.is_some(),
+        };
+        let mut open = OpenEvents::new(attr_opts, pages);
+        open.add_tasks(&plan, &tasks, &cpus)?;
+        if let Target::Attach(pid) = opts.target {
+            // Threads created while the first events were being opened are not covered by
+            // their inheritance: open theirs too, until the thread list is stable.
+            let mut known = tasks.clone();
+            loop {
+                let new: Vec<i32> = threads_of(pid)
+                    .into_iter()
+                    .filter(|t| !known.contains(t))
+                    .collect();
+                if new.is_empty() {
+                    break;
+                }
+                open.add_tasks(&plan, &new, &cpus)?;
+                known.extend(new);
+            }
+        }
+        if open.pages < pages {
+            notices.push(format!(
+                "sample buffers reduced to {} KiB per CPU by the locked-memory limit",
+                open.pages * 4
+            ));
+        }
         Ok::<_, RunError>((plan, open, notices))
     })();
     let (plan, mut open, notices) = match setup {
@@ -355,9 +368,17 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         }
     };
     let mut recorder = Recorder::new(
-        perf::parse_info(&open.attr0),
+        plan.specs
+            .iter()
+            .map(|(spec, _)| EventLayout {
+                parse_info: perf::parse_info(&perf::attr(spec, &open.opts, false)),
+                fixed_period: match spec.sampling {
+                    Sampling::Period(p) => Some(p),
+                    Sampling::Frequency(_) => None,
+                },
+            })
+            .collect(),
         open.event_of_id.clone(),
-        plan.specs.len(),
     );
     let start_ns = now_ns();
     let started = Instant::now();
@@ -400,12 +421,7 @@ fn record_loop(
     tasks: &[i32],
 ) -> Option<Ended> {
     if child.is_none() {
-        for ring in &open.rings {
-            perf::set_enabled(ring.fd(), true);
-        }
-        for fd in &open.others {
-            perf::set_enabled(fd, true);
-        }
+        open.fds().for_each(|fd| perf::set_enabled(fd, true));
     }
     let mut hung = vec![false; open.rings.len()];
     let ended = loop {
@@ -451,12 +467,7 @@ fn record_loop(
             }
         }
     };
-    for ring in &open.rings {
-        perf::set_enabled(ring.fd(), false);
-    }
-    for fd in &open.others {
-        perf::set_enabled(fd, false);
-    }
+    open.fds().for_each(|fd| perf::set_enabled(fd, false));
     drain(&mut open.rings, recorder, u64::MAX);
     ended
 }
