@@ -116,7 +116,7 @@ fn samples_land_in_a_dlopened_library_at_its_function_offsets() {
         &dir,
         "run_dlopen",
         &["-ldl"],
-        &[lib.to_str().unwrap()],
+        &[lib.to_str().unwrap(), "1000"],
         &["cpu-clock@f2000"],
     );
     let module = profile
@@ -130,7 +130,7 @@ fn samples_land_in_a_dlopened_library_at_its_function_offsets() {
     let (mut in_lib, mut in_fn, mut total) = (0u64, 0u64, 0u64);
     for t in &profile.threads {
         for node in &t.cct.nodes {
-            let samples = node.costs[0].samples;
+            let samples = node.costs[0].value;
             total += samples;
             if let profiler::db::Frame::Code {
                 module: m,
