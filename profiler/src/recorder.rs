@@ -64,8 +64,6 @@ pub struct Recorder {
     stack: Vec<u8>,
     frames: Vec<RawFrame>,
     path: Vec<Frame>,
-    /// Samples that were taken in kernel mode (only when kernel sampling is on).
-    pub kernel_samples: u64,
 }
 
 /// What a finished recording holds, ready to be written to `profile.db`.
@@ -96,7 +94,6 @@ impl Recorder {
             stack: Vec::new(),
             frames: Vec::new(),
             path: Vec::new(),
-            kernel_samples: 0,
         }
     }
 
@@ -126,11 +123,6 @@ impl Recorder {
             rec.data,
             self.layouts[event].parse_info,
         )
-    }
-
-    /// Samples received so far.
-    pub fn samples(&self) -> u64 {
-        self.stats.samples
     }
 
     /// Learn about a process that existed before sampling started (attach mode).
@@ -237,9 +229,6 @@ impl Recorder {
         let period = s.period.or(self.layouts[event].fixed_period).unwrap_or(1);
         self.stats.samples += 1;
         let in_kernel = matches!(s.cpu_mode, CpuMode::Kernel);
-        if in_kernel {
-            self.kernel_samples += 1;
-        }
 
         // The user state: from the sampled registers, or (kernel samples) the registers saved
         // when the thread entered the kernel.
