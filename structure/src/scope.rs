@@ -384,6 +384,7 @@ pub fn normalize_ranges(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
 
