@@ -34,3 +34,10 @@
 pub mod scope;
 
 pub use scope::{normalize_ranges, Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
+pub mod error;
+pub mod reader;
+pub mod writer;
+
+pub use error::StructureError;
+pub use reader::{read_structure, read_structure_file};
+pub use writer::{write_structure, write_structure_file};

@@ -125,6 +125,8 @@ pub struct ScopeTree {
     file_ids: BTreeMap<String, FileId>,
     /// Disjoint statement intervals sorted by start: (start, end, statement).
     index: Vec<(u64, u64, ScopeId)>,
+    /// Whether the module is a shared library (HPCToolkit then suffixes procedure names).
+    shared_library: bool,
 }
 
 impl ScopeTree {
@@ -146,6 +148,17 @@ impl ScopeTree {
     /// The module path (the root's name).
     pub fn module_path(&self) -> &str {
         &self.scopes[0].name
+    }
+
+    /// Whether the module is a shared library. The writer then appends `" [basename]"` to
+    /// procedure names, as HPCToolkit does; the reader strips it and sets this flag.
+    pub fn is_shared_library(&self) -> bool {
+        self.shared_library
+    }
+
+    /// Mark the module as a shared library (or not); see [`ScopeTree::is_shared_library`].
+    pub fn set_shared_library(&mut self, shared: bool) {
+        self.shared_library = shared;
     }
 
     /// Number of scopes, the root included.
