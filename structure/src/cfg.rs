@@ -92,6 +92,10 @@ pub enum Terminator {
     Invalid,
     /// The code range ends without a terminator (the code falls off the end of the range).
     EndOfCode,
+    /// Alignment `nop`s after a block-ending instruction that nothing branches to; they fall
+    /// into the next block only on paper, so they get no edge (otherwise every padded loop
+    /// head would look like a second loop entry).
+    Padding,
 }
 
 /// How control gets along an [`Edge`].
@@ -325,6 +329,7 @@ impl Cfg {
         let decoded = Decoded::new(code, env);
         let mut builder = Builder::new(&decoded, env);
         builder.find_leaders();
+        builder.find_padding();
         let mut cfg = builder.make_blocks();
         cfg.entry = code
             .first()
@@ -373,6 +378,10 @@ struct Builder<'d, 'e> {
     d: &'d Decoded,
     env: &'d CfgEnv<'e>,
     leader: Vec<bool>,
+    /// Instructions that are branch or jump-table targets.
+    target: Vec<bool>,
+    /// Instructions that are alignment padding (see [`Terminator::Padding`]).
+    padding: Vec<bool>,
     /// Resolved jump tables, keyed by the index of their `jmp`: (table address, target indices).
     tables: Vec<(usize, u64, Vec<usize>)>,
     unresolved: Vec<u64>,
@@ -385,6 +394,8 @@ impl<'d, 'e> Builder<'d, 'e> {
             d,
             env,
             leader: vec![false; d.insns.len()],
+            target: vec![false; d.insns.len()],
+            padding: vec![false; d.insns.len()],
             tables: Vec::new(),
             unresolved: Vec::new(),
             calls: Vec::new(),
@@ -426,6 +437,7 @@ impl<'d, 'e> Builder<'d, 'e> {
                     if d.contains(t) {
                         if let Some(j) = self.internal_target(t) {
                             self.leader[j] = true;
+                            self.target[j] = true;
                         }
                     } else {
                         self.call_site(insn, Some(t), CallKind::TailCall);
@@ -437,12 +449,34 @@ impl<'d, 'e> Builder<'d, 'e> {
         }
     }
 
+    /// Mark runs of `nop`s that follow a block-ending instruction and are no branch target as
+    /// padding, and start a block at the first instruction after such a run.
+    fn find_padding(&mut self) {
+        let d = self.d;
+        let mut in_run = false;
+        for i in 0..d.insns.len() {
+            let after_end =
+                i > 0 && d.insns[i - 1].next_ip() == d.insns[i].ip() && d.flows[i - 1].ends_block();
+            let is_nop = d.insns[i].mnemonic() == Mnemonic::Nop;
+            if self.target[i] || (!after_end && !in_run) {
+                in_run = false;
+            } else if after_end {
+                in_run = is_nop;
+            } else if !is_nop {
+                in_run = false;
+                self.leader[i] = true;
+            }
+            self.padding[i] = in_run;
+        }
+    }
+
     /// An indirect jump: a jump table, a tail call through memory, or unknown.
     fn indirect_jump(&mut self, i: usize) {
         let insn = &self.d.insns[i];
         if let Some((table, targets)) = self.jump_table(i) {
             for &t in &targets {
                 self.leader[t] = true;
+                self.target[t] = true;
             }
             self.tables.push((i, table, targets));
         } else if insn.op0_kind() == OpKind::Memory && insn.is_ip_rel_memory_operand() {
@@ -614,7 +648,12 @@ impl<'d, 'e> Builder<'d, 'e> {
             let follows = (last + 1 < d.insns.len()
                 && d.insns[last + 1].ip() == d.insns[last].next_ip())
             .then(|| block_of_insn[last + 1]);
-            let (terminator, edges) = link(d, last, follows, &block_of_insn, &tables);
+            let first = cfg.blocks[b].insns.start as usize;
+            let (terminator, edges) = if self.padding[first] {
+                (Terminator::Padding, Vec::new())
+            } else {
+                link(d, last, follows, &block_of_insn, &tables)
+            };
             cfg.blocks[b].terminator = terminator;
             for edge in edges {
                 if cfg.blocks[b].succs.iter().all(|e| e.to != edge.to) {

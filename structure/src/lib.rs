@@ -1,2 +1,3 @@
 //! placeholder
 pub mod cfg;
+pub mod loops;
