@@ -17,7 +17,7 @@
 //! blocks, the blocks it owns directly (not in an inner loop), its parent and children, its depth
 //! (1 for outermost loops) and the sources of its back edges.
 
-use crate::cfg::{BlockId, Cfg};
+use crate::cfg::{BlockId, Cfg, EdgeKind};
 
 /// Index of a loop in [`LoopForest::loops`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -372,5 +372,131 @@ impl LoopForest {
     /// True when the procedure has no loop.
     pub fn is_empty(&self) -> bool {
         self.loops.is_empty()
+    }
+}
+
+/// Begin-line tolerance of the thesis's bbranch-max-fuzzy heuristic (§3.4, Algorithm 4.4): a
+/// loop's begin line may move up to this many lines above the line of its backward branch.
+pub const LOOP_BEGIN_TOLERANCE: u32 = 5;
+
+/// The source line chosen for a loop by [`LoopForest::begin_line`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoopLine {
+    /// File id, as returned by the caller's line lookup.
+    pub file: u32,
+    /// The loop's begin line after fuzzy widening.
+    pub line: u32,
+    /// Address of the instruction whose line anchored the choice (the backward branch, or the
+    /// header's first instruction when the loop has none); the caller uses it to decide the
+    /// loop's procedure or inline context (Algorithm 4.2).
+    pub anchor: u64,
+    /// The anchor's own line, before widening.
+    pub anchor_line: u32,
+}
+
+impl LoopForest {
+    /// Estimate the source begin line of loop `id` with the bbranch-max-fuzzy heuristic.
+    ///
+    /// `line_of` maps an instruction address to `(file id, line)` (the innermost line-table
+    /// row; `None` or line 0 for code without a line).
+    ///
+    /// 1. Anchor: the loop's *backward branch*, i.e. the highest-addressed branch (jump, taken
+    ///    arm or table entry) of the loop to a block of the loop at a lower or equal address,
+    ///    ignoring branches that stay inside one inner loop. Compilers give it the line of the
+    ///    loop test, which is the loop's line (`for`/`while`). Without one, the last
+    ///    instructions of the back-edge sources are tried, then the header's instructions.
+    /// 2. Fuzzy widening: the loop's code in the anchor's file with lines below the anchor's
+    ///    is examined from the highest line down; the begin line moves to each such line that
+    ///    lies within `tolerance` lines of the current begin line, and stops at the first gap
+    ///    wider than that. This reaches back from a bottom test (`do ... while`, or a loop test
+    ///    the compiler attributed to the last body statement) to the first body lines, without
+    ///    pulling the loop up to distant code (code inlined from earlier in the file).
+    ///    The thesis uses `tolerance` = [`LOOP_BEGIN_TOLERANCE`].
+    ///
+    /// Returns `None` when no instruction of the loop has a line.
+    pub fn begin_line(
+        &self,
+        cfg: &Cfg,
+        id: LoopId,
+        line_of: &dyn Fn(u64) -> Option<(u32, u32)>,
+        tolerance: u32,
+    ) -> Option<LoopLine> {
+        let lp = self.get(id);
+        let known = |addr: u64| line_of(addr).filter(|&(_, line)| line > 0);
+        let header_insns = cfg.instructions(lp.header).iter().copied();
+        let latch_branches = lp
+            .back_edge_sources
+            .iter()
+            .rev()
+            .map(|&b| cfg.block(b).last_insn);
+        let (anchor, (file, anchor_line)) = self
+            .backward_branches(cfg, id)
+            .into_iter()
+            .rev()
+            .chain(latch_branches)
+            .chain(header_insns)
+            .find_map(|a| Some((a, known(a)?)))?;
+        let mut below: Vec<u32> = lp
+            .blocks
+            .iter()
+            .flat_map(|&b| cfg.instructions(b).iter())
+            .filter_map(|&a| known(a))
+            .filter(|&(f, line)| f == file && line < anchor_line)
+            .map(|(_, line)| line)
+            .collect();
+        below.sort_unstable_by(|a, b| b.cmp(a));
+        let mut line = anchor_line;
+        for l in below {
+            if line - l > tolerance {
+                break;
+            }
+            line = line.min(l);
+        }
+        Some(LoopLine {
+            file,
+            line,
+            anchor,
+            anchor_line,
+        })
+    }
+
+    /// Addresses of the loop's backward branches, ascending: branch instructions of the loop
+    /// whose target block is in the loop at a lower or equal address, excluding branches
+    /// internal to one inner loop.
+    pub fn backward_branches(&self, cfg: &Cfg, id: LoopId) -> Vec<u64> {
+        let lp = self.get(id);
+        let inner = |b: BlockId| {
+            self.innermost(b)
+                .filter(|&l| l != id)
+                .map(|l| self.child_towards(id, l))
+        };
+        let mut out: Vec<u64> = lp
+            .blocks
+            .iter()
+            .filter(|&&b| {
+                let block = cfg.block(b);
+                block.succs.iter().any(|e| {
+                    e.kind != EdgeKind::FallThrough
+                        && e.kind != EdgeKind::NotTaken
+                        && cfg.block(e.to).start <= block.last_insn
+                        && self.contains(id, e.to)
+                        && (inner(b).is_none() || inner(b) != inner(e.to))
+                })
+            })
+            .map(|&b| cfg.block(b).last_insn)
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// The child of `ancestor` on the parent chain from `l` (a loop strictly inside it).
+    fn child_towards(&self, ancestor: LoopId, mut l: LoopId) -> LoopId {
+        while let Some(p) = self.get(l).parent {
+            if p == ancestor {
+                break;
+            }
+            l = p;
+        }
+        l
     }
 }
