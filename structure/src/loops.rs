@@ -17,7 +17,7 @@
 //! blocks, the blocks it owns directly (not in an inner loop), its parent and children, its depth
 //! (1 for outermost loops) and the sources of its back edges.
 
-use crate::cfg::{BlockId, Cfg, EdgeKind};
+use crate::cfg::{BlockId, Cfg, EdgeKind, Terminator};
 
 /// Index of a loop in [`LoopForest::loops`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -394,17 +394,30 @@ pub struct LoopLine {
     pub anchor_line: u32,
 }
 
+/// A branch closing a loop iteration, as found by [`LoopForest::backward_branches`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackwardBranch {
+    /// Address of the branch instruction (the last of its block).
+    pub addr: u64,
+    /// It jumps to an entry of the loop (the header, for a reducible loop).
+    pub to_entry: bool,
+    /// It is a conditional branch (typically the loop test).
+    pub conditional: bool,
+}
+
 impl LoopForest {
     /// Estimate the source begin line of loop `id` with the bbranch-max-fuzzy heuristic.
     ///
     /// `line_of` maps an instruction address to `(file id, line)` (the innermost line-table
     /// row; `None` or line 0 for code without a line).
     ///
-    /// 1. Anchor: the loop's *backward branch*, i.e. the highest-addressed branch (jump, taken
-    ///    arm or table entry) of the loop to a block of the loop at a lower or equal address,
-    ///    ignoring branches that stay inside one inner loop. Compilers give it the line of the
-    ///    loop test, which is the loop's line (`for`/`while`). Without one, the last
-    ///    instructions of the back-edge sources are tried, then the header's instructions.
+    /// 1. Anchor: the loop's *backward branch* (see [`LoopForest::backward_branches`]).
+    ///    Compilers give the loop test the loop's line (`for`/`while`), so among several
+    ///    backward branches those jumping to the header are preferred (a `break` out of a
+    ///    `switch` jumps back to the latch, not the header), then conditional ones (the test
+    ///    rather than a `goto`-like jump), then the highest address (the loop bottom). Without
+    ///    a backward branch with a line, the last instructions of the back-edge sources are
+    ///    tried, then the header's instructions.
     /// 2. Fuzzy widening: the loop's code in the anchor's file with lines below the anchor's
     ///    is examined from the highest line down; the begin line moves to each such line that
     ///    lies within `tolerance` lines of the current begin line, and stops at the first gap
@@ -429,10 +442,12 @@ impl LoopForest {
             .iter()
             .rev()
             .map(|&b| cfg.block(b).last_insn);
-        let (anchor, (file, anchor_line)) = self
-            .backward_branches(cfg, id)
-            .into_iter()
+        let mut branches = self.backward_branches(cfg, id);
+        branches.sort_by_key(|b| (b.to_entry, b.conditional, b.addr));
+        let (anchor, (file, anchor_line)) = branches
+            .iter()
             .rev()
+            .map(|b| b.addr)
             .chain(latch_branches)
             .chain(header_insns)
             .find_map(|a| Some((a, known(a)?)))?;
@@ -460,32 +475,40 @@ impl LoopForest {
         })
     }
 
-    /// Addresses of the loop's backward branches, ascending: branch instructions of the loop
-    /// whose target block is in the loop at a lower or equal address, excluding branches
-    /// internal to one inner loop.
-    pub fn backward_branches(&self, cfg: &Cfg, id: LoopId) -> Vec<u64> {
+    /// The loop's backward branches in address order: branch instructions (jumps, taken arms,
+    /// table entries) of the loop whose target block is in the loop at a lower or equal
+    /// address, excluding branches internal to one inner loop.
+    pub fn backward_branches(&self, cfg: &Cfg, id: LoopId) -> Vec<BackwardBranch> {
         let lp = self.get(id);
         let inner = |b: BlockId| {
             self.innermost(b)
                 .filter(|&l| l != id)
                 .map(|l| self.child_towards(id, l))
         };
-        let mut out: Vec<u64> = lp
-            .blocks
-            .iter()
-            .filter(|&&b| {
-                let block = cfg.block(b);
-                block.succs.iter().any(|e| {
-                    e.kind != EdgeKind::FallThrough
-                        && e.kind != EdgeKind::NotTaken
-                        && cfg.block(e.to).start <= block.last_insn
-                        && self.contains(id, e.to)
-                        && (inner(b).is_none() || inner(b) != inner(e.to))
-                })
-            })
-            .map(|&b| cfg.block(b).last_insn)
-            .collect();
-        out.sort_unstable();
+        let mut out: Vec<BackwardBranch> = Vec::new();
+        for &b in &lp.blocks {
+            let block = cfg.block(b);
+            let backward = block.succs.iter().filter(|e| {
+                e.kind != EdgeKind::FallThrough
+                    && e.kind != EdgeKind::NotTaken
+                    && cfg.block(e.to).start <= block.last_insn
+                    && self.contains(id, e.to)
+                    && (inner(b).is_none() || inner(b) != inner(e.to))
+            });
+            let mut found = false;
+            let mut to_entry = false;
+            for e in backward {
+                found = true;
+                to_entry |= lp.entries.contains(&e.to);
+            }
+            if found {
+                out.push(BackwardBranch {
+                    addr: block.last_insn,
+                    to_entry,
+                    conditional: block.terminator == Terminator::Branch,
+                });
+            }
+        }
         out
     }
 
