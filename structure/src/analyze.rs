@@ -173,6 +173,28 @@ fn summarize(
     }
 }
 
+/// The addresses of all line-table rows of `path`'s debug information (with a line), sorted:
+/// the population from which agreement checks draw addresses.
+pub fn line_table_addresses(path: &Path) -> Result<Vec<u64>, StructureError> {
+    let mapped = MappedFile::open(path)?;
+    let file = mapped.parse()?;
+    let code = binary::code_sections(&file);
+    let in_code = |a: u64| code.iter().any(|c| c.contains(a));
+    let info = if binary::has_dwarf(&file) {
+        read_debug_info(&file, &in_code)
+    } else if let Some(debug) = open_separate_debug(path, &file, &mut Vec::new()) {
+        read_debug_info(&debug.parse()?, &in_code)
+    } else {
+        DwarfInfo::default()
+    };
+    Ok(info
+        .rows
+        .iter()
+        .filter(|r| r.file != NO_FILE && r.line > 0)
+        .map(|r| r.address)
+        .collect())
+}
+
 /// Map the first usable separate debug file of `binary` (one that parses and holds DWARF).
 fn open_separate_debug(
     binary: &Path,

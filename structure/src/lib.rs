@@ -43,6 +43,7 @@ pub mod normalize;
 pub mod procedure;
 pub mod reader;
 pub mod scope;
+pub mod verify;
 pub mod writer;
 
 pub use analyze::{analyze_file, Analysis, DebugSource, Options, Summary};
