@@ -5,7 +5,7 @@
 //!    peeling, versioning or unswitching); a line that appears at several levels of one loop
 //!    nest keeps only its innermost instance, which takes the other instances' addresses;
 //! 2. *merge-perfectly-nested-loops*: a loop whose only content is one loop with the same
-//!    begin line and file absorbs it;
+//!    (known) begin line and file absorbs it;
 //! 3. empty loops and inlined calls are removed.
 //!
 //! Address ranges move with the statements, so every address stays in exactly one statement.
@@ -140,6 +140,7 @@ fn merge_perfect_nests(tree: &mut LocalTree) {
         while let [only] = live_children(tree, n)[..] {
             let same = tree.nodes[n].stmts.is_empty()
                 && is_loop(tree, only)
+                && tree.loop_line(n).is_some_and(|(_, line)| line != 0)
                 && tree.loop_line(n) == tree.loop_line(only);
             if !same {
                 break;
