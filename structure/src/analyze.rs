@@ -121,7 +121,9 @@ fn analyze_in_pool(path: &Path, options: &Options) -> Result<Analysis, Structure
         });
     }
 
-    let plans = plan_procedures(info.procs.clone(), &symbols, &code);
+    let mut info = info;
+    let plans = plan_procedures(std::mem::take(&mut info.procs), &symbols, &code);
+    let info = info;
     let data = binary::data_sections(&file);
     let noreturn: HashSet<u64> = symbols
         .iter()
@@ -287,6 +289,10 @@ fn plan_procedures(
     procs.sort_by_key(|p| p.entry);
     procs.dedup_by_key(|p| p.entry);
     let dwarf_entries: std::collections::BTreeSet<u64> = procs.iter().map(|p| p.entry).collect();
+    let by_link_name: HashMap<&str, u64> = symbols
+        .iter()
+        .map(|s| (s.link_name.as_str(), s.address))
+        .collect();
     let mut claimed: BTreeMap<u64, u64> = BTreeMap::new();
     let mut plans = Vec::new();
     for p in procs {
@@ -303,13 +309,11 @@ fn plan_procedures(
         if ranges.is_empty() {
             continue;
         }
-        let entry = symbols
-            .iter()
-            .find(|s| {
-                Some(&s.link_name) == p.link_name.as_ref()
-                    && ranges.iter().any(|r| r.contains(&s.address))
-            })
-            .map_or(p.entry, |s| s.address);
+        let entry = by_link_name
+            .get(p.link_name.as_deref().unwrap_or(&p.name))
+            .copied()
+            .filter(|a| ranges.iter().any(|r| r.contains(a)))
+            .unwrap_or(p.entry);
         let entry = if ranges.iter().any(|r| r.contains(&entry)) {
             entry
         } else {

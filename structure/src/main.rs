@@ -76,20 +76,26 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             .map_or("out".into(), |b| b.to_string_lossy().into_owned());
         PathBuf::from(format!("{base}.hpcstruct"))
     });
+    let writing = std::time::Instant::now();
     write_structure_file(&output, std::slice::from_ref(&analysis.tree))
         .with_context(|| format!("writing {}", output.display()))?;
-    print_summary(&cli.binary, &output, &analysis.summary);
+    print_summary(&cli.binary, &output, &analysis.summary, writing.elapsed());
     Ok(())
 }
 
-fn print_summary(binary: &std::path::Path, output: &std::path::Path, s: &Summary) {
+fn print_summary(
+    binary: &std::path::Path,
+    output: &std::path::Path,
+    s: &Summary,
+    writing: std::time::Duration,
+) {
     let debug = match &s.debug_source {
         DebugSource::Embedded => "embedded DWARF".to_string(),
         DebugSource::Separate(p) => format!("DWARF from {}", p.display()),
         DebugSource::None => "no DWARF: symbols only, lines unknown".to_string(),
     };
     eprintln!(
-        "hpcstruct-rs: {}: {} procedures, {} inlined instances, {} loops, {} statements ({debug}, {} units) in {:.2} s -> {}",
+        "hpcstruct-rs: {}: {} procedures, {} inlined instances, {} loops, {} statements ({debug}, {} units); analysis {:.2} s, writing {:.2} s -> {}",
         binary.display(),
         s.procedures,
         s.inlined,
@@ -97,6 +103,7 @@ fn print_summary(binary: &std::path::Path, output: &std::path::Path, s: &Summary
         s.statements,
         s.units,
         s.elapsed.as_secs_f64(),
+        writing.as_secs_f64(),
         output.display()
     );
     if !s.skipped.is_empty() {

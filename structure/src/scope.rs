@@ -266,6 +266,28 @@ impl ScopeTree {
     }
 
     fn build_index(&mut self) {
+        let mut all: Vec<(u64, u64, ScopeId)> = Vec::new();
+        for (i, scope) in self.scopes.iter().enumerate() {
+            if scope.kind == ScopeKind::Statement {
+                all.extend(
+                    scope
+                        .ranges
+                        .iter()
+                        .map(|r| (r.start, r.end, ScopeId(i as u32))),
+                );
+            }
+        }
+        all.retain(|r| r.0 < r.1);
+        all.sort_unstable_by_key(|r| r.0);
+        if all.windows(2).all(|w| w[0].1 <= w[1].0) {
+            // The common case (our own trees): already disjoint.
+            self.index = all;
+            return;
+        }
+        self.build_index_with_overlaps();
+    }
+
+    fn build_index_with_overlaps(&mut self) {
         let mut taken: BTreeMap<u64, (u64, ScopeId)> = BTreeMap::new();
         for (i, scope) in self.scopes.iter().enumerate() {
             if scope.kind != ScopeKind::Statement {
