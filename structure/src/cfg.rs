@@ -427,7 +427,9 @@ impl<'d, 'e> Builder<'d, 'e> {
     fn find_leaders(&mut self) {
         let d = self.d;
         for (i, (insn, &flow)) in d.insns.iter().zip(&d.flows).enumerate() {
-            let contiguous = i > 0 && d.insns[i - 1].next_ip() == insn.ip();
+            let contiguous = i > 0
+                && d.insns[i - 1].next_ip() == insn.ip()
+                && d.ranges.binary_search_by_key(&insn.ip(), |r| r.0).is_err();
             if !contiguous || (i > 0 && d.flows[i - 1].ends_block()) {
                 self.leader[i] = true;
             }
