@@ -341,7 +341,7 @@ fn loop_through_a_cold_part_spans_both_ranges() {
         .rel32_to(&[0x0f, 0x8c], 0x8000) // jl cold
         .op(RET)
         .label("back")
-        .rel8(JMP8, "top");
+        .rel32(&[0xe9], "top");
     let hot_code = hot.finish();
     let mut cold = Asm::new(0x8000);
     cold.op(INC_EAX).rel32_to(&[0xe9], hot.addr("back"));
