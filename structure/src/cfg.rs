@@ -92,9 +92,9 @@ pub enum Terminator {
     Invalid,
     /// The code range ends without a terminator (the code falls off the end of the range).
     EndOfCode,
-    /// Alignment `nop`s after a block-ending instruction that nothing branches to; they fall
-    /// into the next block only on paper, so they get no edge (otherwise every padded loop
-    /// head would look like a second loop entry).
+    /// Alignment `nop`s after an instruction without fall-through (jump, return, trap) that
+    /// nothing branches to; they fall into the next block only on paper, so they get no edge
+    /// (otherwise every padded loop head would look like a second loop entry).
     Padding,
 }
 
@@ -202,6 +202,19 @@ enum Flow {
 }
 
 impl Flow {
+    /// True if control can continue with the next instruction.
+    fn falls_through(self) -> bool {
+        matches!(
+            self,
+            Flow::Next
+                | Flow::CondJump(_)
+                | Flow::Call {
+                    noreturn: false,
+                    ..
+                }
+        )
+    }
+
     /// True if the instruction ends its block.
     fn ends_block(self) -> bool {
         !matches!(
@@ -451,14 +464,16 @@ impl<'d, 'e> Builder<'d, 'e> {
         }
     }
 
-    /// Mark runs of `nop`s that follow a block-ending instruction and are no branch target as
+    /// Mark runs of `nop`s that follow an instruction without fall-through and are no branch
+    /// target as
     /// padding, and start a block at the first instruction after such a run.
     fn find_padding(&mut self) {
         let d = self.d;
         let mut in_run = false;
         for i in 0..d.insns.len() {
-            let after_end =
-                i > 0 && d.insns[i - 1].next_ip() == d.insns[i].ip() && d.flows[i - 1].ends_block();
+            let after_end = i > 0
+                && d.insns[i - 1].next_ip() == d.insns[i].ip()
+                && !d.flows[i - 1].falls_through();
             let is_nop = d.insns[i].mnemonic() == Mnemonic::Nop;
             if self.target[i] || (!after_end && !in_run) {
                 in_run = false;

@@ -505,3 +505,26 @@ fn garbage_bytes_never_panic() {
         "random branches make loops ({total_loops})"
     );
 }
+
+#[test]
+fn nops_on_a_fall_through_path_are_not_padding() {
+    let mut a = Asm::new(0x1000);
+    a.label("top")
+        .op(INC_ECX)
+        .op(CMP_ECX_10)
+        .rel8(JE, "out")
+        .label("nops")
+        .op(&[0x0f, 0x1f, 0x00]) // nopl (%rax), executed when the je is not taken
+        .label("body")
+        .op(INC_EAX)
+        .rel8(JMP8, "top")
+        .label("out")
+        .op(RET);
+    let (cfg, forest) = build(0x1000, &a.finish());
+    check_invariants(&cfg, &forest);
+    let nops = cfg.block(cfg.block_at(a.addr("nops")).unwrap());
+    assert_ne!(nops.terminator, Terminator::Padding);
+    assert_eq!(forest.len(), 1);
+    assert_eq!(forest.loops[0].blocks.len(), 2, "top and nops+body");
+    assert!(!forest.loops[0].irreducible);
+}
