@@ -528,3 +528,17 @@ fn nops_on_a_fall_through_path_are_not_padding() {
     assert_eq!(forest.loops[0].blocks.len(), 2, "top and nops+body");
     assert!(!forest.loops[0].irreducible);
 }
+
+#[test]
+fn branch_over_a_lock_prefix_goes_to_the_containing_instruction() {
+    // test edi,edi; je 0x1005 (the `inc` inside `lock inc (%rax)`); lock inc (%rax); ret
+    let code = [0x85, 0xff, 0x74, 0x01, 0xf0, 0xff, 0x00, 0xc3];
+    let (cfg, forest) = build(0x1000, &code);
+    check_invariants(&cfg, &forest);
+    assert_eq!(cfg.unresolved_targets, vec![0x1005]);
+    let first = cfg.block(cfg.entry.unwrap());
+    assert_eq!(first.terminator, Terminator::Branch);
+    let targets: Vec<u64> = first.succs.iter().map(|e| cfg.block(e.to).start).collect();
+    assert_eq!(targets, vec![0x1004]);
+    assert!(forest.is_empty());
+}
