@@ -63,6 +63,7 @@ fn main() -> Result<()> {
     let (mut n_funcs, mut n_bytes, mut n_blocks, mut n_loops, mut n_irr) = (0, 0, 0, 0, 0);
     let mut biggest = (0usize, String::new(), 0f64);
     let mut cfg_secs = 0f64;
+    let mut slowest = (0f64, String::new(), 0usize);
     let t0 = Instant::now();
     for (addr, size, name) in &functions {
         if args.get(1).is_some_and(|f| f != name) {
@@ -83,6 +84,9 @@ fn main() -> Result<()> {
         let forest = LoopForest::build(&cfg);
         let secs = t.elapsed().as_secs_f64();
         cfg_secs += t_cfg;
+        if secs > slowest.0 {
+            slowest = (secs, name.clone(), cfg.len());
+        }
         if cfg.len() > biggest.0 {
             biggest = (cfg.len(), name.clone(), secs);
         }
@@ -112,6 +116,12 @@ fn main() -> Result<()> {
         biggest.1,
         biggest.0,
         biggest.2 * 1e3
+    );
+    println!(
+        "slowest: {} ({} blocks, {:.2} ms)",
+        slowest.1,
+        slowest.2,
+        slowest.0 * 1e3
     );
     Ok(())
 }

@@ -358,12 +358,13 @@ impl LoopForest {
                 .collect();
             entries.retain(|&b| b != header);
             entries.insert(0, header);
-            let latches = self.loops[i]
-                .blocks
+            let mut latches: Vec<BlockId> = entries
                 .iter()
-                .copied()
-                .filter(|&b| cfg.block(b).succs.iter().any(|e| entries.contains(&e.to)))
+                .flat_map(|&e| cfg.block(e).preds.iter().copied())
+                .filter(|&p| self.contains(id, p))
                 .collect();
+            latches.sort_unstable();
+            latches.dedup();
             let l = &mut self.loops[i];
             l.irreducible = entries.len() > 1;
             l.entries = entries;
