@@ -62,6 +62,8 @@ fn main() -> Result<()> {
 
     let (mut n_funcs, mut n_bytes, mut n_blocks, mut n_loops, mut n_irr) = (0, 0, 0, 0, 0);
     let mut biggest = (0usize, String::new(), 0f64);
+    let mut cfg_secs = 0f64;
+    let mut slowest = (0f64, String::new(), 0usize);
     let t0 = Instant::now();
     for (addr, size, name) in &functions {
         if args.get(1).is_some_and(|f| f != name) {
@@ -78,8 +80,13 @@ fn main() -> Result<()> {
             }],
             &env,
         );
+        let t_cfg = t.elapsed().as_secs_f64();
         let forest = LoopForest::build(&cfg);
         let secs = t.elapsed().as_secs_f64();
+        cfg_secs += t_cfg;
+        if secs > slowest.0 {
+            slowest = (secs, name.clone(), cfg.len());
+        }
         if cfg.len() > biggest.0 {
             biggest = (cfg.len(), name.clone(), secs);
         }
@@ -88,6 +95,16 @@ fn main() -> Result<()> {
         n_blocks += cfg.len();
         n_loops += forest.len();
         n_irr += forest.loops.iter().filter(|l| l.irreducible).count();
+        if std::env::var_os("LOOPS_SCAN_IRREDUCIBLE").is_some() {
+            for l in forest.loops.iter().filter(|l| l.irreducible) {
+                let entries: Vec<String> = l
+                    .entries
+                    .iter()
+                    .map(|e| format!("{:#x}", cfg.block(*e).start))
+                    .collect();
+                println!("irreducible {name} {:#x}: {}", addr, entries.join(" "));
+            }
+        }
         if args.len() > 1 {
             print_function(&cfg, &forest);
         }
@@ -95,10 +112,16 @@ fn main() -> Result<()> {
     let total = t0.elapsed().as_secs_f64();
     println!(
         "{n_funcs} functions, {n_bytes} bytes, {n_blocks} blocks, {n_loops} loops \
-         ({n_irr} irreducible) in {total:.3} s; largest: {} ({} blocks, {:.2} ms)",
+         ({n_irr} irreducible) in {total:.3} s (CFGs {cfg_secs:.3} s); largest: {} ({} blocks, {:.2} ms)",
         biggest.1,
         biggest.0,
         biggest.2 * 1e3
+    );
+    println!(
+        "slowest: {} ({} blocks, {:.2} ms)",
+        slowest.1,
+        slowest.2,
+        slowest.0 * 1e3
     );
     Ok(())
 }

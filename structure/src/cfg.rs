@@ -17,7 +17,9 @@
 //!   and reading always stops at the first entry that leaves the procedure.
 //!
 //! Garbage bytes never panic: an undecodable instruction ends its block, a branch into the middle
-//! of an instruction is recorded in [`Cfg::unresolved_targets`] and gets no edge.
+//! of an instruction (the old "jump over the `lock` prefix" idiom, or overlapping code) goes to
+//! the block of the instruction containing the target and is recorded in
+//! [`Cfg::unresolved_targets`]; a jump-table entry that does so ends the table.
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register};
 
@@ -92,9 +94,9 @@ pub enum Terminator {
     Invalid,
     /// The code range ends without a terminator (the code falls off the end of the range).
     EndOfCode,
-    /// Alignment `nop`s after a block-ending instruction that nothing branches to; they fall
-    /// into the next block only on paper, so they get no edge (otherwise every padded loop
-    /// head would look like a second loop entry).
+    /// Alignment `nop`s after an instruction without fall-through (jump, return, trap) that
+    /// nothing branches to; they fall into the next block only on paper, so they get no edge
+    /// (otherwise every padded loop head would look like a second loop entry).
     Padding,
 }
 
@@ -175,7 +177,8 @@ pub struct Cfg {
     /// Calls and tail calls, sorted by address.
     pub calls: Vec<CallSite>,
     /// Branch or table targets inside the procedure that are not instruction boundaries
-    /// (overlapping code or garbage); they get no edge.
+    /// (a skipped prefix, overlapping code or garbage). A branch there is linked to the
+    /// instruction containing it; a table entry there ends the table.
     pub unresolved_targets: Vec<u64>,
     /// The procedure's address ranges as half-open `(start, end)` pairs, sorted.
     pub ranges: Vec<(u64, u64)>,
@@ -202,6 +205,19 @@ enum Flow {
 }
 
 impl Flow {
+    /// True if control can continue with the next instruction.
+    fn falls_through(self) -> bool {
+        matches!(
+            self,
+            Flow::Next
+                | Flow::CondJump(_)
+                | Flow::Call {
+                    noreturn: false,
+                    ..
+                }
+        )
+    }
+
     /// True if the instruction ends its block.
     fn ends_block(self) -> bool {
         !matches!(
@@ -256,6 +272,15 @@ impl Decoded {
     /// Index of the instruction starting exactly at `addr`.
     fn index_of(&self, addr: u64) -> Option<usize> {
         self.insns.binary_search_by_key(&addr, Instruction::ip).ok()
+    }
+
+    /// Index of the instruction whose bytes include `addr`.
+    fn containing(&self, addr: u64) -> Option<usize> {
+        let i = self
+            .insns
+            .partition_point(|x| x.ip() <= addr)
+            .checked_sub(1)?;
+        (addr < self.insns[i].next_ip()).then_some(i)
     }
 
     fn classify(&self, insn: &Instruction, env: &CfgEnv<'_>) -> Flow {
@@ -402,9 +427,9 @@ impl<'d, 'e> Builder<'d, 'e> {
         }
     }
 
-    /// A branch target inside the procedure: its instruction index, or `None` (recorded as
+    /// A jump-table target inside the procedure: its instruction index, or `None` (recorded as
     /// unresolved) when it is not an instruction boundary.
-    fn internal_target(&mut self, target: u64) -> Option<usize> {
+    fn table_target(&mut self, target: u64) -> Option<usize> {
         let idx = self.d.index_of(target);
         if idx.is_none() {
             self.unresolved.push(target);
@@ -427,7 +452,9 @@ impl<'d, 'e> Builder<'d, 'e> {
     fn find_leaders(&mut self) {
         let d = self.d;
         for (i, (insn, &flow)) in d.insns.iter().zip(&d.flows).enumerate() {
-            let contiguous = i > 0 && d.insns[i - 1].next_ip() == insn.ip();
+            let contiguous = i > 0
+                && d.insns[i - 1].next_ip() == insn.ip()
+                && d.ranges.binary_search_by_key(&insn.ip(), |r| r.0).is_err();
             if !contiguous || (i > 0 && d.flows[i - 1].ends_block()) {
                 self.leader[i] = true;
             }
@@ -435,7 +462,10 @@ impl<'d, 'e> Builder<'d, 'e> {
                 Flow::Call { target, .. } => self.call_site(insn, target, CallKind::Call),
                 Flow::Jump(t) | Flow::CondJump(t) => {
                     if d.contains(t) {
-                        if let Some(j) = self.internal_target(t) {
+                        if let Some(j) = d.containing(t) {
+                            if d.insns[j].ip() != t {
+                                self.unresolved.push(t);
+                            }
                             self.leader[j] = true;
                             self.target[j] = true;
                         }
@@ -449,14 +479,16 @@ impl<'d, 'e> Builder<'d, 'e> {
         }
     }
 
-    /// Mark runs of `nop`s that follow a block-ending instruction and are no branch target as
+    /// Mark runs of `nop`s that follow an instruction without fall-through and are no branch
+    /// target as
     /// padding, and start a block at the first instruction after such a run.
     fn find_padding(&mut self) {
         let d = self.d;
         let mut in_run = false;
         for i in 0..d.insns.len() {
-            let after_end =
-                i > 0 && d.insns[i - 1].next_ip() == d.insns[i].ip() && d.flows[i - 1].ends_block();
+            let after_end = i > 0
+                && d.insns[i - 1].next_ip() == d.insns[i].ip()
+                && !d.flows[i - 1].falls_through();
             let is_nop = d.insns[i].mnemonic() == Mnemonic::Nop;
             if self.target[i] || (!after_end && !in_run) {
                 in_run = false;
@@ -600,7 +632,7 @@ impl<'d, 'e> Builder<'d, 'e> {
             if !self.d.contains(target) {
                 break;
             }
-            match self.internal_target(target) {
+            match self.table_target(target) {
                 Some(t) => targets.push(t),
                 None => break,
             }
@@ -688,7 +720,7 @@ fn link(
             kind,
         })
     };
-    let inside = |t: u64| d.index_of(t).filter(|_| d.contains(t));
+    let inside = |t: u64| d.containing(t).filter(|_| d.contains(t));
     match d.flows[last] {
         Flow::Next
         | Flow::Call {

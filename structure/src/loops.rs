@@ -64,6 +64,11 @@ pub struct LoopForest {
     pub roots: Vec<LoopId>,
     /// Innermost loop of each block, indexed by [`BlockId`].
     innermost: Vec<Option<LoopId>>,
+    /// Preorder number of each loop in the loop tree (children visited in `children` order).
+    tree_pre: Vec<u32>,
+    /// Highest preorder number in each loop's subtree: `m` is inside `l` iff
+    /// `tree_pre[l] <= tree_pre[m] <= tree_last[l]`.
+    tree_last: Vec<u32>,
 }
 
 /// What Havlak's algorithm found out about one block, in preorder numbering.
@@ -237,6 +242,8 @@ impl LoopForest {
             loops: Vec::new(),
             roots: Vec::new(),
             innermost: vec![None; cfg.len()],
+            tree_pre: Vec::new(),
+            tree_last: Vec::new(),
         };
         // Loops are created in address order of their headers.
         let mut headers: Vec<usize> = (0..dfs.node.len())
@@ -281,16 +288,43 @@ impl LoopForest {
                 None => self.roots.push(LoopId(i as u32)),
             }
         }
-        let mut stack: Vec<(LoopId, u32)> = self.roots.iter().map(|&r| (r, 1)).collect();
-        while let Some((l, depth)) = stack.pop() {
-            self.loops[l.index()].depth = depth;
-            stack.extend(
-                self.loops[l.index()]
-                    .children
-                    .iter()
-                    .map(|&c| (c, depth + 1)),
-            );
+        let n = self.loops.len();
+        self.tree_pre = vec![0; n];
+        self.tree_last = vec![0; n];
+        let mut counter = 0;
+        // (loop, index of the next child to visit)
+        let mut stack: Vec<(LoopId, usize)> = Vec::new();
+        for &root in &self.roots {
+            self.tree_pre[root.index()] = counter;
+            self.loops[root.index()].depth = 1;
+            counter += 1;
+            stack.push((root, 0));
+            while let Some(&mut (l, ref mut next)) = stack.last_mut() {
+                if let Some(&c) = self.loops[l.index()].children.get(*next) {
+                    *next += 1;
+                    self.tree_pre[c.index()] = counter;
+                    self.loops[c.index()].depth = self.loops[l.index()].depth + 1;
+                    counter += 1;
+                    stack.push((c, 0));
+                } else {
+                    self.tree_last[l.index()] = counter - 1;
+                    stack.pop();
+                }
+            }
         }
+    }
+
+    /// The child of loop `l` that contains block `b`, if `b` is in `l` but not in its own
+    /// blocks.
+    pub fn child_containing(&self, l: LoopId, b: BlockId) -> Option<LoopId> {
+        let m = self.innermost(b)?;
+        if m == l || !self.contains(l, b) {
+            return None;
+        }
+        let pre = self.tree_pre[m.index()];
+        let children = &self.loops[l.index()].children;
+        let i = children.partition_point(|c| self.tree_pre[c.index()] <= pre);
+        Some(children[i - 1])
     }
 
     /// Fill `blocks` and `own_blocks` (address order, since block ids follow addresses).
@@ -324,12 +358,13 @@ impl LoopForest {
                 .collect();
             entries.retain(|&b| b != header);
             entries.insert(0, header);
-            let latches = self.loops[i]
-                .blocks
+            let mut latches: Vec<BlockId> = entries
                 .iter()
-                .copied()
-                .filter(|&b| cfg.block(b).succs.iter().any(|e| entries.contains(&e.to)))
+                .flat_map(|&e| cfg.block(e).preds.iter().copied())
+                .filter(|&p| self.contains(id, p))
                 .collect();
+            latches.sort_unstable();
+            latches.dedup();
             let l = &mut self.loops[i];
             l.irreducible = entries.len() > 1;
             l.entries = entries;
@@ -344,14 +379,10 @@ impl LoopForest {
 
     /// True if block `b` belongs to loop `l` (directly or through an inner loop).
     pub fn contains(&self, l: LoopId, b: BlockId) -> bool {
-        let mut up = self.innermost(b);
-        while let Some(x) = up {
-            if x == l {
-                return true;
-            }
-            up = self.loops[x.index()].parent;
-        }
-        false
+        self.innermost(b).is_some_and(|m| {
+            let pre = self.tree_pre[m.index()];
+            self.tree_pre[l.index()] <= pre && pre <= self.tree_last[l.index()]
+        })
     }
 
     /// Loop nesting depth of block `b`: 0 outside any loop.
@@ -480,11 +511,7 @@ impl LoopForest {
     /// address, excluding branches internal to one inner loop.
     pub fn backward_branches(&self, cfg: &Cfg, id: LoopId) -> Vec<BackwardBranch> {
         let lp = self.get(id);
-        let inner = |b: BlockId| {
-            self.innermost(b)
-                .filter(|&l| l != id)
-                .map(|l| self.child_towards(id, l))
-        };
+        let inner = |b: BlockId| self.child_containing(id, b);
         let mut out: Vec<BackwardBranch> = Vec::new();
         for &b in &lp.blocks {
             let block = cfg.block(b);
@@ -510,16 +537,5 @@ impl LoopForest {
             }
         }
         out
-    }
-
-    /// The child of `ancestor` on the parent chain from `l` (a loop strictly inside it).
-    fn child_towards(&self, ancestor: LoopId, mut l: LoopId) -> LoopId {
-        while let Some(p) = self.get(l).parent {
-            if p == ancestor {
-                break;
-            }
-            l = p;
-        }
-        l
     }
 }
