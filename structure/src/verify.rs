@@ -1,0 +1,169 @@
+//! Checking a scope tree against an independent oracle: binutils' `addr2line -i -f`.
+//!
+//! For an address, both sides give the chain of frames, innermost first: the function (link
+//! name where one exists, as addr2line prints it) and the source position (for the innermost
+//! frame the line of the address, for each outer frame the call site of the frame inside it).
+//! The tests and `scripts/bench-structure` use this to measure agreement.
+
+use crate::scope::{ScopeKind, ScopeTree};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// One frame of an inline chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Link name of the function (its plain name when it has none).
+    pub function: String,
+    /// Last component of the source file path.
+    pub file: String,
+    /// Source line (0 = unknown).
+    pub line: u32,
+}
+
+/// The inline chain the tree gives for `svma`, innermost first; `None` if no statement holds it.
+pub fn tree_frames(tree: &ScopeTree, svma: u64) -> Option<Vec<Frame>> {
+    let stmt = tree.lookup(svma)?;
+    let mut frames = Vec::new();
+    let mut file = basename(tree.scope_file(stmt).unwrap_or(""));
+    let mut line = tree.get(stmt).line;
+    for id in tree.ancestors(stmt) {
+        let s = tree.get(id);
+        let function = s.link_name.clone().unwrap_or_else(|| s.name.clone());
+        match s.kind {
+            ScopeKind::Alien {
+                call_file,
+                call_line,
+            } => {
+                frames.push(Frame {
+                    function,
+                    file: file.clone(),
+                    line,
+                });
+                file = basename(call_file.map_or("", |f| tree.file_name(f)));
+                line = call_line;
+            }
+            ScopeKind::Procedure => frames.push(Frame {
+                function,
+                file: file.clone(),
+                line,
+            }),
+            _ => {}
+        }
+    }
+    Some(frames)
+}
+
+/// Run `addr2line -i -f -e binary` on `addrs` and return each address's frames.
+pub fn addr2line_frames(binary: &Path, addrs: &[u64]) -> std::io::Result<Vec<Vec<Frame>>> {
+    let mut child = Command::new("addr2line")
+        .args(["-i", "-f", "-a", "-e"])
+        .arg(binary)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let input: String = addrs.iter().map(|a| format!("{a:#x}\n")).collect();
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let output = child.wait_with_output()?;
+    writer
+        .join()
+        .map_err(|_| std::io::Error::other("writer thread panicked"))??;
+    Ok(parse_addr2line(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// Parse `addr2line -a -i -f` output: an `0x…` address line, then function / `file:line` pairs.
+fn parse_addr2line(text: &str) -> Vec<Vec<Frame>> {
+    let mut out: Vec<Vec<Frame>> = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(l) = lines.next() {
+        if l.starts_with("0x") {
+            out.push(Vec::new());
+            continue;
+        }
+        let Some(pos) = lines.next() else { break };
+        let pos = pos.split(" (discriminator").next().unwrap_or(pos);
+        let (file, line) = pos.rsplit_once(':').unwrap_or((pos, "0"));
+        if let Some(frames) = out.last_mut() {
+            frames.push(Frame {
+                function: l.to_string(),
+                file: basename(file),
+                line: line.trim().parse().unwrap_or(0),
+            });
+        }
+    }
+    out
+}
+
+fn basename(path: &str) -> String {
+    path.rsplit('/').next().unwrap_or(path).to_string()
+}
+
+/// Agreement of a tree with addr2line over a set of addresses.
+#[derive(Clone, Debug, Default)]
+pub struct Agreement {
+    /// Addresses checked.
+    pub checked: usize,
+    /// Addresses inside some statement of the tree.
+    pub covered: usize,
+    /// Covered addresses whose chain (functions and lines) equals addr2line's.
+    pub agree: usize,
+    /// Up to 10 disagreements: (address, ours, addr2line's).
+    pub examples: Vec<(u64, Vec<Frame>, Vec<Frame>)>,
+}
+
+/// Compare the tree's chains with addr2line's on `addrs`.
+pub fn compare_with_addr2line(
+    tree: &ScopeTree,
+    binary: &Path,
+    addrs: &[u64],
+) -> std::io::Result<Agreement> {
+    let theirs = addr2line_frames(binary, addrs)?;
+    let mut a = Agreement {
+        checked: addrs.len(),
+        ..Agreement::default()
+    };
+    for (&addr, their) in addrs.iter().zip(&theirs) {
+        let Some(ours) = tree_frames(tree, addr) else {
+            continue;
+        };
+        a.covered += 1;
+        if same_chain(&ours, their) {
+            a.agree += 1;
+        } else if a.examples.len() < 10 {
+            a.examples.push((addr, ours, their.clone()));
+        }
+    }
+    Ok(a)
+}
+
+/// Whether two chains name the same functions at the same lines. Files are not compared:
+/// binutils reports the caller's file for some frames of recursive inlining.
+pub fn same_chain(a: &[Frame], b: &[Frame]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.function == y.function && x.line == y.line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_addr2line_output() {
+        let text = "0x0000000000001184\n_S_right\n/usr/include/stl_tree.h:788\nmain\n/src/a.cc:17 (discriminator 2)\n0x10\n??\n??:0\n";
+        let f = parse_addr2line(text);
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].len(), 2);
+        assert_eq!(
+            f[0][1],
+            Frame {
+                function: "main".into(),
+                file: "a.cc".into(),
+                line: 17
+            }
+        );
+        assert_eq!(f[1][0].function, "??");
+    }
+}

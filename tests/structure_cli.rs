@@ -1,0 +1,160 @@
+//! hpcstruct-rs as a command, and the analysis on degraded inputs: no DWARF, stripped shared
+//! library, separate debug file via `.gnu_debuglink`, compressed debug sections, not ELF.
+
+use hpctoolkit_tests::{compile, run, scratch_dir, tool};
+use std::path::Path;
+use std::process::Command;
+use structure::{analyze_file, read_structure_file, DebugSource, Options, ScopeKind, ScopeTree};
+
+fn count(tree: &ScopeTree, kind: fn(&ScopeKind) -> bool) -> usize {
+    tree.ids().filter(|&i| kind(&tree.get(i).kind)).count()
+}
+
+fn sh(cmd: &str, args: &[&str], dir: &Path) {
+    let out = run(Command::new(cmd).args(args).current_dir(dir));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn writes_a_file_that_reads_back_with_the_same_mapping() {
+    let dir = scratch_dir("structure_cli_roundtrip");
+    let bin = compile("struct_shapes.c", &dir, "shapes", &["-O2", "-g"]);
+    let out = run(Command::new(tool("hpcstruct-rs"))
+        .arg(&bin)
+        .arg("-j")
+        .arg("2")
+        .current_dir(&dir));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("procedures") && stderr.contains("loops"),
+        "summary: {stderr}"
+    );
+    let written = dir.join("shapes.hpcstruct");
+    let trees = read_structure_file(&written).unwrap_or_else(|e| panic!("{e}"));
+    let direct = analyze_file(&bin, &Options::default()).unwrap().tree;
+    assert_eq!(trees[0].address_index().len(), direct.address_index().len());
+    for &(start, end, _) in direct.address_index() {
+        for addr in [start, end - 1] {
+            let a = direct.lookup(addr).map(|s| direct.get(s).line);
+            let b = trees[0].lookup(addr).map(|s| trees[0].get(s).line);
+            assert_eq!(a, b, "{addr:#x}");
+        }
+    }
+    let text = std::fs::read_to_string(&written).unwrap();
+    assert!(text.starts_with("<?xml version=\"1.0\"?>\n<!DOCTYPE HPCToolkitStructure ["));
+}
+
+#[test]
+fn bad_inputs_fail_clearly_with_exit_2() {
+    let dir = scratch_dir("structure_cli_bad");
+    let junk = dir.join("junk.bin");
+    std::fs::write(&junk, b"this is not an ELF file at all").unwrap();
+    for path in [junk.clone(), dir.join("missing")] {
+        let out = run(Command::new(tool("hpcstruct-rs"))
+            .arg(&path)
+            .current_dir(&dir));
+        assert_eq!(out.status.code(), Some(2), "{}", path.display());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&*path.to_string_lossy()),
+            "error names the file: {err}"
+        );
+    }
+    let out = run(Command::new(tool("hpcstruct-rs")).arg("--bogus-flag"));
+    assert_eq!(out.status.code(), Some(2));
+    // A stripped PIE executable has no function symbols at all.
+    let bin = compile("struct_shapes.c", &dir, "stripped", &["-O2"]);
+    sh("strip", &["--strip-all", "stripped"], &dir);
+    let out = run(Command::new(tool("hpcstruct-rs"))
+        .arg(&bin)
+        .current_dir(&dir));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to analyse"));
+}
+
+#[test]
+fn without_dwarf_procedures_come_from_symbols_and_loops_from_code() {
+    let dir = scratch_dir("structure_no_dwarf");
+    let bin = compile("struct_shapes.c", &dir, "nodwarf", &["-O2"]);
+    let a = analyze_file(&bin, &Options::default()).unwrap();
+    assert_eq!(a.summary.debug_source, DebugSource::None);
+    let tree = &a.tree;
+    let triply = tree
+        .procedures()
+        .find(|&p| tree.get(p).name == "triply")
+        .expect("triply");
+    let loops: Vec<_> = tree
+        .descendants(triply)
+        .into_iter()
+        .filter(|&d| tree.get(d).kind == ScopeKind::Loop)
+        .collect();
+    assert!(
+        loops.len() >= 3,
+        "triply's loops from the CFG: {}",
+        loops.len()
+    );
+    assert!(tree
+        .ids()
+        .all(|i| tree.get(i).kind != ScopeKind::Statement || tree.get(i).line == 0));
+    assert_eq!(count(tree, |k| matches!(k, ScopeKind::Alien { .. })), 0);
+}
+
+#[test]
+fn stripped_shared_library_uses_dynsym() {
+    let dir = scratch_dir("structure_stripped_so");
+    let lib = compile(
+        "struct_shapes.c",
+        &dir,
+        "libshapes.so",
+        &["-O2", "-g", "-shared", "-fPIC"],
+    );
+    sh("strip", &["--strip-all", "libshapes.so"], &dir);
+    let a = analyze_file(&lib, &Options::default()).unwrap();
+    let tree = &a.tree;
+    assert!(tree.is_shared_library());
+    for name in ["single", "doubly", "calls_inline"] {
+        assert!(
+            tree.procedures().any(|p| tree.get(p).name == name),
+            "{name} from .dynsym"
+        );
+    }
+    assert!(count(tree, |k| *k == ScopeKind::Loop) >= 6);
+}
+
+#[test]
+fn separate_and_compressed_debug_info_are_found() {
+    let dir = scratch_dir("structure_debuglink");
+    let bin = compile("struct_shapes.c", &dir, "app", &["-O2", "-g"]);
+    let with = analyze_file(&bin, &Options::default()).unwrap();
+    sh("objcopy", &["--only-keep-debug", "app", "app.debug"], &dir);
+    sh("strip", &["--strip-debug", "app"], &dir);
+    sh("objcopy", &["--add-gnu-debuglink=app.debug", "app"], &dir);
+    let sep = analyze_file(&bin, &Options::default()).unwrap();
+    assert_eq!(
+        sep.summary.debug_source,
+        DebugSource::Separate(dir.join("app.debug"))
+    );
+    assert_eq!(sep.summary.inlined, with.summary.inlined);
+    assert_eq!(sep.summary.statements, with.summary.statements);
+    assert!(sep.summary.inlined > 0);
+
+    let z = compile("struct_shapes.c", &dir, "appz", &["-O2", "-g", "-gz"]);
+    let zs = analyze_file(&z, &Options::default()).unwrap();
+    assert_eq!(zs.summary.debug_source, DebugSource::Embedded);
+    assert_eq!(zs.summary.inlined, with.summary.inlined);
+    assert_eq!(zs.summary.loops, with.summary.loops);
+}
