@@ -34,5 +34,10 @@
 //! # Ok::<(), correlate::database::DatabaseError>(())
 //! ```
 
+pub mod cache;
+pub mod correlation;
 pub mod database;
+pub mod enrich;
+pub mod error;
+pub mod inputs;
 pub mod projection;
