@@ -52,7 +52,12 @@ fn perf_shares(report: &str) -> BTreeMap<String, f64> {
 #[test]
 fn flat_view_agrees_with_perf() {
     let dir = scratch_dir("correlate_prof_perf");
-    let bin = compile("prof_mixed.c", &dir, "mixed", &["-O2", "-g", "-Wl,--no-as-needed", "-lm"]);
+    let bin = compile(
+        "prof_mixed.c",
+        &dir,
+        "mixed",
+        &["-O2", "-g", "-Wl,--no-as-needed", "-lm"],
+    );
     let perf_data = dir.join("perf.data");
     run_ok(
         Command::new("perf")
@@ -63,7 +68,15 @@ fn flat_view_agrees_with_perf() {
     );
     let report = run_ok(
         Command::new("perf")
-            .args(["report", "--no-children", "--sort", "sym", "--stdio", "-q", "-i"])
+            .args([
+                "report",
+                "--no-children",
+                "--sort",
+                "sym",
+                "--stdio",
+                "-q",
+                "-i",
+            ])
             .arg(&perf_data),
     );
     let theirs = perf_shares(&report);
@@ -87,5 +100,8 @@ fn flat_view_agrees_with_perf() {
         tvd <= 0.10,
         "total variation distance {tvd:.3} > 0.10\nours:  {ours:?}\nperf: {theirs:?}"
     );
-    assert!(ours.get("arith").copied().unwrap_or(0.0) > 0.05, "arith is visible: {ours:?}");
+    assert!(
+        ours.get("arith").copied().unwrap_or(0.0) > 0.05,
+        "arith is visible: {ours:?}"
+    );
 }
