@@ -19,7 +19,7 @@ use correlate::error::CorrelateError;
 /// or ~/.cache/hpctoolkit-rs) so the next run on the same binaries is fast. Several profiles
 /// (threads, processes, runs) are summed into one tree.
 #[derive(Parser, Debug)]
-#[command(name = "hpcprof-rs", version, about, long_about = None)]
+#[command(name = "hpcprof-rs", version)]
 #[command(after_help = "Exit status: 0 success, 2 bad usage or bad input, 1 other failure.")]
 struct Args {
     /// profile.db files and optional structure files (.hpcstruct), recognised by content.
