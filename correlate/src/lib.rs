@@ -1,1 +1,4 @@
 //! placeholder
+
+pub mod render;
+pub mod viewtree;
