@@ -1,1 +1,43 @@
-//! placeholder
+//! # structure: program structure of optimized x86-64 ELF binaries
+//!
+//! This crate recovers the static structure of a binary or shared library (procedures, code
+//! inlined into them, loop nests and source lines) and represents it as one [`ScopeTree`] per
+//! load module, the model HPCToolkit's `hpcstruct` writes and `hpcprof` reads. It serves two
+//! callers: the `hpcstruct-rs` binary, which writes the tree as an HPCToolkit structure file,
+//! and `hpcprof-rs`, which maps sampled addresses to their static context.
+//!
+//! ## The scope tree
+//!
+//! [`ScopeTree`] is an arena of [`Scope`]s with parent links (module > file > procedure >
+//! inlined calls / loops / statements). Addresses are link-time addresses of the file (SVMA).
+//! [`ScopeTree::lookup`] maps an address to the innermost scope holding it (a statement) and
+//! [`ScopeTree::ancestors`] walks from there up to its procedure: that walk *is* the static
+//! context of a sample (procedure frame, inlined frames, loops, line). The tree derives serde's
+//! traits so callers can cache it (e.g. with postcard).
+//!
+//! ```
+//! use structure::{Scope, ScopeKind, ScopeTree};
+//! let mut tree = ScopeTree::new("/usr/bin/app");
+//! let mut proc_ = Scope::new(ScopeKind::Procedure);
+//! proc_.name = "main".into();
+//! proc_.entry = Some(0x1140);
+//! let p = tree.add(tree.root(), proc_);
+//! let mut stmt = Scope::new(ScopeKind::Statement);
+//! stmt.line = 12;
+//! stmt.ranges = vec![0x1140..0x1150];
+//! let s = tree.add(p, stmt);
+//! tree.finish();
+//! assert_eq!(tree.lookup(0x1148), Some(s));
+//! assert_eq!(tree.ancestors(s).collect::<Vec<_>>(), vec![p]);
+//! ```
+
+pub mod scope;
+
+pub use scope::{normalize_ranges, Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
+pub mod error;
+pub mod reader;
+pub mod writer;
+
+pub use error::StructureError;
+pub use reader::{read_structure, read_structure_file};
+pub use writer::{write_structure, write_structure_file};

@@ -1,0 +1,683 @@
+//! The correlated database (`*.hpcdb`): what `hpcprof-rs` writes and `hpcview-rs` reads.
+//!
+//! A file is an 8-byte magic (`HPCPROFD`), a little-endian `u32` format version, then one
+//! [`Database`] encoded with postcard. It holds everything the three views need:
+//!
+//! - the metric descriptors ([`MetricDesc`]: event name, unit, sampling, run total),
+//! - the module table ([`ModuleDesc`], with where each module's structure came from),
+//! - the source-file table ([`Database::files`], indexed by [`FileId`]),
+//! - the threads that were measured ([`ThreadDesc`], so a view can be restricted to one),
+//! - the enriched calling-context tree as an arena ([`Database::nodes`], node 0 the root).
+//!
+//! The tree is the one model: procedure frames, inlined frames, loops and statements
+//! ([`NodeKind`]). A call site is a statement node in the caller; the callee's procedure frame
+//! hangs below it. Each node stores only the costs sampled exactly there ("self" costs), split by
+//! thread; every metric a view shows (inclusive, exclusive, the callers and flat trees) is
+//! computed from them by [`crate::projection`], so the views cannot disagree.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use fxhash::FxHashMap;
+use profiler::db::{Cost, Sampling};
+use serde::{Deserialize, Serialize};
+
+/// The first bytes of every database file.
+pub const MAGIC: [u8; 8] = *b"HPCPROFD";
+/// The format version this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// Index of a node in [`Database::nodes`]; node 0 is the program root.
+pub type NodeId = u32;
+/// Index of a module in [`Database::modules`].
+pub type ModuleId = u32;
+/// Index of a source file in [`Database::files`].
+pub type FileId = u32;
+/// Index of a thread in [`Database::threads`] (not the OS thread id; see [`ThreadDesc::tid`]).
+pub type ThreadIdx = u32;
+
+/// One correlated experiment: one or more profiles merged, enriched with program structure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Database {
+    /// The `profile.db` files this database was built from, as given on the command line.
+    pub profiles: Vec<String>,
+    /// The command line measured by the first profile.
+    pub command: Vec<String>,
+    /// One descriptor per metric; every cost vector is parallel to this.
+    pub metrics: Vec<MetricDesc>,
+    /// Load modules referred to by nodes.
+    pub modules: Vec<ModuleDesc>,
+    /// Source file paths referred to by nodes (`file`, `call_file`).
+    pub files: Vec<String>,
+    /// Every measured thread, over all profiles.
+    pub threads: Vec<ThreadDesc>,
+    /// The enriched calling-context tree; `nodes[0]` is the root (`<program root>`).
+    pub nodes: Vec<Node>,
+    /// Measurement counters summed over the profiles, plus correlation counters.
+    pub stats: DbStats,
+}
+
+/// A metric: one sampled event, with values in event units (samples x period).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricDesc {
+    /// Event name, e.g. `cpu-clock`.
+    pub name: String,
+    /// Unit of values: `ns` for clocks, `events` otherwise.
+    pub unit: String,
+    /// How the event was sampled (fixed period or target frequency).
+    pub sampling: Sampling,
+    /// Total over the whole database (all threads).
+    pub total: Cost,
+}
+
+/// Where a module's program structure came from during correlation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StructureSource {
+    /// A structure file given on the command line (its path).
+    File(String),
+    /// Recovered from the binary during this run.
+    OnTheFly,
+    /// Loaded from the on-disk structure cache.
+    Cache,
+    /// None: the module was unreadable or had no symbols (the reason).
+    None(String),
+}
+
+/// A load module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleDesc {
+    /// Path of the module as it was mapped (or a bracketed name such as `[vdso]`).
+    pub path: String,
+    /// GNU build-id, when known.
+    pub build_id: Option<Vec<u8>>,
+    /// Where its structure came from.
+    pub structure: StructureSource,
+}
+
+/// A measured thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadDesc {
+    /// Index of the profile (in [`Database::profiles`]) it came from.
+    pub profile: u32,
+    /// Process id.
+    pub pid: u32,
+    /// OS thread id.
+    pub tid: u32,
+    /// Command name.
+    pub comm: String,
+}
+
+/// Counters reported in the summary and kept in the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DbStats {
+    /// Samples received (sum over profiles).
+    pub samples: u64,
+    /// Records lost by the kernel.
+    pub lost: u64,
+    /// Samples filed under `<partial call paths>`.
+    pub partial: u64,
+    /// Distinct addresses that could not be placed in any procedure (`<unknown procedure>`).
+    pub unknown_addresses: u64,
+    /// Samples whose leaf landed in an `<unknown procedure>`.
+    pub unknown_samples: u64,
+}
+
+/// What a node of the enriched tree (or of a view tree) stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum NodeKind {
+    /// `<program root>`: the database's root (threads are merged under it).
+    Root,
+    /// `<partial call paths>`: paths that could not be unwound to the thread's root.
+    Partial,
+    /// A procedure frame (an activation of a function).
+    Procedure,
+    /// An inlined frame: code of `name` inlined into its parent at `call_file:call_line`.
+    Inlined,
+    /// A loop; `line` is its header's begin line.
+    Loop,
+    /// A source line (statement); also the call site under which callees hang.
+    Statement,
+    /// `<unknown procedure> 0xADDR [module]`: an address no structure covers.
+    Unknown,
+    /// `<kernel>`: time in the kernel on behalf of the context above.
+    Kernel,
+    /// Flat view only: a load module.
+    Module,
+    /// Flat view only: a source file.
+    File,
+}
+
+impl NodeKind {
+    /// The `kind` string of the `hpcview-rs --json` contract. The partial-paths root is a
+    /// `root`, the kernel pseudo-frame a `procedure`, unknown procedures `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeKind::Root | NodeKind::Partial => "root",
+            NodeKind::Procedure | NodeKind::Kernel => "procedure",
+            NodeKind::Inlined => "inlined",
+            NodeKind::Loop => "loop",
+            NodeKind::Statement => "statement",
+            NodeKind::Unknown => "unknown",
+            NodeKind::Module => "module",
+            NodeKind::File => "file",
+        }
+    }
+
+    /// Whether the node is a frame a call chain is made of: a procedure activation, an inlined
+    /// frame, an unknown procedure or the kernel. Loops and statements are not frames.
+    pub fn is_frame(self) -> bool {
+        matches!(
+            self,
+            NodeKind::Procedure | NodeKind::Inlined | NodeKind::Unknown | NodeKind::Kernel
+        )
+    }
+
+    /// Whether the node starts a new activation (a call edge leads to it): procedure frames,
+    /// unknown procedures and the kernel. Exclusive costs never cross such an edge.
+    pub fn is_activation(self) -> bool {
+        matches!(
+            self,
+            NodeKind::Procedure | NodeKind::Unknown | NodeKind::Kernel
+        )
+    }
+}
+
+/// Self costs of one node in one thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadCost {
+    /// The thread.
+    pub thread: ThreadIdx,
+    /// Cost per metric, parallel to [`Database::metrics`].
+    pub costs: Vec<Cost>,
+}
+
+/// One node of the enriched calling-context tree.
+///
+/// `name` is the raw name: the procedure's (demangled) name for procedure and inlined frames,
+/// the full label for `Root`, `Partial`, `Unknown` and `Kernel`, empty for loops and statements.
+/// [`Database::label`] gives the hpcviewer-style display label.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    /// Parent node (the root is its own parent).
+    pub parent: NodeId,
+    /// Children, in insertion order (views sort them).
+    pub children: Vec<NodeId>,
+    /// What the node stands for.
+    pub kind: NodeKind,
+    /// Raw name (see the type's documentation).
+    pub name: String,
+    /// The load module the node's code is in.
+    pub module: Option<ModuleId>,
+    /// Source file: of the procedure (its declaration), the inlined callee, the loop or the line.
+    pub file: Option<FileId>,
+    /// Begin line (declaration line of a procedure, header line of a loop, the line itself).
+    pub line: Option<u32>,
+    /// End line, where structure knows it.
+    pub end_line: Option<u32>,
+    /// For procedure and inlined frames: the call site in the parent (file).
+    pub call_file: Option<FileId>,
+    /// For procedure and inlined frames: the call site in the parent (line).
+    pub call_line: Option<u32>,
+    /// Costs sampled exactly at this node, per thread (only threads with a sample here).
+    pub costs: Vec<ThreadCost>,
+}
+
+/// The identity under which sibling nodes merge: same kind, name, module and source position.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeKey {
+    /// Kind.
+    pub kind: NodeKind,
+    /// Raw name.
+    pub name: String,
+    /// Module.
+    pub module: Option<ModuleId>,
+    /// File.
+    pub file: Option<FileId>,
+    /// Begin line.
+    pub line: Option<u32>,
+    /// End line.
+    pub end_line: Option<u32>,
+    /// Call-site file.
+    pub call_file: Option<FileId>,
+    /// Call-site line.
+    pub call_line: Option<u32>,
+}
+
+/// Which threads a view covers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Selection {
+    /// All threads summed.
+    #[default]
+    All,
+    /// Only these threads (indices into [`Database::threads`]).
+    Threads(Vec<ThreadIdx>),
+}
+
+impl Selection {
+    fn includes(&self, thread: ThreadIdx) -> bool {
+        match self {
+            Selection::All => true,
+            Selection::Threads(list) => list.contains(&thread),
+        }
+    }
+}
+
+/// Why a database could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum DatabaseError {
+    /// The file could not be opened, read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The file does not start with the database magic.
+    #[error("{path}: not a database written by hpcprof-rs (bad magic)")]
+    BadMagic {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file was written by another version of the format.
+    #[error(
+        "{path}: hpcprof-rs database format version {found}, this build reads version {expected}"
+    )]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// Version in the file.
+        found: u32,
+        /// Version this build reads.
+        expected: u32,
+    },
+    /// The body could not be decoded (truncated or corrupt file).
+    #[error("{path}: truncated or corrupt hpcprof-rs database ({source})")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The decoder's complaint.
+        source: postcard::Error,
+    },
+    /// The decoded tree is inconsistent (a parent or child index out of range).
+    #[error("{path}: corrupt hpcprof-rs database (node {node} refers to a missing node)")]
+    BadTree {
+        /// The file.
+        path: PathBuf,
+        /// The offending node.
+        node: NodeId,
+    },
+    /// Refused to replace an existing file.
+    #[error("{path}: already exists (remove it or choose another output with -o)")]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+impl Database {
+    /// An empty database (root node only) for these metrics.
+    pub fn new(metrics: Vec<MetricDesc>) -> Database {
+        Database {
+            profiles: Vec::new(),
+            command: Vec::new(),
+            metrics,
+            modules: Vec::new(),
+            files: Vec::new(),
+            threads: Vec::new(),
+            nodes: vec![Node {
+                parent: 0,
+                children: Vec::new(),
+                kind: NodeKind::Root,
+                name: "<program root>".to_string(),
+                module: None,
+                file: None,
+                line: None,
+                end_line: None,
+                call_file: None,
+                call_line: None,
+                costs: Vec::new(),
+            }],
+            stats: DbStats::default(),
+        }
+    }
+
+    /// The merge identity of a node.
+    pub fn key(&self, id: NodeId) -> NodeKey {
+        let n = &self.nodes[id as usize];
+        NodeKey {
+            kind: n.kind,
+            name: n.name.clone(),
+            module: n.module,
+            file: n.file,
+            line: n.line,
+            end_line: n.end_line,
+            call_file: n.call_file,
+            call_line: n.call_line,
+        }
+    }
+
+    /// Path of a source file.
+    pub fn file(&self, id: FileId) -> &str {
+        &self.files[id as usize]
+    }
+
+    /// Path of a module.
+    pub fn module_path(&self, id: ModuleId) -> &str {
+        &self.modules[id as usize].path
+    }
+
+    /// The hpcviewer-style label of a node: the procedure name, `[I] name` for inlined code,
+    /// `loop at FILE: LINE`, `FILE: LINE` for statements (file base names), and the stored
+    /// name for the pseudo-frames (`<program root>`, `<partial call paths>`, ...).
+    pub fn label(&self, id: NodeId) -> String {
+        let n = &self.nodes[id as usize];
+        let file = n.file.map(|f| base_name(self.file(f)));
+        label_for(n.kind, &n.name, file, n.line)
+    }
+
+    /// Indices of the threads with OS thread id `tid` (several when profiles are merged).
+    pub fn threads_with_tid(&self, tid: u32) -> Vec<ThreadIdx> {
+        (0..self.threads.len() as ThreadIdx)
+            .filter(|&i| self.threads[i as usize].tid == tid)
+            .collect()
+    }
+
+    /// Self costs of every node summed over the selected threads (one `Vec<Cost>` per node).
+    pub fn self_costs(&self, selection: &Selection) -> Vec<Vec<Cost>> {
+        let metrics = self.metrics.len();
+        self.nodes
+            .iter()
+            .map(|n| {
+                let mut sum = vec![Cost::default(); metrics];
+                for tc in n.costs.iter().filter(|tc| selection.includes(tc.thread)) {
+                    add_costs(&mut sum, &tc.costs);
+                }
+                sum
+            })
+            .collect()
+    }
+
+    /// Add a child of `parent` with identity `key`, or return the existing child with that key.
+    /// `index` maps (parent, key) to child and must be used for every insertion into this tree.
+    pub fn child(&mut self, index: &mut ChildIndex, parent: NodeId, key: NodeKey) -> NodeId {
+        if let Some(&id) = index.map.get(&(parent, key.clone())) {
+            return id;
+        }
+        let id = self.nodes.len() as NodeId;
+        self.nodes.push(Node {
+            parent,
+            children: Vec::new(),
+            kind: key.kind,
+            name: key.name.clone(),
+            module: key.module,
+            file: key.file,
+            line: key.line,
+            end_line: key.end_line,
+            call_file: key.call_file,
+            call_line: key.call_line,
+            costs: Vec::new(),
+        });
+        self.nodes[parent as usize].children.push(id);
+        index.map.insert((parent, key), id);
+        id
+    }
+
+    /// Add `costs` (per metric) sampled in `thread` to node `id`'s self costs.
+    pub fn add_cost(&mut self, id: NodeId, thread: ThreadIdx, costs: &[Cost]) {
+        let node = &mut self.nodes[id as usize];
+        match node.costs.iter_mut().find(|tc| tc.thread == thread) {
+            Some(tc) => add_costs(&mut tc.costs, costs),
+            None => node.costs.push(ThreadCost {
+                thread,
+                costs: costs.to_vec(),
+            }),
+        }
+    }
+
+    /// Intern a source file path, returning its id.
+    pub fn intern_file(&mut self, files: &mut FxHashMap<String, FileId>, path: &str) -> FileId {
+        if let Some(&id) = files.get(path) {
+            return id;
+        }
+        let id = self.files.len() as FileId;
+        self.files.push(path.to_string());
+        files.insert(path.to_string(), id);
+        id
+    }
+
+    /// Recompute every metric's [`MetricDesc::total`] from the nodes' self costs.
+    pub fn compute_totals(&mut self) {
+        let mut totals = vec![Cost::default(); self.metrics.len()];
+        for c in self.self_costs(&Selection::All) {
+            add_costs(&mut totals, &c);
+        }
+        for (m, t) in self.metrics.iter_mut().zip(totals) {
+            m.total = t;
+        }
+    }
+
+    /// Encode the database into bytes (header + body).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
+        let mut out = Vec::with_capacity(4096);
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        postcard::to_extend(self, out)
+    }
+
+    /// Decode a database from bytes; `path` is only used to name the file in errors.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Database, DatabaseError> {
+        let path_buf = || path.to_path_buf();
+        if bytes.len() < 12 || bytes[..8] != MAGIC {
+            return Err(DatabaseError::BadMagic { path: path_buf() });
+        }
+        let found = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        if found != VERSION {
+            return Err(DatabaseError::Version {
+                path: path_buf(),
+                found,
+                expected: VERSION,
+            });
+        }
+        let db: Database =
+            postcard::from_bytes(&bytes[12..]).map_err(|source| DatabaseError::Corrupt {
+                path: path_buf(),
+                source,
+            })?;
+        match db.first_bad_node() {
+            Some(node) => Err(DatabaseError::BadTree {
+                path: path_buf(),
+                node,
+            }),
+            None => Ok(db),
+        }
+    }
+
+    /// The first node whose links, module, file or thread references are out of range.
+    fn first_bad_node(&self) -> Option<NodeId> {
+        let n = self.nodes.len();
+        if n == 0 {
+            return Some(0);
+        }
+        let ok_file = |f: Option<FileId>| f.is_none_or(|f| (f as usize) < self.files.len());
+        self.nodes
+            .iter()
+            .enumerate()
+            .find(|(i, node)| {
+                let links = (node.parent as usize) < n
+                    && (*i == 0 || (node.parent as usize) < *i)
+                    && node
+                        .children
+                        .iter()
+                        .all(|&c| (c as usize) < n && c as usize > *i);
+                let refs = node
+                    .module
+                    .is_none_or(|m| (m as usize) < self.modules.len())
+                    && ok_file(node.file)
+                    && ok_file(node.call_file)
+                    && node.costs.iter().all(|tc| {
+                        (tc.thread as usize) < self.threads.len()
+                            && tc.costs.len() == self.metrics.len()
+                    });
+                !(links && refs)
+            })
+            .map(|(i, _)| i as NodeId)
+    }
+
+    /// Read a database file.
+    pub fn read(path: &Path) -> Result<Database, DatabaseError> {
+        let mut bytes = Vec::new();
+        File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .map_err(|source| DatabaseError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Database::from_bytes(&bytes, path)
+    }
+
+    /// Write the database to `path`, which must not exist yet: the bytes go to a temporary file
+    /// beside it, which is then linked into place without replacing anything. A failure leaves
+    /// no partial file behind.
+    pub fn write_new(&self, path: &Path) -> Result<(), DatabaseError> {
+        let io_err = |source| DatabaseError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if path.exists() {
+            return Err(DatabaseError::Exists {
+                path: path.to_path_buf(),
+            });
+        }
+        let bytes = self.to_bytes().map_err(|source| DatabaseError::Corrupt {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".tmp{}", std::process::id()));
+        let tmp = path.with_file_name(name);
+        let result = (|| {
+            let mut w = BufWriter::new(File::create(&tmp)?);
+            w.write_all(&bytes)?;
+            w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            // hard_link fails if `path` appeared meanwhile: never replace an existing file.
+            fs::hard_link(&tmp, path)
+        })();
+        let _ = fs::remove_file(&tmp);
+        match result {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(DatabaseError::Exists {
+                path: path.to_path_buf(),
+            }),
+            other => other.map_err(io_err),
+        }
+    }
+}
+
+/// The (parent, key) -> child map used while building a tree, so siblings that land in the
+/// same scope merge. Not stored in the file.
+#[derive(Debug, Default)]
+pub struct ChildIndex {
+    map: FxHashMap<(NodeId, NodeKey), NodeId>,
+}
+
+/// Add `b` to `a` element-wise.
+pub fn add_costs(a: &mut [Cost], b: &[Cost]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        x.samples += y.samples;
+        x.value += y.value;
+    }
+}
+
+/// The last component of a path (`/a/b/c.cc` -> `c.cc`).
+pub fn base_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The hpcviewer-style label for a node of kind `kind` with raw name `name`, file base name
+/// `file` and line `line`.
+pub fn label_for(kind: NodeKind, name: &str, file: Option<&str>, line: Option<u32>) -> String {
+    let file = file.unwrap_or("<unknown file>");
+    let line = line.map_or_else(|| "?".to_string(), |l| l.to_string());
+    match kind {
+        NodeKind::Inlined => format!("[I] {name}"),
+        NodeKind::Loop => format!("loop at {file}: {line}"),
+        NodeKind::Statement => format!("{file}: {line}"),
+        _ => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_db() -> Database {
+        let mut db = Database::new(vec![MetricDesc {
+            name: "cpu-clock".into(),
+            unit: "ns".into(),
+            sampling: Sampling::Frequency(1000),
+            total: Cost::default(),
+        }]);
+        db.threads.push(ThreadDesc {
+            profile: 0,
+            pid: 1,
+            tid: 1,
+            comm: "a".into(),
+        });
+        let mut files = FxHashMap::default();
+        let f = db.intern_file(&mut files, "/src/a.c");
+        let mut index = ChildIndex::default();
+        let key = NodeKey {
+            kind: NodeKind::Statement,
+            name: String::new(),
+            module: None,
+            file: Some(f),
+            line: Some(7),
+            end_line: None,
+            call_file: None,
+            call_line: None,
+        };
+        let s = db.child(&mut index, 0, key.clone());
+        assert_eq!(db.child(&mut index, 0, key), s, "same key merges");
+        db.add_cost(
+            s,
+            0,
+            &[Cost {
+                samples: 2,
+                value: 20,
+            }],
+        );
+        db.compute_totals();
+        db
+    }
+
+    #[test]
+    fn round_trip_and_labels() {
+        let db = sample_db();
+        let bytes = db.to_bytes().unwrap();
+        let back = Database::from_bytes(&bytes, Path::new("x.hpcdb")).unwrap();
+        assert_eq!(back, db);
+        assert_eq!(
+            back.metrics[0].total,
+            Cost {
+                samples: 2,
+                value: 20
+            }
+        );
+        assert_eq!(back.label(1), "a.c: 7");
+    }
+
+    #[test]
+    fn errors_name_the_file() {
+        let db = sample_db();
+        let mut bytes = db.to_bytes().unwrap();
+        let p = Path::new("/tmp/some.hpcdb");
+        let bad = Database::from_bytes(b"HPCRUNRS\x01\0\0\0", p).unwrap_err();
+        assert!(bad.to_string().contains("/tmp/some.hpcdb: not a database"));
+        let cut = Database::from_bytes(&bytes[..bytes.len() - 5], p).unwrap_err();
+        assert!(cut.to_string().contains("truncated"), "{cut}");
+        bytes[8] = 99;
+        let ver = Database::from_bytes(&bytes, p).unwrap_err();
+        assert!(ver.to_string().contains("version 99"), "{ver}");
+    }
+}

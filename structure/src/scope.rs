@@ -1,0 +1,484 @@
+//! The scope tree: one load module's program structure, shared by the analyser, the XML writer,
+//! the XML reader and `hpcprof-rs`.
+//!
+//! A [`ScopeTree`] is an arena of [`Scope`]s addressed by [`ScopeId`], each with a parent link
+//! and ordered children. The shape follows HPCToolkit's structure model:
+//!
+//! ```text
+//! Module > File > Procedure > ( Alien | Loop | Statement )*
+//!                              Alien > ( Alien | Loop | Statement )*
+//!                              Loop  > ( Alien | Loop | Statement )*
+//! ```
+//!
+//! An [`ScopeKind::Alien`] is one inlined call: its own `name`/`file`/`line` describe the callee,
+//! and the variant carries the call site (file and line in the enclosing context). In the XML it
+//! becomes a "double alien" (outer `A` = call site, inner `A` = callee).
+//!
+//! Addresses are link-time virtual addresses of the module file (SVMA): what `objdump` prints,
+//! offsets from 0 for PIE executables and shared libraries. After [`ScopeTree::finish`], the
+//! tree answers [`ScopeTree::lookup`]: the statement whose ranges contain an address, found by
+//! binary search over a sorted, disjoint interval table.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+/// Index of a scope in its [`ScopeTree`]'s arena. Only meaningful for the tree that made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ScopeId(pub u32);
+
+impl ScopeId {
+    /// The arena index as a `usize`.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Index of an interned source-file path in its [`ScopeTree`] (see [`ScopeTree::file_name`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FileId(pub u32);
+
+/// What a scope stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScopeKind {
+    /// The load module (the binary or shared library). Always the root, `ScopeId(0)`.
+    Module,
+    /// A source file: groups the procedures whose declaration is in it.
+    File,
+    /// A procedure (a function as it exists in the binary). Never nested in another procedure.
+    Procedure,
+    /// Code inlined from another procedure: `name`, `file` and `line` describe the callee, the
+    /// variant gives the call site in the enclosing scope (file unknown: `None`, line unknown: 0).
+    Alien {
+        /// File of the call site.
+        call_file: Option<FileId>,
+        /// Line of the call site (0 = unknown).
+        call_line: u32,
+    },
+    /// A loop; `entry` is its header address, `line` its begin line.
+    Loop,
+    /// A source line: the instructions attributed to one line in one context.
+    Statement,
+}
+
+/// One node of the scope tree. Fields that do not apply to a kind are empty (`""`, `None`, 0).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Scope {
+    /// What this scope stands for.
+    pub kind: ScopeKind,
+    /// Enclosing scope; `None` only for the module root.
+    pub parent: Option<ScopeId>,
+    /// Enclosed scopes, in the order they were added.
+    pub children: Vec<ScopeId>,
+    /// Display name: module path, file path, procedure or inlined callee name (demangled).
+    /// For a procedure of a shared library this is the plain name, without HPCToolkit's
+    /// `" [libname]"` suffix (the writer adds it, the reader strips it).
+    pub name: String,
+    /// Link-time (mangled) name of a procedure, when it differs from `name`.
+    pub link_name: Option<String>,
+    /// Source file of the code in this scope (for statements: the file the line belongs to).
+    pub file: Option<FileId>,
+    /// Begin line (procedure: declaration or first line; loop: begin line; statement: its line);
+    /// 0 when unknown.
+    pub line: u32,
+    /// Half-open SVMA ranges, sorted and disjoint. Statement: its instructions. Procedure, Alien,
+    /// Loop: the union of the ranges of all statements below (filled by [`ScopeTree::finish`]).
+    /// Module and File: empty.
+    pub ranges: Vec<Range<u64>>,
+    /// One distinguished address: a procedure's entry, a loop's header. `None` otherwise.
+    pub entry: Option<u64>,
+}
+
+impl Scope {
+    /// A scope of `kind` with every other field empty.
+    pub fn new(kind: ScopeKind) -> Scope {
+        Scope {
+            kind,
+            parent: None,
+            children: Vec::new(),
+            name: String::new(),
+            link_name: None,
+            file: None,
+            line: 0,
+            ranges: Vec::new(),
+            entry: None,
+        }
+    }
+
+    /// Whether this is a [`ScopeKind::Alien`] (an inlined call).
+    pub fn is_alien(&self) -> bool {
+        matches!(self.kind, ScopeKind::Alien { .. })
+    }
+
+    /// Lowest address covered by `ranges`, if any.
+    pub fn low_address(&self) -> Option<u64> {
+        self.ranges.first().map(|r| r.start)
+    }
+}
+
+/// One load module's structure: an arena of scopes plus an address index.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScopeTree {
+    scopes: Vec<Scope>,
+    files: Vec<String>,
+    #[serde(skip)]
+    file_ids: BTreeMap<String, FileId>,
+    /// Disjoint statement intervals sorted by start: (start, end, statement).
+    index: Vec<(u64, u64, ScopeId)>,
+    /// Whether the module is a shared library (HPCToolkit then suffixes procedure names).
+    shared_library: bool,
+}
+
+impl ScopeTree {
+    /// A tree holding only the module root, named `module_path` (the binary as analysed).
+    pub fn new(module_path: &str) -> ScopeTree {
+        let mut root = Scope::new(ScopeKind::Module);
+        root.name = module_path.to_string();
+        ScopeTree {
+            scopes: vec![root],
+            ..ScopeTree::default()
+        }
+    }
+
+    /// The module root.
+    pub fn root(&self) -> ScopeId {
+        ScopeId(0)
+    }
+
+    /// The module path (the root's name).
+    pub fn module_path(&self) -> &str {
+        &self.scopes[0].name
+    }
+
+    /// Whether the module is a shared library. The writer then appends `" [basename]"` to
+    /// procedure names, as HPCToolkit does; the reader strips it and sets this flag.
+    pub fn is_shared_library(&self) -> bool {
+        self.shared_library
+    }
+
+    /// Mark the module as a shared library (or not); see [`ScopeTree::is_shared_library`].
+    pub fn set_shared_library(&mut self, shared: bool) {
+        self.shared_library = shared;
+    }
+
+    /// Number of scopes, the root included.
+    pub fn len(&self) -> usize {
+        self.scopes.len()
+    }
+
+    /// Never true: a tree always holds its root. Present for API symmetry with `len`.
+    pub fn is_empty(&self) -> bool {
+        self.scopes.is_empty()
+    }
+
+    /// The scope `id`. Panics if `id` comes from another tree and is out of bounds.
+    pub fn get(&self, id: ScopeId) -> &Scope {
+        &self.scopes[id.index()]
+    }
+
+    /// Mutable access to scope `id` (do not edit `parent`/`children` by hand: use
+    /// [`ScopeTree::add`]).
+    pub fn get_mut(&mut self, id: ScopeId) -> &mut Scope {
+        &mut self.scopes[id.index()]
+    }
+
+    /// All scope ids in arena order (parents before their children).
+    pub fn ids(&self) -> impl Iterator<Item = ScopeId> + '_ {
+        (0..self.scopes.len() as u32).map(ScopeId)
+    }
+
+    /// Add `scope` as the last child of `parent` and return its id. `scope.parent` and
+    /// `scope.children` are overwritten.
+    pub fn add(&mut self, parent: ScopeId, mut scope: Scope) -> ScopeId {
+        let id = ScopeId(self.scopes.len() as u32);
+        scope.parent = Some(parent);
+        scope.children.clear();
+        self.scopes.push(scope);
+        self.scopes[parent.index()].children.push(id);
+        id
+    }
+
+    /// The id of source file `path`, interning it on first use.
+    pub fn intern_file(&mut self, path: &str) -> FileId {
+        if self.file_ids.is_empty() && !self.files.is_empty() {
+            self.rebuild_file_ids();
+        }
+        if let Some(&id) = self.file_ids.get(path) {
+            return id;
+        }
+        let id = FileId(self.files.len() as u32);
+        self.files.push(path.to_string());
+        self.file_ids.insert(path.to_string(), id);
+        id
+    }
+
+    fn rebuild_file_ids(&mut self) {
+        self.file_ids = self
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.clone(), FileId(i as u32)))
+            .collect();
+    }
+
+    /// The path of file `id`.
+    pub fn file_name(&self, id: FileId) -> &str {
+        &self.files[id.0 as usize]
+    }
+
+    /// The path of a scope's file, if it has one.
+    pub fn scope_file(&self, id: ScopeId) -> Option<&str> {
+        self.get(id).file.map(|f| self.file_name(f))
+    }
+
+    /// All interned file paths, indexed by `FileId.0`.
+    pub fn files(&self) -> &[String] {
+        &self.files
+    }
+
+    /// Finish construction: compute the ranges of procedures, aliens and loops from their
+    /// statements and build the address index. Where statement ranges overlap (possible in
+    /// files written by other tools), the statement added first keeps the overlap, as in
+    /// HPCToolkit's reader. Call again after any change to statements.
+    pub fn finish(&mut self) {
+        self.compute_container_ranges();
+        self.build_index();
+    }
+
+    fn compute_container_ranges(&mut self) {
+        // Children always have larger ids than their parents, so one reverse pass suffices.
+        for i in (1..self.scopes.len()).rev() {
+            let scope = &self.scopes[i];
+            if scope.kind == ScopeKind::Statement || scope.children.is_empty() {
+                continue;
+            }
+            let mut all: Vec<Range<u64>> = Vec::new();
+            for &c in &scope.children {
+                all.extend(self.scopes[c.index()].ranges.iter().cloned());
+            }
+            self.scopes[i].ranges = normalize_ranges(all);
+        }
+        for i in 0..self.scopes.len() {
+            if matches!(self.scopes[i].kind, ScopeKind::Module | ScopeKind::File) {
+                self.scopes[i].ranges.clear();
+            }
+        }
+    }
+
+    fn build_index(&mut self) {
+        let mut taken: BTreeMap<u64, (u64, ScopeId)> = BTreeMap::new();
+        for (i, scope) in self.scopes.iter().enumerate() {
+            if scope.kind != ScopeKind::Statement {
+                continue;
+            }
+            for r in &scope.ranges {
+                insert_unclaimed(&mut taken, r.clone(), ScopeId(i as u32));
+            }
+        }
+        self.index = taken.into_iter().map(|(s, (e, id))| (s, e, id)).collect();
+    }
+
+    /// The innermost scope containing link-time address `svma`: the statement whose ranges
+    /// hold it, or `None` if no statement does (a gap, or an address outside the module).
+    /// Valid after [`ScopeTree::finish`]. O(log n).
+    pub fn lookup(&self, svma: u64) -> Option<ScopeId> {
+        let pos = self.index.partition_point(|&(start, _, _)| start <= svma);
+        let &(start, end, id) = self.index.get(pos.checked_sub(1)?)?;
+        (start <= svma && svma < end).then_some(id)
+    }
+
+    /// The enclosing procedure of `id` (itself if it is one), `None` above procedure level.
+    pub fn procedure_of(&self, id: ScopeId) -> Option<ScopeId> {
+        std::iter::once(id)
+            .chain(self.ancestors(id))
+            .find(|&a| self.get(a).kind == ScopeKind::Procedure)
+    }
+
+    /// The proper ancestors of `id`, innermost first, up to and including its procedure (or up
+    /// to the root for scopes above procedure level).
+    pub fn ancestors(&self, id: ScopeId) -> Ancestors<'_> {
+        Ancestors {
+            tree: self,
+            next: if self.get(id).kind == ScopeKind::Procedure {
+                None
+            } else {
+                self.get(id).parent
+            },
+        }
+    }
+
+    /// The address index: disjoint `(start, end, statement)` triples sorted by start.
+    pub fn address_index(&self) -> &[(u64, u64, ScopeId)] {
+        &self.index
+    }
+
+    /// The procedures of the tree, in arena order.
+    pub fn procedures(&self) -> impl Iterator<Item = ScopeId> + '_ {
+        self.ids()
+            .filter(|&id| self.get(id).kind == ScopeKind::Procedure)
+    }
+
+    /// The scopes below `id` (excluding it) in pre-order.
+    pub fn descendants(&self, id: ScopeId) -> Vec<ScopeId> {
+        let mut out = Vec::new();
+        let mut stack: Vec<ScopeId> = self.get(id).children.iter().rev().copied().collect();
+        while let Some(s) = stack.pop() {
+            out.push(s);
+            stack.extend(self.get(s).children.iter().rev().copied());
+        }
+        out
+    }
+}
+
+/// Iterator over a scope's ancestors, innermost first, ending at its procedure.
+pub struct Ancestors<'a> {
+    tree: &'a ScopeTree,
+    next: Option<ScopeId>,
+}
+
+impl Iterator for Ancestors<'_> {
+    type Item = ScopeId;
+
+    fn next(&mut self) -> Option<ScopeId> {
+        let id = self.next?;
+        let scope = self.tree.get(id);
+        self.next = if scope.kind == ScopeKind::Procedure {
+            None
+        } else {
+            scope.parent
+        };
+        Some(id)
+    }
+}
+
+/// Insert the parts of `range` not yet present in `taken` (start -> (end, owner)).
+fn insert_unclaimed(taken: &mut BTreeMap<u64, (u64, ScopeId)>, range: Range<u64>, owner: ScopeId) {
+    let mut cursor = range.start;
+    // Start from the last interval beginning at or before the range start.
+    let first = taken
+        .range(..=range.start)
+        .next_back()
+        .map(|(&s, _)| s)
+        .unwrap_or(range.start);
+    let overlapping: Vec<(u64, u64)> = taken
+        .range(first..range.end)
+        .map(|(&s, &(e, _))| (s, e))
+        .collect();
+    let mut gaps = Vec::new();
+    for (s, e) in overlapping {
+        if e <= cursor {
+            continue;
+        }
+        if s > cursor {
+            gaps.push(cursor..s);
+        }
+        cursor = cursor.max(e);
+    }
+    if cursor < range.end {
+        gaps.push(cursor..range.end);
+    }
+    for g in gaps {
+        taken.insert(g.start, (g.end, owner));
+    }
+}
+
+/// Sort `ranges`, drop empty ones and coalesce overlapping or adjacent ones.
+pub fn normalize_ranges(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    ranges.retain(|r| r.start < r.end);
+    ranges.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+
+    fn stmt(line: u32, ranges: &[Range<u64>]) -> Scope {
+        let mut s = Scope::new(ScopeKind::Statement);
+        s.line = line;
+        s.ranges = ranges.to_vec();
+        s
+    }
+
+    fn sample_tree() -> (ScopeTree, ScopeId, ScopeId, ScopeId, ScopeId) {
+        let mut t = ScopeTree::new("/bin/x");
+        let f = t.intern_file("a.c");
+        let mut file = Scope::new(ScopeKind::File);
+        file.name = "a.c".into();
+        file.file = Some(f);
+        let file = t.add(t.root(), file);
+        let mut p = Scope::new(ScopeKind::Procedure);
+        p.name = "main".into();
+        p.entry = Some(0x100);
+        let p = t.add(file, p);
+        let s1 = t.add(p, stmt(3, &[0x100..0x108]));
+        let mut l = Scope::new(ScopeKind::Loop);
+        l.entry = Some(0x110);
+        let l = t.add(p, l);
+        let s2 = t.add(l, stmt(4, &[0x108..0x110, 0x118..0x120]));
+        let s3 = t.add(l, stmt(5, &[0x110..0x118]));
+        t.finish();
+        let _ = s3;
+        (t, p, l, s1, s2)
+    }
+
+    #[test]
+    fn lookup_finds_statement_and_misses_gaps() {
+        let (t, _, _, s1, s2) = sample_tree();
+        assert_eq!(t.lookup(0x100), Some(s1));
+        assert_eq!(t.lookup(0x107), Some(s1));
+        assert_eq!(t.lookup(0x108), Some(s2));
+        assert_eq!(t.lookup(0x11f), Some(s2));
+        assert_eq!(t.lookup(0x120), None);
+        assert_eq!(t.lookup(0xff), None);
+    }
+
+    #[test]
+    fn ancestors_stop_at_procedure() {
+        let (t, p, l, _, s2) = sample_tree();
+        let chain: Vec<_> = t.ancestors(s2).collect();
+        assert_eq!(chain, vec![l, p]);
+        assert_eq!(t.procedure_of(s2), Some(p));
+        assert_eq!(t.get(l).ranges, vec![0x108..0x120]);
+        assert_eq!(t.get(p).ranges, vec![0x100..0x120]);
+    }
+
+    #[test]
+    fn first_statement_keeps_overlap() {
+        let mut t = ScopeTree::new("m");
+        let p = t.add(t.root(), Scope::new(ScopeKind::Procedure));
+        let a = t.add(p, stmt(1, &[0x10..0x20]));
+        let b = t.add(p, stmt(2, &[0x08..0x30]));
+        t.finish();
+        assert_eq!(t.lookup(0x09), Some(b));
+        assert_eq!(t.lookup(0x10), Some(a));
+        assert_eq!(t.lookup(0x1f), Some(a));
+        assert_eq!(t.lookup(0x20), Some(b));
+    }
+
+    #[test]
+    fn postcard_round_trip_keeps_lookup() {
+        let (t, _, _, _, s2) = sample_tree();
+        let bytes = postcard::to_allocvec(&t).unwrap();
+        let mut back: ScopeTree = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back.lookup(0x118), Some(s2));
+        let again = back.intern_file("a.c");
+        assert_eq!(again, FileId(0));
+    }
+
+    #[test]
+    fn normalize_coalesces() {
+        assert_eq!(
+            normalize_ranges(vec![5..7, 1..3, 3..4, 6..9, 10..10]),
+            vec![1..4, 5..9]
+        );
+    }
+}

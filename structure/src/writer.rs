@@ -1,0 +1,332 @@
+//! Writing scope trees as HPCToolkit structure files (hpcstruct XML, version 4.9).
+//!
+//! The output follows what HPCToolkit's `hpcstruct` writes and its `hpcprof` accepts: an inline
+//! DTD, one element per line, `i` numbered in pre-order (root 0, each `LM` restarting at 2),
+//! `P` and `L` with a one-byte `v` (entry / loop header), inlined calls as double aliens, and
+//! guard aliens (`A n="<inline>"`) around statements and loops whose file differs from the
+//! enclosing scope's or whose line precedes their procedure's line.
+
+use crate::error::StructureError;
+use crate::scope::{FileId, Scope, ScopeId, ScopeKind, ScopeTree};
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::ops::Range;
+use std::path::Path;
+
+/// The document type declaration written at the top of every file (format version 4.9).
+const DOCTYPE: &str = r#"<!DOCTYPE HPCToolkitStructure [
+<!-- HPCToolkit structure file, format 4.9 (written by hpcstruct-rs). -->
+<!-- Scopes: LM load module, F file, P procedure, A alien (inlined code), L loop,
+     S statement, C call site. v: half-open link-time address ranges {[lo-hi) ...}. -->
+<!ELEMENT HPCToolkitStructure (LM)*>
+<!ATTLIST HPCToolkitStructure version CDATA #REQUIRED i CDATA #REQUIRED n CDATA #IMPLIED>
+<!ELEMENT LM (F|P)*>
+<!ATTLIST LM i CDATA #REQUIRED n CDATA #REQUIRED has-calls CDATA #REQUIRED v CDATA #IMPLIED>
+<!ELEMENT F (P|L|S)*>
+<!ATTLIST F i CDATA #REQUIRED n CDATA #REQUIRED>
+<!ELEMENT P (P|A|L|S|C)*>
+<!ATTLIST P i CDATA #REQUIRED n CDATA #REQUIRED ln CDATA #IMPLIED l CDATA #IMPLIED
+          s CDATA #IMPLIED v CDATA #IMPLIED>
+<!ELEMENT A (A|L|S|C)*>
+<!ATTLIST A i CDATA #REQUIRED f CDATA #IMPLIED n CDATA #IMPLIED ln CDATA #IMPLIED
+          l CDATA #IMPLIED v CDATA #IMPLIED>
+<!ELEMENT L (A|L|S|C)*>
+<!ATTLIST L i CDATA #REQUIRED l CDATA #REQUIRED f CDATA #IMPLIED v CDATA #IMPLIED>
+<!ELEMENT S EMPTY>
+<!ATTLIST S i CDATA #REQUIRED l CDATA #REQUIRED v CDATA #IMPLIED>
+<!ELEMENT C (C)*>
+<!ATTLIST C i CDATA #REQUIRED l CDATA #REQUIRED v CDATA #IMPLIED t CDATA #IMPLIED
+          d CDATA #IMPLIED>
+]>
+"#;
+
+/// Name HPCToolkit gives guard aliens.
+pub(crate) const GUARD_NAME: &str = "<inline>";
+
+/// File name written for an unknown call-site file.
+pub(crate) const UNKNOWN_FILE: &str = "<unknown>";
+
+/// Write `trees` (one per load module) as one structure file at `path`.
+pub fn write_structure_file(path: &Path, trees: &[ScopeTree]) -> Result<(), StructureError> {
+    let io_err = |source| StructureError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::create(path).map_err(io_err)?;
+    let mut out = io::BufWriter::new(file);
+    write_structure(&mut out, trees).map_err(io_err)?;
+    out.flush().map_err(io_err)
+}
+
+/// Write `trees` (one per load module) as a structure document to `out`.
+pub fn write_structure<W: Write>(out: &mut W, trees: &[ScopeTree]) -> io::Result<()> {
+    out.write_all(b"<?xml version=\"1.0\"?>\n")?;
+    out.write_all(DOCTYPE.as_bytes())?;
+    out.write_all(b"<HPCToolkitStructure i=\"0\" version=\"4.9\" n=\"\">\n")?;
+    for tree in trees {
+        let mut writer = TreeWriter {
+            tree,
+            out: String::with_capacity(1 << 16),
+            next_index: 2,
+            lib_suffix: if tree.is_shared_library() {
+                library_suffix(tree.module_path())
+            } else {
+                String::new()
+            },
+        };
+        writer.module()?;
+        out.write_all(writer.out.as_bytes())?;
+    }
+    out.write_all(b"</HPCToolkitStructure>\n")
+}
+
+/// `" [libfoo.so]"`: what HPCToolkit appends to the procedure names of a shared library.
+pub(crate) fn library_suffix(module_path: &str) -> String {
+    format!(" [{}]", module_basename(module_path))
+}
+
+/// The last component of a module path.
+pub(crate) fn module_basename(module_path: &str) -> &str {
+    module_path.rsplit('/').next().unwrap_or(module_path)
+}
+
+struct TreeWriter<'a> {
+    tree: &'a ScopeTree,
+    out: String,
+    next_index: u64,
+    lib_suffix: String,
+}
+
+impl<'a> TreeWriter<'a> {
+    fn index(&mut self) -> u64 {
+        let i = self.next_index;
+        self.next_index += 1;
+        i
+    }
+
+    fn module(&mut self) -> io::Result<()> {
+        let root = self.tree.get(self.tree.root());
+        let i = self.index();
+        let _ = writeln!(
+            self.out,
+            "<LM i=\"{i}\" n=\"{}\" has-calls=\"0\" v=\"{{}}\">",
+            escape(&root.name)
+        );
+        for &child in &root.children {
+            self.scope(child, None)?;
+        }
+        self.out.push_str("</LM>\n");
+        Ok(())
+    }
+
+    fn file_name(&self, file: Option<FileId>) -> &'a str {
+        let tree: &'a ScopeTree = self.tree;
+        file.map_or(UNKNOWN_FILE, |f| tree.file_name(f))
+    }
+
+    /// Write scope `id`; `context` is the enclosing P, A or L (for guard aliens), if any.
+    fn scope(&mut self, id: ScopeId, context: Option<&Scope>) -> io::Result<()> {
+        let scope = self.tree.get(id);
+        match scope.kind {
+            ScopeKind::Module => Err(io::Error::other("module scope below the root")),
+            ScopeKind::File => self.file(scope),
+            ScopeKind::Procedure => self.procedure(scope),
+            ScopeKind::Alien {
+                call_file,
+                call_line,
+            } => self.alien(scope, call_file, call_line),
+            ScopeKind::Loop | ScopeKind::Statement => match context {
+                Some(ctx) if needs_guard(scope, ctx, self.earliest_line(id)) => {
+                    let i = self.index();
+                    let _ = writeln!(
+                        self.out,
+                        "<A i=\"{i}\" l=\"{}\" f=\"{}\" n=\"{}\" v=\"{{}}\">",
+                        scope.line,
+                        escape(self.file_name(scope.file)),
+                        escape(GUARD_NAME)
+                    );
+                    self.leaf_or_loop(scope)?;
+                    self.out.push_str("</A>\n");
+                    Ok(())
+                }
+                _ => self.leaf_or_loop(scope),
+            },
+        }
+    }
+
+    /// The line before which a statement or loop needs a guard alien: its procedure's line,
+    /// or 0 (no such rule) inside inlined code, whose lines belong to the callee.
+    fn earliest_line(&self, id: ScopeId) -> u32 {
+        let mut chain = self.tree.ancestors(id);
+        match chain.find(|&a| !matches!(self.tree.get(a).kind, ScopeKind::Loop)) {
+            Some(p) if self.tree.get(p).kind == ScopeKind::Procedure => self.tree.get(p).line,
+            _ => 0,
+        }
+    }
+
+    fn file(&mut self, scope: &Scope) -> io::Result<()> {
+        let i = self.index();
+        let _ = writeln!(self.out, "<F i=\"{i}\" n=\"{}\">", escape(&scope.name));
+        for &child in &scope.children {
+            self.scope(child, None)?;
+        }
+        self.out.push_str("</F>\n");
+        Ok(())
+    }
+
+    fn procedure(&mut self, scope: &Scope) -> io::Result<()> {
+        let i = self.index();
+        let name = format!("{}{}", scope.name, self.lib_suffix);
+        let _ = write!(self.out, "<P i=\"{i}\" n=\"{}\"", escape(&name));
+        let link = scope.link_name.as_deref().unwrap_or(&scope.name);
+        if !self.lib_suffix.is_empty() || link != scope.name {
+            let _ = write!(self.out, " ln=\"{}\"", escape(link));
+        }
+        let entry = scope.entry.or(scope.low_address()).unwrap_or(0);
+        let _ = writeln!(
+            self.out,
+            " l=\"{}\" v=\"{}\">",
+            scope.line,
+            one_byte(entry)
+        );
+        self.children(scope)?;
+        self.out.push_str("</P>\n");
+        Ok(())
+    }
+
+    fn children(&mut self, scope: &Scope) -> io::Result<()> {
+        let context = (scope.kind != ScopeKind::Statement).then_some(scope);
+        for &child in &scope.children {
+            self.scope(child, context)?;
+        }
+        Ok(())
+    }
+
+    fn alien(
+        &mut self,
+        scope: &Scope,
+        call_file: Option<FileId>,
+        call_line: u32,
+    ) -> io::Result<()> {
+        let outer = self.index();
+        let _ = writeln!(
+            self.out,
+            "<A i=\"{outer}\" l=\"{call_line}\" f=\"{}\" n=\"\" v=\"{{}}\">",
+            escape(self.file_name(call_file))
+        );
+        let inner = self.index();
+        let _ = write!(
+            self.out,
+            "<A i=\"{inner}\" l=\"{}\" f=\"{}\" n=\"{}\"",
+            scope.line,
+            escape(self.file_name(scope.file)),
+            escape(&scope.name)
+        );
+        if let Some(ln) = scope.link_name.as_deref().filter(|ln| *ln != scope.name) {
+            let _ = write!(self.out, " ln=\"{}\"", escape(ln));
+        }
+        self.out.push_str(" v=\"{}\">\n");
+        self.children(scope)?;
+        self.out.push_str("</A>\n</A>\n");
+        Ok(())
+    }
+
+    fn leaf_or_loop(&mut self, scope: &Scope) -> io::Result<()> {
+        let i = self.index();
+        if scope.kind == ScopeKind::Statement {
+            let _ = writeln!(
+                self.out,
+                "<S i=\"{i}\" l=\"{}\" v=\"{}\"/>",
+                scope.line,
+                format_ranges(&scope.ranges)
+            );
+            return Ok(());
+        }
+        let header = scope.entry.or(scope.low_address()).unwrap_or(0);
+        let _ = writeln!(
+            self.out,
+            "<L i=\"{i}\" l=\"{}\" f=\"{}\" v=\"{}\">",
+            scope.line,
+            escape(self.file_name(scope.file)),
+            one_byte(header)
+        );
+        self.children(scope)?;
+        self.out.push_str("</L>\n");
+        Ok(())
+    }
+}
+
+/// Whether a statement or loop directly inside procedure/loop `ctx` must be wrapped in a guard
+/// alien: its file differs from the context's, or its line precedes `earliest_line`.
+fn needs_guard(scope: &Scope, ctx: &Scope, earliest_line: u32) -> bool {
+    let other_file = scope.file.is_some() && ctx.file.is_some() && scope.file != ctx.file;
+    other_file || (scope.line != 0 && scope.line < earliest_line)
+}
+
+/// Format ranges as hpcstruct's `v` attribute: `{[0x10-0x20) [0x30-0x38)}`.
+pub fn format_ranges(ranges: &[Range<u64>]) -> String {
+    let mut s = String::from("{");
+    for (k, r) in ranges.iter().enumerate() {
+        if k > 0 {
+            s.push(' ');
+        }
+        let _ = write!(s, "[{}-{})", hex(r.start), hex(r.end));
+    }
+    s.push('}');
+    s
+}
+
+/// The `v` of a `P` or `L`: the single byte at `addr`.
+fn one_byte(addr: u64) -> String {
+    format_ranges(std::slice::from_ref(&(addr..addr + 1)))
+}
+
+/// C's `%#lx`: `0` for zero, `0x…` otherwise.
+fn hex(v: u64) -> String {
+    if v == 0 {
+        "0".to_string()
+    } else {
+        format!("{v:#x}")
+    }
+}
+
+/// Escape an attribute value the way hpcstruct does (`< > & "`), plus control characters.
+fn escape(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains(['<', '>', '&', '"', '\n', '\r', '\t']) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
+            '\t' => out.push_str("&#9;"),
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_format_like_hpcstruct() {
+        assert_eq!(
+            format_ranges(&[0..0x10, 0x1147..0x1172]),
+            "{[0-0x10) [0x1147-0x1172)}"
+        );
+        assert_eq!(format_ranges(&[]), "{}");
+    }
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(escape("a<b> & \"c\"'"), "a&lt;b&gt; &amp; &quot;c&quot;'");
+    }
+}
