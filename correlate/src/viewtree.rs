@@ -13,6 +13,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use profiler::db::{Cost, Sampling};
+
+use crate::database::{self, Database, Selection};
+use crate::projection;
+
 /// What a scope in a view is. Serialized in lower case (`"procedure"`, `"loop"`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -222,6 +227,105 @@ impl ViewTree {
         self.metrics.iter().position(|m| m.name == name)
     }
 }
+
+impl ViewTree {
+    /// Present one of the database's views: `view` as computed by [`crate::projection`] for
+    /// the threads in `selection`. Top-down nodes also get their directly sampled costs
+    /// ([`ViewNode::own`]); the callers and flat views, whose nodes merge many contexts, leave
+    /// `own` empty. Metric totals are those of the selection (the root's inclusive cost).
+    pub fn from_database(db: &Database, view: ViewKind, selection: &Selection) -> ViewTree {
+        let tree = match view {
+            ViewKind::TopDown => projection::top_down(db, selection),
+            ViewKind::Callers => projection::callers(db, selection),
+            ViewKind::Flat => projection::flat(db, selection),
+        };
+        let own = (view == ViewKind::TopDown).then(|| db.self_costs(selection));
+        let root = convert(&tree, 0, own.as_deref());
+        let metrics = db
+            .metrics
+            .iter()
+            .zip(&tree.root().incl)
+            .map(|(m, total)| MetricInfo {
+                name: m.name.clone(),
+                unit: m.unit.clone(),
+                period: match m.sampling {
+                    Sampling::Period(p) => Some(p),
+                    Sampling::Frequency(_) => None,
+                },
+                total: total.value,
+                samples: total.samples,
+            })
+            .collect();
+        let mut out = ViewTree {
+            metrics,
+            view,
+            root,
+        };
+        out.sort();
+        out
+    }
+}
+
+/// The presentation node for node `id` of a projected view, with its subtree. `self_costs`
+/// holds the database's per-node self costs when the view is top-down.
+fn convert(tree: &projection::ViewTree, id: usize, self_costs: Option<&[Vec<Cost>]>) -> ViewNode {
+    let n = &tree.nodes[id];
+    let (kind, name) = kind_and_name(n);
+    let values = |costs: &[Cost]| costs.iter().map(|c| c.value).collect();
+    let own = match (self_costs, n.source) {
+        (Some(costs), Some(src)) => costs[src as usize]
+            .iter()
+            .map(|c| Own {
+                value: c.value,
+                samples: c.samples,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    ViewNode {
+        kind,
+        name,
+        module: n.module.clone(),
+        file: n.file.clone(),
+        line: n.line,
+        end_line: n.end_line,
+        call_file: n.call_file.clone(),
+        call_line: n.call_line,
+        incl: values(&n.incl),
+        excl: values(&n.excl),
+        own,
+        children: n
+            .children
+            .iter()
+            .map(|&c| convert(tree, c, self_costs))
+            .collect(),
+    }
+}
+
+/// The presentation kind and name of a projected node. Procedures and inlined code are named by
+/// their procedure (the `[I] ` mark is the renderers' business), `<partial call paths>` is an
+/// `unknown` scope (it has no structure), and `<kernel>` a procedure.
+fn kind_and_name(n: &projection::ViewNode) -> (NodeKind, String) {
+    use database::NodeKind as Db;
+    let kind = match n.kind {
+        Db::Root => NodeKind::Root,
+        Db::Procedure | Db::Kernel => NodeKind::Procedure,
+        Db::Inlined => NodeKind::Inlined,
+        Db::Loop => NodeKind::Loop,
+        Db::Statement => NodeKind::Statement,
+        Db::Module => NodeKind::Module,
+        Db::File => NodeKind::File,
+        Db::Partial | Db::Unknown => NodeKind::Unknown,
+    };
+    let name = match n.kind {
+        Db::Inlined => n.name.strip_prefix(INLINE_LABEL).unwrap_or(&n.name),
+        _ => &n.name,
+    };
+    (kind, name.to_string())
+}
+
+/// The prefix the database's labels give inlined code.
+const INLINE_LABEL: &str = "[I] ";
 
 /// The last component of a path (`/usr/lib/libc.so.6` -> `libc.so.6`); the whole string when it
 /// has no `/`.

@@ -22,14 +22,24 @@ pub fn stacks(view: &ViewTree, metric: usize) -> Vec<(String, u64)> {
     collector.lines
 }
 
-/// Write the folded stacks of `view` for metric `metric`; returns the number of samples written.
-pub fn render(view: &ViewTree, metric: usize, out: &mut dyn Write) -> io::Result<u64> {
-    let mut total = 0;
+/// What [`render`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FoldedSummary {
+    /// Lines (distinct paths).
+    pub stacks: usize,
+    /// Samples over all lines.
+    pub samples: u64,
+}
+
+/// Write the folded stacks of `view` for metric `metric`.
+pub fn render(view: &ViewTree, metric: usize, out: &mut dyn Write) -> io::Result<FoldedSummary> {
+    let mut summary = FoldedSummary::default();
     for (path, count) in stacks(view, metric) {
         writeln!(out, "{path} {count}")?;
-        total += count;
+        summary.stacks += 1;
+        summary.samples += count;
     }
-    Ok(total)
+    Ok(summary)
 }
 
 #[derive(Default)]
@@ -124,7 +134,8 @@ mod tests {
             ]
         );
         let mut out = Vec::new();
-        assert_eq!(render(&view, 0, &mut out).unwrap(), 10);
+        let summary = render(&view, 0, &mut out).unwrap();
+        assert_eq!((summary.stacks, summary.samples), (3, 10));
         assert!(String::from_utf8(out).unwrap().ends_with("main 3\n"));
     }
 }

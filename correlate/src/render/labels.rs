@@ -11,6 +11,12 @@ pub const INLINE_MARK: &str = "[I] ";
 /// inferno's annotation for an inlined frame (its palettes colour such frames aqua).
 pub const FOLDED_INLINE_SUFFIX: &str = "_[i]";
 
+/// inferno's annotation for a kernel frame (drawn orange).
+pub const FOLDED_KERNEL_SUFFIX: &str = "_[k]";
+
+/// The name the database gives time spent in the kernel.
+pub const KERNEL_NAME: &str = "<kernel>";
+
 /// `file: line` with the file's last path component, `unknown file: line` without a file,
 /// and just the file when the line is unknown.
 pub fn location(file: Option<&str>, line: Option<u32>) -> String {
@@ -51,6 +57,9 @@ pub fn folded_frame(node: &ViewNode) -> Option<String> {
             inlined_name(node, &|n| n.into())
         ),
         NodeKind::Loop => loop_label(node),
+        NodeKind::Procedure if node.name == KERNEL_NAME => {
+            format!("{KERNEL_NAME}{FOLDED_KERNEL_SUFFIX}")
+        }
         NodeKind::Procedure | NodeKind::Module | NodeKind::File | NodeKind::Unknown => {
             node.name.clone()
         }
@@ -114,6 +123,8 @@ mod tests {
         assert_eq!(folded_frame(&lp).unwrap(), "loop at stlmap.cc: 19");
         let st = with_location(NodeKind::Statement, "", "/src/stlmap.cc", 20);
         assert_eq!(folded_frame(&st), None);
+        let kernel = ViewNode::new(NodeKind::Procedure, KERNEL_NAME, 1);
+        assert_eq!(folded_frame(&kernel).unwrap(), "<kernel>_[k]");
         let odd = ViewNode::new(NodeKind::Procedure, "a;b", 1);
         assert_eq!(folded_frame(&odd).unwrap(), "a:b");
     }
