@@ -189,10 +189,14 @@ fn run(args: &Args) -> Result<String, Failure> {
             name_width: (!args.full_names).then_some(70),
         };
         let shown = text::render(&view, &opts, &mut out)?;
-        format!(
-            "{what}: {} rows, {} scopes folded below {}% (--threshold 0 shows all)",
-            shown.rows, shown.folded, args.threshold
-        )
+        let mut summary = format!("{what}: {} rows", shown.rows);
+        if shown.folded > 0 {
+            summary.push_str(&format!(
+                ", {} scopes folded below {}% (--threshold 0 shows all)",
+                shown.folded, args.threshold
+            ));
+        }
+        summary
     };
     out.flush()?;
     Ok(summary)

@@ -42,8 +42,8 @@ pub fn text_label(node: &ViewNode, shorten: &dyn Fn(&str) -> String) -> String {
         NodeKind::Inlined => format!("{INLINE_MARK}{}", inlined_name(node, shorten)),
         NodeKind::Loop => loop_label(node),
         NodeKind::Statement => location(node.file.as_deref(), node.line),
-        NodeKind::Module => base_name(&node.name).to_string(),
-        NodeKind::Root | NodeKind::File | NodeKind::Unknown => node.name.clone(),
+        NodeKind::Module | NodeKind::File => base_name(&node.name).to_string(),
+        NodeKind::Root | NodeKind::Unknown => node.name.clone(),
     }
 }
 
