@@ -34,7 +34,12 @@
 //! # Ok::<(), correlate::database::DatabaseError>(())
 //! ```
 
+pub mod cache;
+pub mod correlation;
 pub mod database;
+pub mod enrich;
+pub mod error;
+pub mod inputs;
 pub mod projection;
 pub mod render;
 pub mod viewtree;

@@ -1,1 +1,267 @@
-fn main() {}
+//! `hpcrun-rs`: measure a command (or a running process) with sampled call paths.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+
+use profiler::db::Profile;
+use profiler::events::EventSpec;
+use profiler::perf::MAX_STACK_SIZE;
+use profiler::report;
+use profiler::session::{self, Options, RunError, Target};
+
+/// Sampling call-path profiler: runs COMMAND and records where it spends its time, by full
+/// calling context, into a profile for `hpcprof-rs`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "hpcrun-rs",
+    version,
+    after_help = "Examples:\n  hpcrun-rs ./app arg1 arg2             sample cycles (or cpu-clock) at 1000 Hz\n  \
+                  hpcrun-rs -e cpu-clock@f4000 -e page-faults ./app\n  \
+                  hpcrun-rs -p 1234                     attach until it exits or Ctrl-C\n  \
+                  hpcrun-rs --show profile.db           print what a profile holds\n\n\
+                  The exit status is the command's (128+N if it died of signal N); 127 if it\n\
+                  does not exist; 2 for bad options or events; 1 if the measurement failed."
+)]
+struct Cli {
+    /// Event to sample, NAME[@PERIOD|@fFREQUENCY]; repeat for several metrics
+    /// [default: cycles@f1000, falling back to cpu-clock where there is no PMU]
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    events: Vec<String>,
+
+    /// Where to write the profile (an existing file is kept as FILE.old)
+    #[arg(short, long, value_name = "FILE", default_value = "profile.db")]
+    output: PathBuf,
+
+    /// Bytes of user stack copied with each sample, for unwinding (8..=65528)
+    #[arg(long, value_name = "BYTES", default_value_t = 32768)]
+    stack_size: u32,
+
+    /// Sample buffer per CPU in KiB, a power of two [default: 2048 as root, 512 otherwise]
+    #[arg(long, value_name = "KIB")]
+    buffer_kib: Option<usize>,
+
+    /// No summary at the end
+    #[arg(short, long)]
+    quiet: bool,
+
+    /// Attach to a running process (all its threads) instead of running a command
+    #[arg(short, long, value_name = "PID", conflicts_with = "command")]
+    pid: Option<u32>,
+
+    /// List the events this machine supports, and what each costs
+    #[arg(short = 'L', long = "list-events", exclusive = true)]
+    list_events: bool,
+
+    /// Print a readable summary of an existing profile (modules, threads, hottest raw paths)
+    #[arg(long, value_name = "PROFILE", exclusive = true)]
+    show: Option<PathBuf>,
+
+    /// The command to measure, with its arguments
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    command: Vec<OsString>,
+}
+
+/// A failure with the exit status it deserves.
+struct Failure {
+    status: u8,
+    error: anyhow::Error,
+}
+
+fn usage(error: anyhow::Error) -> Failure {
+    Failure { status: 2, error }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Self {
+        Failure { status: 1, error }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(status) => ExitCode::from(status),
+        Err(f) => {
+            eprintln!("hpcrun-rs: {:#}", f.error);
+            ExitCode::from(f.status)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<u8, Failure> {
+    if cli.list_events {
+        print!("{}", report::list_events());
+        return Ok(0);
+    }
+    if let Some(path) = &cli.show {
+        let profile = Profile::read(path).map_err(|e| usage(e.into()))?;
+        print!("{}", report::show(&profile, 10));
+        return Ok(0);
+    }
+    let events = parse_events(&cli.events).map_err(usage)?;
+    if cli.stack_size % 8 != 0 || !(8..=MAX_STACK_SIZE).contains(&cli.stack_size) {
+        return Err(usage(anyhow::anyhow!(
+            "--stack-size must be a multiple of 8 between 8 and {MAX_STACK_SIZE}"
+        )));
+    }
+    let ring_pages = match cli.buffer_kib {
+        Some(kib) if kib >= 8 && kib.is_power_of_two() => Some(kib / 4),
+        Some(_) => {
+            return Err(usage(anyhow::anyhow!(
+                "--buffer-kib must be a power of two >= 8"
+            )))
+        }
+        None => None,
+    };
+    let target = match (cli.pid, cli.command.is_empty()) {
+        (Some(pid), _) => Target::Attach(pid),
+        (None, false) => Target::Launch(cli.command.clone()),
+        (None, true) => {
+            return Err(usage(anyhow::anyhow!(
+                "no command to measure (try `hpcrun-rs --help`)"
+            )))
+        }
+    };
+    check_output(&cli.output).map_err(usage)?;
+    let opts = Options {
+        events,
+        stack_size: cli.stack_size,
+        ring_pages,
+        target,
+    };
+    let measurement = session::run(&opts).map_err(|e| match e {
+        RunError::Launch(l) => Failure {
+            status: l.exit_status() as u8,
+            error: l.into(),
+        },
+        RunError::Event(msg) => usage(anyhow::anyhow!(msg)),
+        other => other.into_failure(),
+    })?;
+    if !cli.quiet {
+        for notice in &measurement.notices {
+            eprintln!("hpcrun-rs: {notice}");
+        }
+    }
+    let status = measurement.ended.map(|e| e.exit_status()).unwrap_or(0);
+    let duration = measurement.duration.as_secs_f64();
+    let mut notes = Vec::new();
+    if let Some(ended) = measurement.ended {
+        if let profiler::launch::Ended::Signaled(sig) = ended {
+            notes.push(format!(
+                "the command was killed by signal {sig} (exit status {status})"
+            ));
+        }
+    }
+    let profile = session::into_profile(measurement);
+    notes.extend(profile_unreadable_notes(&profile));
+    let written = write_output(&profile, &cli.output, &mut notes)?;
+    if !cli.quiet {
+        eprint!(
+            "{}",
+            report::summary(&profile, duration, &written.display().to_string(), &notes)
+        );
+    }
+    Ok(status.clamp(0, 255) as u8)
+}
+
+trait IntoFailure {
+    fn into_failure(self) -> Failure;
+}
+
+impl IntoFailure for RunError {
+    fn into_failure(self) -> Failure {
+        Failure {
+            status: 1,
+            error: self.into(),
+        }
+    }
+}
+
+fn parse_events(texts: &[String]) -> Result<Vec<EventSpec>> {
+    if texts.is_empty() {
+        return Ok(vec![EventSpec::parse("cycles").expect("cycles is known")]);
+    }
+    texts
+        .iter()
+        .flat_map(|t| t.split(','))
+        .map(|t| EventSpec::parse(t.trim()).map_err(anyhow::Error::from))
+        .collect()
+}
+
+/// Refuse early (before running anything) an output that cannot be written.
+fn check_output(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        anyhow::bail!(
+            "{} is a directory; give a file name with -o",
+            path.display()
+        );
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "cannot write {}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    let probe = dir.join(format!(".hpcrun-rs-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").with_context(|| format!("cannot write in {}", dir.display()))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+fn profile_unreadable_notes(_profile: &Profile) -> Vec<String> {
+    Vec::new()
+}
+
+/// Write the profile, keeping an existing file as FILE.old; if the write fails (a full disk),
+/// try the temporary directory so the measurement is not lost.
+fn write_output(
+    profile: &Profile,
+    path: &Path,
+    notes: &mut Vec<String>,
+) -> Result<PathBuf, Failure> {
+    if path.exists() {
+        let mut old = path.as_os_str().to_owned();
+        old.push(".old");
+        let old = PathBuf::from(old);
+        std::fs::rename(path, &old).with_context(|| {
+            format!(
+                "cannot keep the existing {} as {}",
+                path.display(),
+                old.display()
+            )
+        })?;
+        notes.push(format!(
+            "the previous {} was kept as {}",
+            path.display(),
+            old.display()
+        ));
+    }
+    match profile.write(path) {
+        Ok(()) => Ok(path.to_path_buf()),
+        Err(e) => {
+            let fallback =
+                std::env::temp_dir().join(format!("hpcrun-rs-{}.db", std::process::id()));
+            profile
+                .write(&fallback)
+                .map_err(|e2| anyhow::anyhow!("cannot write the profile: {e}; nor {e2}"))?;
+            eprintln!(
+                "hpcrun-rs: cannot write the profile: {e}; saved it as {} instead",
+                fallback.display()
+            );
+            Ok(fallback)
+        }
+    }
+}

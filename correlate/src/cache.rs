@@ -1,0 +1,141 @@
+//! The on-disk structure cache: scope trees recovered on the fly, kept so that the next
+//! `hpcprof-rs` over the same binaries skips the analysis.
+//!
+//! Entries live in `$XDG_CACHE_HOME/hpctoolkit-rs/structure/` (else
+//! `~/.cache/hpctoolkit-rs/structure/`), one file per binary, named by its GNU build-id or,
+//! without one, by a hash of its path, size and modification time. Each file is a magic, a
+//! format version, the version of the tools that wrote it (a newer analyser invalidates old
+//! entries) and the postcard-encoded [`ScopeTree`]. Entries that fail to decode are treated as
+//! missing and replaced; writes go through a temporary file and a rename, so concurrent runs
+//! never see half an entry.
+
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+use structure::ScopeTree;
+
+/// The first bytes of every cache entry.
+const MAGIC: [u8; 8] = *b"HPCSCACH";
+/// The entry format version.
+const VERSION: u32 = 1;
+/// The tools' version; entries from another version are ignored.
+const TOOLS: &str = env!("CARGO_PKG_VERSION");
+
+/// A structure cache directory.
+#[derive(Debug, Clone)]
+pub struct StructureCache {
+    dir: PathBuf,
+}
+
+impl StructureCache {
+    /// The cache at its standard location, if a home or XDG cache directory is known.
+    pub fn standard() -> Option<StructureCache> {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+        Some(StructureCache::at(
+            base.join("hpctoolkit-rs").join("structure"),
+        ))
+    }
+
+    /// A cache in directory `dir` (created on first store).
+    pub fn at(dir: PathBuf) -> StructureCache {
+        StructureCache { dir }
+    }
+
+    /// The directory holding the entries.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The cache key of the binary at `path`: its build-id in hex, or a hash of its path, size
+    /// and modification time. `None` if the file cannot be examined.
+    pub fn key(path: &Path, build_id: Option<&[u8]>) -> Option<String> {
+        if let Some(id) = build_id.filter(|id| !id.is_empty()) {
+            return Some(format!("b-{}", hex(id)));
+        }
+        let meta = fs::metadata(path).ok()?;
+        let mtime = meta.modified().ok()?.duration_since(UNIX_EPOCH).ok()?;
+        let mut h = fxhash::FxHasher64::default();
+        (path, meta.len(), mtime.as_nanos()).hash(&mut h);
+        Some(format!("p-{:016x}", h.finish()))
+    }
+
+    fn entry(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}.struct"))
+    }
+
+    /// The tree cached under `key`, if there is a valid entry.
+    pub fn load(&self, key: &str) -> Option<ScopeTree> {
+        let bytes = fs::read(self.entry(key)).ok()?;
+        let body = bytes.strip_prefix(&MAGIC)?;
+        let (version, body) = body.split_at_checked(4)?;
+        if version != VERSION.to_le_bytes() {
+            return None;
+        }
+        let (tools, body) = body.split_at_checked(TOOLS.len())?;
+        if tools != TOOLS.as_bytes() {
+            return None;
+        }
+        postcard::from_bytes(body).ok()
+    }
+
+    /// Store `tree` under `key`, replacing any previous entry.
+    pub fn store(&self, key: &str, tree: &ScopeTree) -> std::io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        let mut bytes = Vec::with_capacity(1 << 16);
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        bytes.extend_from_slice(TOOLS.as_bytes());
+        let bytes = postcard::to_extend(tree, bytes)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        let target = self.entry(key);
+        let tmp = self.dir.join(format!("{key}.tmp{}", std::process::id()));
+        let result = fs::File::create(&tmp)
+            .and_then(|mut f| f.write_all(&bytes))
+            .and_then(|()| fs::rename(&tmp, &target));
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+    use structure::{Scope, ScopeKind};
+
+    #[test]
+    fn store_then_load_and_reject_garbage() {
+        let dir = std::env::temp_dir().join(format!("hpcprof-cache-test-{}", std::process::id()));
+        let cache = StructureCache::at(dir.clone());
+        let mut tree = ScopeTree::new("/bin/x");
+        let mut p = Scope::new(ScopeKind::Procedure);
+        p.name = "f".into();
+        let p = tree.add(tree.root(), p);
+        let mut s = Scope::new(ScopeKind::Statement);
+        s.line = 3;
+        s.ranges = vec![0x10..0x20];
+        let s = tree.add(p, s);
+        tree.finish();
+        let key = StructureCache::key(Path::new("/bin/x"), Some(&[0xab, 0x01])).unwrap();
+        assert_eq!(key, "b-ab01");
+        assert!(cache.load(&key).is_none());
+        cache.store(&key, &tree).unwrap();
+        let back = cache.load(&key).unwrap();
+        assert_eq!(back.lookup(0x18), Some(s));
+        fs::write(cache.entry(&key), b"HPCSCACH\x01\0\0\0garbage").unwrap();
+        assert!(cache.load(&key).is_none(), "corrupt entry is a miss");
+        fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,392 @@
+//! The whole correlation: inputs in, database and summary out.
+//!
+//! [`correlate`] recognises its inputs by content, merges the profiles' metrics, modules and
+//! threads, finds each module's structure (a structure file matched by path, the on-disk cache,
+//! or on-the-fly analysis, in parallel), enriches every calling context and returns the
+//! database with a [`Summary`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fxhash::FxHashMap;
+use profiler::db::{Cost, Profile};
+use rayon::prelude::*;
+use structure::{ScopeTree, StructureError};
+
+use crate::cache::StructureCache;
+use crate::database::{Database, MetricDesc, ModuleDesc, ModuleId, StructureSource};
+use crate::enrich::{Enricher, ProfileMapping};
+use crate::error::CorrelateError;
+use crate::inputs::{self, InputKind, StructureFile};
+
+/// Recovers a binary's structure on the fly (normally the `structure` crate's analysis).
+pub type Analyser = dyn Fn(&Path) -> Result<ScopeTree, StructureError> + Sync;
+
+/// What to correlate and how.
+pub struct Options<'a> {
+    /// Input files, profiles and structure files in any order (recognised by content).
+    pub inputs: Vec<PathBuf>,
+    /// The structure cache to use, or `None` (`--no-cache`).
+    pub cache: Option<StructureCache>,
+    /// How modules without a structure file are analysed.
+    pub analyser: &'a Analyser,
+}
+
+/// What a correlation did, for the summary line.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// Every module with the source of its structure.
+    pub modules: Vec<(String, StructureSource)>,
+    /// Distinct calling contexts (nodes of the enriched tree).
+    pub contexts: usize,
+    /// Metrics with their totals.
+    pub metrics: Vec<MetricDesc>,
+    /// Distinct addresses left as `<unknown procedure>`.
+    pub unknown_addresses: u64,
+    /// Samples whose leaf is an `<unknown procedure>`.
+    pub unknown_samples: u64,
+    /// Things the user should know that did not stop the run.
+    pub warnings: Vec<String>,
+    /// Wall-clock time taken.
+    pub elapsed: Duration,
+}
+
+impl Summary {
+    /// Number of modules whose structure came from each kind of source: (file, on the fly,
+    /// cache, none).
+    pub fn module_counts(&self) -> (usize, usize, usize, usize) {
+        let count =
+            |f: fn(&StructureSource) -> bool| self.modules.iter().filter(|(_, s)| f(s)).count();
+        (
+            count(|s| matches!(s, StructureSource::File(_))),
+            count(|s| matches!(s, StructureSource::OnTheFly)),
+            count(|s| matches!(s, StructureSource::Cache)),
+            count(|s| matches!(s, StructureSource::None(_))),
+        )
+    }
+}
+
+/// Correlate: read the inputs, find structure, enrich, and return the database and summary.
+pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), CorrelateError> {
+    let start = Instant::now();
+    let mut profiles = Vec::new();
+    let mut structure_files = Vec::new();
+    for path in &options.inputs {
+        match inputs::classify(path)? {
+            InputKind::Profile => profiles.push(path.clone()),
+            InputKind::Structure => structure_files.push(path.clone()),
+        }
+    }
+    if profiles.is_empty() {
+        return Err(CorrelateError::Unrecognised {
+            path: options.inputs.first().cloned().unwrap_or_default(),
+            what: "no profile.db among the inputs",
+        });
+    }
+    let read: Vec<Profile> = profiles
+        .par_iter()
+        .map(|p| inputs::read_profile(p))
+        .collect::<Result<_, _>>()?;
+    let structure_files: Vec<StructureFile> = structure_files
+        .par_iter()
+        .map(|p| inputs::read_structure_file(p))
+        .collect::<Result<_, _>>()?;
+
+    let (metrics, metric_maps) = merge_metrics(&read, &profiles)?;
+    let (modules, module_maps) = merge_modules(&read);
+    let mut warnings = Vec::new();
+    let found = find_structures(&modules, &structure_files, options, &mut warnings)?;
+
+    let module_descs: Vec<ModuleDesc> = modules
+        .iter()
+        .zip(&found)
+        .map(|(m, (source, _))| ModuleDesc {
+            path: m.path.clone(),
+            build_id: m.build_id.clone(),
+            structure: source.clone(),
+        })
+        .collect();
+    let trees: Vec<Option<&ScopeTree>> = found.iter().map(|(_, t)| t.as_ref()).collect();
+    let mut enricher = Enricher::new(metrics, module_descs, &trees);
+    for (i, profile) in read.iter().enumerate() {
+        let map = ProfileMapping {
+            profile: i as u32,
+            modules: module_maps[i].clone(),
+            metrics: metric_maps[i].clone(),
+        };
+        enricher.add_profile(profile, &map);
+    }
+    let mut db = enricher.finish();
+    db.profiles = profiles.iter().map(|p| p.display().to_string()).collect();
+    db.command = read[0].command.clone();
+    for p in &read {
+        db.stats.samples += p.stats.samples;
+        db.stats.lost += p.stats.lost;
+        db.stats.partial += p.stats.partial;
+    }
+    let summary = Summary {
+        modules: db
+            .modules
+            .iter()
+            .map(|m| (m.path.clone(), m.structure.clone()))
+            .collect(),
+        contexts: db.nodes.len(),
+        metrics: db.metrics.clone(),
+        unknown_addresses: db.stats.unknown_addresses,
+        unknown_samples: db.stats.unknown_samples,
+        warnings,
+        elapsed: start.elapsed(),
+    };
+    Ok((db, summary))
+}
+
+/// The union of the profiles' events (by name), and each profile's event -> metric map.
+fn merge_metrics(
+    profiles: &[Profile],
+    paths: &[PathBuf],
+) -> Result<(Vec<MetricDesc>, Vec<Vec<usize>>), CorrelateError> {
+    let mut metrics: Vec<MetricDesc> = Vec::new();
+    let mut maps = Vec::new();
+    for (profile, path) in profiles.iter().zip(paths) {
+        let mut map = Vec::new();
+        for event in &profile.events {
+            let found = metrics.iter().position(|m| m.name == event.name);
+            let index = match found {
+                Some(i) if metrics[i].unit != event.unit => {
+                    return Err(CorrelateError::Incompatible {
+                        path: path.clone(),
+                        why: format!(
+                            "event {} is in {}, another profile has it in {}",
+                            event.name, event.unit, metrics[i].unit
+                        ),
+                    })
+                }
+                Some(i) => i,
+                None => {
+                    metrics.push(MetricDesc {
+                        name: event.name.clone(),
+                        unit: event.unit.clone(),
+                        sampling: event.sampling,
+                        total: Cost::default(),
+                    });
+                    metrics.len() - 1
+                }
+            };
+            map.push(index);
+        }
+        maps.push(map);
+    }
+    Ok((metrics, maps))
+}
+
+/// The union of the profiles' modules (by path and build-id), and each profile's map.
+fn merge_modules(profiles: &[Profile]) -> (Vec<profiler::db::ModuleInfo>, Vec<Vec<ModuleId>>) {
+    let mut modules = Vec::new();
+    let mut index: FxHashMap<profiler::db::ModuleInfo, ModuleId> = FxHashMap::default();
+    let maps = profiles
+        .iter()
+        .map(|p| {
+            p.modules
+                .iter()
+                .map(|m| {
+                    *index.entry(m.clone()).or_insert_with(|| {
+                        modules.push(m.clone());
+                        (modules.len() - 1) as ModuleId
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    (modules, maps)
+}
+
+/// How a module's structure will be obtained.
+enum Plan<'s> {
+    /// A tree from a structure file.
+    File(&'s Path, &'s ScopeTree),
+    /// No structure, for this reason.
+    None(String),
+    /// From the cache or by analysis of this binary (cache key, if any).
+    Recover(PathBuf, Option<String>),
+}
+
+/// The structure of every module: its source and its tree (borrowed from a structure file or
+/// owned when recovered).
+fn find_structures(
+    modules: &[profiler::db::ModuleInfo],
+    files: &[StructureFile],
+    options: &Options<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<(StructureSource, Option<ScopeTree>)>, CorrelateError> {
+    let mut used = vec![vec![false; 0]; files.len()];
+    for (u, f) in used.iter_mut().zip(files) {
+        *u = vec![false; f.trees.len()];
+    }
+    let plans: Vec<Plan<'_>> = modules
+        .iter()
+        .map(|m| plan(m, files, &mut used, warnings))
+        .collect::<Result<_, _>>()?;
+    for (f, u) in files.iter().zip(&used) {
+        if !u.iter().any(|&x| x) {
+            let modules: Vec<&str> = f.trees.iter().map(|t| t.module_path()).collect();
+            return Err(CorrelateError::Unused {
+                path: f.path.clone(),
+                modules: modules.join(", "),
+            });
+        }
+    }
+    let results: Vec<(StructureSource, Option<ScopeTree>, Option<String>)> = plans
+        .into_par_iter()
+        .map(|p| match p {
+            Plan::File(path, tree) => (
+                StructureSource::File(path.display().to_string()),
+                Some(tree.clone()),
+                None,
+            ),
+            Plan::None(why) => (StructureSource::None(why), None, None),
+            Plan::Recover(binary, key) => recover(&binary, key.as_deref(), options),
+        })
+        .collect();
+    Ok(results
+        .into_iter()
+        .map(|(source, tree, warning)| {
+            warnings.extend(warning);
+            (source, tree)
+        })
+        .collect())
+}
+
+/// Decide where module `m`'s structure comes from. A structure file matches by its `LM` path,
+/// else by file name when exactly one tree has it; a match whose procedures do not fit the
+/// binary on disk is an error.
+fn plan<'s>(
+    m: &profiler::db::ModuleInfo,
+    files: &'s [StructureFile],
+    used: &mut [Vec<bool>],
+    warnings: &mut Vec<String>,
+) -> Result<Plan<'s>, CorrelateError> {
+    let candidates: Vec<(usize, usize)> = files
+        .iter()
+        .enumerate()
+        .flat_map(|(fi, f)| (0..f.trees.len()).map(move |ti| (fi, ti)))
+        .collect();
+    let tree_of = |(fi, ti): (usize, usize)| &files[fi].trees[ti];
+    let exact = candidates
+        .iter()
+        .copied()
+        .find(|&c| tree_of(c).module_path() == m.path);
+    let by_name: Vec<(usize, usize)> = candidates
+        .iter()
+        .copied()
+        .filter(|&c| inputs::file_name(tree_of(c).module_path()) == inputs::file_name(&m.path))
+        .collect();
+    let chosen = exact.or(match by_name.as_slice() {
+        [one] => Some(*one),
+        _ => None,
+    });
+    let binary = Path::new(&m.path);
+    let is_file = !m.path.starts_with('[') && binary.is_file();
+    let facts = is_file.then(|| inputs::binary_facts(binary).ok()).flatten();
+    if let Some(c) = chosen {
+        let tree = tree_of(c);
+        if let Some(facts) = &facts {
+            if !inputs::describes(tree, facts) {
+                return Err(CorrelateError::Mismatch {
+                    structure: files[c.0].path.clone(),
+                    binary: m.path.clone(),
+                });
+            }
+        }
+        used[c.0][c.1] = true;
+        return Ok(Plan::File(&files[c.0].path, tree));
+    }
+    if !is_file {
+        return Ok(Plan::None(format!("{}: not a readable file", m.path)));
+    }
+    let on_disk = facts.as_ref().and_then(|f| f.build_id.clone());
+    if let (Some(want), Some(have)) = (&m.build_id, &on_disk) {
+        if want != have {
+            warnings.push(format!(
+                "{}: the binary changed since it was profiled (build-id differs); its samples stay unresolved",
+                m.path
+            ));
+            return Ok(Plan::None("binary changed since profiling".into()));
+        }
+    }
+    let id = m.build_id.as_deref().or(on_disk.as_deref());
+    Ok(Plan::Recover(
+        binary.to_path_buf(),
+        StructureCache::key(binary, id),
+    ))
+}
+
+/// Recover one binary's structure: from the cache if present, else by analysis (then cached).
+/// Returns the source, the tree and a warning if something went wrong.
+fn recover(
+    binary: &Path,
+    key: Option<&str>,
+    options: &Options<'_>,
+) -> (StructureSource, Option<ScopeTree>, Option<String>) {
+    let cache = options.cache.as_ref().zip(key);
+    if let Some(tree) = cache.and_then(|(c, k)| c.load(k)) {
+        return (StructureSource::Cache, Some(tree), None);
+    }
+    match (options.analyser)(binary) {
+        Ok(tree) => {
+            let warning = cache.and_then(|(c, k)| {
+                c.store(k, &tree)
+                    .err()
+                    .map(|e| format!("cannot write structure cache in {}: {e}", c.dir().display()))
+            });
+            (StructureSource::OnTheFly, Some(tree), warning)
+        }
+        Err(e) => (
+            StructureSource::None(e.to_string()),
+            None,
+            Some(e.to_string()),
+        ),
+    }
+}
+
+/// The one-paragraph summary `hpcprof-rs` prints on stderr.
+pub fn summary_text(summary: &Summary, output: &Path) -> String {
+    let (file, fly, cache, none) = summary.module_counts();
+    let mut text = format!(
+        "hpcprof-rs: {} modules correlated (structure from file {file}, on the fly {fly}, cache {cache}, none {none}); {} contexts",
+        summary.modules.len(),
+        summary.contexts
+    );
+    for m in &summary.metrics {
+        text.push_str(&format!(
+            "; {}: {} {} in {} samples",
+            m.name, m.total.value, m.unit, m.total.samples
+        ));
+    }
+    if summary.unknown_addresses > 0 {
+        text.push_str(&format!(
+            "; {} addresses ({} samples) in <unknown procedure>",
+            summary.unknown_addresses, summary.unknown_samples
+        ));
+    }
+    text.push_str(&format!(
+        "; {:.2} s -> {}",
+        summary.elapsed.as_secs_f64(),
+        output.display()
+    ));
+    let without: BTreeMap<&str, &str> = summary
+        .modules
+        .iter()
+        .filter_map(|(p, s)| match s {
+            StructureSource::None(why) => Some((p.as_str(), why.as_str())),
+            _ => None,
+        })
+        .collect();
+    for (path, why) in without {
+        text.push_str(&format!("\n  no structure for {path}: {why}"));
+    }
+    for w in &summary.warnings {
+        text.push_str(&format!("\nwarning: {w}"));
+    }
+    text
+}

@@ -1,0 +1,497 @@
+//! Enrichment: inserting every sampled calling context, address by address, into the
+//! database's tree, each address expanded into its static context.
+//!
+//! For each frame of a path (root first), the address (the sampled IP at the leaf, `ra - 1`
+//! for return addresses) is looked up in its module's scope tree; the statement found and its
+//! ancestors give procedure -> inlined frames (outermost first, with call sites) -> loops ->
+//! line, inserted below the caller's call-site line, merging with siblings that land in the
+//! same scope. Addresses no structure covers become `<unknown procedure> 0xADDR [module]`.
+//! Expansions are memoised per (module, address), so work grows with distinct addresses and
+//! memory with distinct contexts, not with samples.
+
+use std::rc::Rc;
+
+use fxhash::{FxHashMap, FxHashSet};
+use profiler::db::{AddrKind, Cost, Frame, Profile};
+use structure::{ScopeId, ScopeKind, ScopeTree};
+
+use crate::database::{
+    base_name, ChildIndex, Database, FileId, MetricDesc, ModuleDesc, ModuleId, NodeId, NodeKey,
+    NodeKind, ThreadDesc, ThreadIdx,
+};
+
+/// How one profile's indices map into the database.
+#[derive(Debug, Clone)]
+pub struct ProfileMapping {
+    /// Index of the profile in [`Database::profiles`].
+    pub profile: u32,
+    /// Database module of each of the profile's modules.
+    pub modules: Vec<ModuleId>,
+    /// Database metric of each of the profile's events.
+    pub metrics: Vec<usize>,
+}
+
+/// Builds a [`Database`] from profiles and per-module scope trees.
+pub struct Enricher<'a> {
+    db: Database,
+    index: ChildIndex,
+    files: FxHashMap<String, FileId>,
+    /// Scope tree of each database module, if any.
+    structures: &'a [Option<&'a ScopeTree>],
+    /// Per module: database file id of each of its tree's file ids.
+    file_maps: Vec<FxHashMap<u32, FileId>>,
+    expansions: FxHashMap<(ModuleId, u64), Rc<[NodeKey]>>,
+    unknown: FxHashSet<(Option<ModuleId>, u64)>,
+}
+
+impl<'a> Enricher<'a> {
+    /// An enricher for a database with these metrics and modules; `structures[m]` is module
+    /// `m`'s scope tree (finished, so lookups work), or `None`.
+    pub fn new(
+        metrics: Vec<MetricDesc>,
+        modules: Vec<ModuleDesc>,
+        structures: &'a [Option<&'a ScopeTree>],
+    ) -> Enricher<'a> {
+        let mut db = Database::new(metrics);
+        db.modules = modules;
+        Enricher {
+            file_maps: vec![FxHashMap::default(); db.modules.len()],
+            db,
+            index: ChildIndex::default(),
+            files: FxHashMap::default(),
+            structures,
+            expansions: FxHashMap::default(),
+            unknown: FxHashSet::default(),
+        }
+    }
+
+    /// Add every thread of `profile` (already validated: parents precede children).
+    pub fn add_profile(&mut self, profile: &Profile, map: &ProfileMapping) {
+        let metrics = self.db.metrics.len();
+        for thread in &profile.threads {
+            let tidx = self.db.threads.len() as ThreadIdx;
+            self.db.threads.push(ThreadDesc {
+                profile: map.profile,
+                pid: thread.pid,
+                tid: thread.tid,
+                comm: thread.comm.clone(),
+            });
+            let nodes = &thread.cct.nodes;
+            let mut at: Vec<NodeId> = Vec::with_capacity(nodes.len());
+            for (i, node) in nodes.iter().enumerate() {
+                let parent = if i == 0 { 0 } else { at[node.parent as usize] };
+                let here = self.insert_frame(parent, node.frame, map);
+                at.push(here);
+                if node.costs.iter().any(|c| c.samples > 0 || c.value > 0) {
+                    let mut costs = vec![Cost::default(); metrics];
+                    for (e, c) in node.costs.iter().enumerate() {
+                        costs[map.metrics[e]] = *c;
+                    }
+                    if self.db.nodes[here as usize].kind == NodeKind::Unknown {
+                        self.db.stats.unknown_samples += costs.first().map_or(0, |c| c.samples);
+                    }
+                    self.db.add_cost(here, tidx, &costs);
+                }
+            }
+        }
+    }
+
+    /// Insert one frame below database node `parent`; returns the node its callees hang from
+    /// (the call-site statement) and its own samples land on.
+    fn insert_frame(&mut self, parent: NodeId, frame: Frame, map: &ProfileMapping) -> NodeId {
+        let pseudo = |kind, name: &str| NodeKey {
+            kind,
+            name: name.to_string(),
+            module: None,
+            file: None,
+            line: None,
+            end_line: None,
+            call_file: None,
+            call_line: None,
+        };
+        let keys: Rc<[NodeKey]> = match frame {
+            Frame::Root => return parent,
+            Frame::Partial => Rc::new([pseudo(NodeKind::Partial, "<partial call paths>")]),
+            Frame::Kernel => Rc::new([pseudo(NodeKind::Kernel, "<kernel>")]),
+            Frame::Unmapped { avma, kind } => {
+                let addr = lookup_address(avma, kind);
+                self.unknown.insert((None, addr));
+                let name = format!("<unknown procedure> {addr:#x} [unmapped]");
+                Rc::new([pseudo(NodeKind::Unknown, &name)])
+            }
+            Frame::Code { module, addr, kind } => {
+                let module = map.modules[module as usize];
+                self.expand(module, lookup_address(addr.0, kind))
+            }
+        };
+        self.insert_chain(parent, &keys)
+    }
+
+    /// Insert a chain of keys below `parent`, filling a procedure frame's call site from the
+    /// caller's statement.
+    fn insert_chain(&mut self, parent: NodeId, keys: &[NodeKey]) -> NodeId {
+        let mut at = parent;
+        for (i, key) in keys.iter().enumerate() {
+            let p = &self.db.nodes[at as usize];
+            let key = if i == 0 && key.kind.is_activation() && p.kind == NodeKind::Statement {
+                NodeKey {
+                    call_file: p.file,
+                    call_line: p.line,
+                    ..key.clone()
+                }
+            } else {
+                key.clone()
+            };
+            at = self.db.child(&mut self.index, at, key);
+        }
+        at
+    }
+
+    /// The static context of `addr` in `module`, outermost first, memoised.
+    fn expand(&mut self, module: ModuleId, addr: u64) -> Rc<[NodeKey]> {
+        if let Some(keys) = self.expansions.get(&(module, addr)) {
+            return keys.clone();
+        }
+        let found = self.structures[module as usize]
+            .and_then(|tree| tree.lookup(addr).map(|stmt| (tree, stmt)));
+        let keys: Rc<[NodeKey]> = match found {
+            Some((tree, stmt)) => self.scope_chain(module, tree, stmt).into(),
+            None => {
+                self.unknown.insert((Some(module), addr));
+                let name = format!(
+                    "<unknown procedure> {addr:#x} [{}]",
+                    base_name(&self.db.modules[module as usize].path)
+                );
+                Rc::new([NodeKey {
+                    kind: NodeKind::Unknown,
+                    name,
+                    module: Some(module),
+                    file: None,
+                    line: None,
+                    end_line: None,
+                    call_file: None,
+                    call_line: None,
+                }])
+            }
+        };
+        self.expansions.insert((module, addr), keys.clone());
+        keys
+    }
+
+    /// Keys for statement `stmt` and its ancestors up to its procedure, outermost first. Scopes
+    /// without a file inherit the enclosing scope's.
+    fn scope_chain(&mut self, module: ModuleId, tree: &ScopeTree, stmt: ScopeId) -> Vec<NodeKey> {
+        let mut chain: Vec<ScopeId> = tree.ancestors(stmt).collect();
+        chain.reverse();
+        chain.push(stmt);
+        let mut keys = Vec::with_capacity(chain.len());
+        let mut file = procedure_file(tree, chain[0]);
+        for id in chain {
+            let scope = tree.get(id);
+            file = scope.file.or(file);
+            let (kind, call_file, call_line) = match scope.kind {
+                ScopeKind::Procedure => (NodeKind::Procedure, None, None),
+                ScopeKind::Alien {
+                    call_file,
+                    call_line,
+                } => (NodeKind::Inlined, call_file, Some(call_line)),
+                ScopeKind::Loop => (NodeKind::Loop, None, None),
+                ScopeKind::Statement => (NodeKind::Statement, None, None),
+                // Lookups end at a statement below a procedure; nothing else can appear.
+                ScopeKind::Module | ScopeKind::File => continue,
+            };
+            let name = match kind {
+                NodeKind::Procedure | NodeKind::Inlined => scope.name.clone(),
+                _ => String::new(),
+            };
+            keys.push(NodeKey {
+                kind,
+                name,
+                module: Some(module),
+                file: file.map(|f| self.file(module, tree, f)),
+                line: (scope.line != 0).then_some(scope.line),
+                end_line: None,
+                call_file: call_file.map(|f| self.file(module, tree, f)),
+                call_line: call_line.filter(|&l| l != 0),
+            });
+        }
+        keys
+    }
+
+    /// The database file id of file `f` of `module`'s tree.
+    fn file(&mut self, module: ModuleId, tree: &ScopeTree, f: structure::FileId) -> FileId {
+        if let Some(&id) = self.file_maps[module as usize].get(&f.0) {
+            return id;
+        }
+        let id = self.db.intern_file(&mut self.files, tree.file_name(f));
+        self.file_maps[module as usize].insert(f.0, id);
+        id
+    }
+
+    /// The finished database (totals computed, correlation counters set).
+    pub fn finish(mut self) -> Database {
+        self.db.stats.unknown_addresses = self.unknown.len() as u64;
+        self.db.compute_totals();
+        self.db
+    }
+}
+
+/// The address to look up for a frame: the IP itself, or `ra - 1` (inside the call).
+fn lookup_address(addr: u64, kind: AddrKind) -> u64 {
+    match kind {
+        AddrKind::Ip => addr,
+        AddrKind::Return => addr.saturating_sub(1),
+    }
+}
+
+/// The file of procedure `proc_`: its own, else its enclosing `File` scope's.
+fn procedure_file(tree: &ScopeTree, proc_: ScopeId) -> Option<structure::FileId> {
+    let scope = tree.get(proc_);
+    scope.file.or_else(|| {
+        let parent = tree.get(scope.parent?);
+        (parent.kind == ScopeKind::File).then_some(())?;
+        parent.file
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+    use crate::database::{Selection, StructureSource};
+    use crate::projection::{callers, top_down};
+    use profiler::addr::Svma;
+    use profiler::db::{Cct, CctNode, EventDesc, ModuleInfo, Sampling, Stats, ThreadProfile};
+    use structure::Scope;
+
+    /// main [0x100, 0x140): loop at line 10 holding an inlined `add` (called from line 11)
+    /// whose statements are [0x100, 0x110) line 30 and [0x110, 0x120) line 31 (a call to `g`),
+    /// then line 12 at [0x120, 0x140) (a call to `g`). g [0x200, 0x210): line 40.
+    fn tree() -> ScopeTree {
+        let mut t = ScopeTree::new("/bin/app");
+        let f = t.intern_file("/src/app.cc");
+        let scope = |kind, name: &str, line, ranges: Vec<std::ops::Range<u64>>| {
+            let mut s = Scope::new(kind);
+            s.name = name.into();
+            s.file = Some(f);
+            s.line = line;
+            s.ranges = ranges;
+            s
+        };
+        let main = t.add(t.root(), scope(ScopeKind::Procedure, "main", 5, vec![]));
+        let lp = t.add(main, scope(ScopeKind::Loop, "", 10, vec![]));
+        let alien = ScopeKind::Alien {
+            call_file: Some(f),
+            call_line: 11,
+        };
+        let add = t.add(lp, scope(alien, "add", 29, vec![]));
+        t.add(add, scope(ScopeKind::Statement, "", 30, vec![0x100..0x110]));
+        t.add(add, scope(ScopeKind::Statement, "", 31, vec![0x110..0x120]));
+        t.add(
+            main,
+            scope(ScopeKind::Statement, "", 12, vec![0x120..0x140]),
+        );
+        let g = t.add(t.root(), scope(ScopeKind::Procedure, "g", 39, vec![]));
+        t.add(g, scope(ScopeKind::Statement, "", 40, vec![0x200..0x210]));
+        t.finish();
+        t
+    }
+
+    fn node(parent: u32, addr: u64, kind: AddrKind, samples: u64) -> CctNode {
+        CctNode {
+            parent,
+            frame: Frame::Code {
+                module: 0,
+                addr: Svma(addr),
+                kind,
+            },
+            costs: vec![Cost {
+                samples,
+                value: samples * 1000,
+            }],
+        }
+    }
+
+    /// Two samples in the inlined loop body, g called twice from the inlined call at line 31
+    /// (return address 0x120: exactly the end of line 31's range) and once from line 12.
+    fn profile() -> Profile {
+        let root = CctNode {
+            parent: 0,
+            frame: Frame::Root,
+            costs: vec![Cost::default()],
+        };
+        let nodes = vec![
+            root,
+            node(0, 0x104, AddrKind::Ip, 2),
+            node(0, 0x120, AddrKind::Return, 0),
+            node(2, 0x204, AddrKind::Ip, 2),
+            node(0, 0x130, AddrKind::Return, 0),
+            node(4, 0x208, AddrKind::Ip, 1),
+        ];
+        Profile {
+            command: vec!["app".into()],
+            host: "h".into(),
+            start_ns: 0,
+            end_ns: 1,
+            events: vec![EventDesc {
+                name: "cpu-clock".into(),
+                requested: None,
+                sampling: Sampling::Frequency(1000),
+                unit: "ns".into(),
+            }],
+            kernel_included: false,
+            modules: vec![ModuleInfo {
+                path: "/bin/app".into(),
+                build_id: None,
+            }],
+            processes: vec![],
+            threads: vec![ThreadProfile {
+                pid: 1,
+                tid: 1,
+                comm: "app".into(),
+                cct: Cct { nodes },
+            }],
+            stats: Stats::default(),
+        }
+    }
+
+    fn enrich() -> Database {
+        let t = tree();
+        let trees = [Some(&t)];
+        let p = profile();
+        let metrics = vec![MetricDesc {
+            name: "cpu-clock".into(),
+            unit: "ns".into(),
+            sampling: Sampling::Frequency(1000),
+            total: Cost::default(),
+        }];
+        let modules = vec![ModuleDesc {
+            path: "/bin/app".into(),
+            build_id: None,
+            structure: StructureSource::OnTheFly,
+        }];
+        let mut e = Enricher::new(metrics, modules, &trees);
+        let map = ProfileMapping {
+            profile: 0,
+            modules: vec![0],
+            metrics: vec![0],
+        };
+        e.add_profile(&p, &map);
+        e.finish()
+    }
+
+    fn path_labels(db: &Database, mut id: NodeId) -> Vec<String> {
+        let mut out = Vec::new();
+        while id != 0 {
+            out.push(db.label(id));
+            id = db.nodes[id as usize].parent;
+        }
+        out.reverse();
+        out
+    }
+
+    #[test]
+    fn contexts_expand_into_static_scopes_and_merge() {
+        let db = enrich();
+        assert_eq!(
+            db.metrics[0].total,
+            Cost {
+                samples: 5,
+                value: 5000
+            }
+        );
+        let leaves: Vec<Vec<String>> = (0..db.nodes.len() as NodeId)
+            .filter(|&i| !db.nodes[i as usize].costs.is_empty())
+            .map(|i| path_labels(&db, i))
+            .collect();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            leaves,
+            vec![
+                s(&["main", "loop at app.cc: 10", "[I] add", "app.cc: 30"]),
+                s(&[
+                    "main",
+                    "loop at app.cc: 10",
+                    "[I] add",
+                    "app.cc: 31",
+                    "g",
+                    "app.cc: 40"
+                ]),
+                s(&["main", "app.cc: 12", "g", "app.cc: 40"]),
+            ],
+            "ra - 1 keeps 0x120 in line 31; the loop and main are shared"
+        );
+        let inlined = db
+            .nodes
+            .iter()
+            .find(|n| n.kind == NodeKind::Inlined)
+            .unwrap();
+        assert_eq!(inlined.call_line, Some(11));
+        let g = db.nodes.iter().find(|n| n.name == "g").unwrap();
+        assert_eq!(
+            g.call_line,
+            Some(31),
+            "a procedure's call site is the caller's line"
+        );
+    }
+
+    #[test]
+    fn views_over_enriched_tree() {
+        let db = enrich();
+        let t = top_down(&db, &Selection::All);
+        let main = t.find(|n| n.name == "main").unwrap();
+        assert_eq!(
+            t.nodes[main].excl[0].samples, 2,
+            "inlined code is main's own"
+        );
+        let add = t.find(|n| n.name == "[I] add").unwrap();
+        assert_eq!(
+            (t.nodes[add].incl[0].samples, t.nodes[add].excl[0].samples),
+            (4, 2)
+        );
+        let c = callers(&db, &Selection::All);
+        let g = c.children(0).find(|(_, n)| n.name == "g").unwrap().0;
+        let split: Vec<(String, u64)> = c
+            .children(g)
+            .map(|(_, n)| (n.name.clone(), n.incl[0].samples))
+            .collect();
+        assert_eq!(
+            split,
+            vec![("[I] add".to_string(), 2), ("main".to_string(), 1)]
+        );
+    }
+
+    #[test]
+    fn addresses_without_structure_are_unknown_procedures() {
+        let p = profile();
+        let trees = [None];
+        let modules = vec![ModuleDesc {
+            path: "/bin/app".into(),
+            build_id: None,
+            structure: StructureSource::None("test".into()),
+        }];
+        let metrics = vec![MetricDesc {
+            name: "cpu-clock".into(),
+            unit: "ns".into(),
+            sampling: Sampling::Frequency(1000),
+            total: Cost::default(),
+        }];
+        let mut e = Enricher::new(metrics, modules, &trees);
+        e.add_profile(
+            &p,
+            &ProfileMapping {
+                profile: 0,
+                modules: vec![0],
+                metrics: vec![0],
+            },
+        );
+        let db = e.finish();
+        assert_eq!(db.stats.unknown_addresses, 5);
+        assert_eq!(db.stats.unknown_samples, 5);
+        assert!(db
+            .nodes
+            .iter()
+            .any(|n| n.name == "<unknown procedure> 0x11f [app]"));
+        assert_eq!(db.metrics[0].total.samples, 5, "nothing dropped");
+    }
+}

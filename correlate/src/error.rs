@@ -1,0 +1,73 @@
+//! The correlator's error type: every error names the file it is about.
+
+use std::path::PathBuf;
+
+/// Why correlation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CorrelateError {
+    /// An input could not be opened or read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// An input is neither a profile nor a structure file.
+    #[error("{path}: {what}")]
+    Unrecognised {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
+    /// A `profile.db` could not be read (bad magic, other version, truncated).
+    #[error(transparent)]
+    Profile(#[from] profiler::db::DbError),
+    /// A `profile.db` decoded but its trees are inconsistent.
+    #[error("{path}: corrupt profile.db: {why}")]
+    BadProfile {
+        /// The file.
+        path: PathBuf,
+        /// What is inconsistent.
+        why: String,
+    },
+    /// A structure file could not be read.
+    #[error(transparent)]
+    Structure(#[from] structure::StructureError),
+    /// A structure file was matched to a module whose binary it does not describe.
+    #[error("{structure}: does not describe {binary} (its procedures do not match the binary's symbols)")]
+    Mismatch {
+        /// The structure file.
+        structure: PathBuf,
+        /// The module's binary.
+        binary: String,
+    },
+    /// A structure file describes no module of any profile.
+    #[error("{path}: describes none of the profiled modules ({modules})")]
+    Unused {
+        /// The structure file.
+        path: PathBuf,
+        /// The load modules it describes.
+        modules: String,
+    },
+    /// A module's binary could not be examined.
+    #[error("{path}: cannot examine binary: {why}")]
+    Binary {
+        /// The binary.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// The profiles disagree in a way that prevents merging them.
+    #[error("{path}: {why}")]
+    Incompatible {
+        /// The profile that does not fit.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// The database could not be written.
+    #[error(transparent)]
+    Database(#[from] crate::database::DatabaseError),
+}

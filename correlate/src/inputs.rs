@@ -1,0 +1,184 @@
+//! The correlator's inputs: recognising files by content, reading profiles and structure files,
+//! and checking a module's binary on disk (its build-id, whether a structure file describes it).
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSymbol, SymbolKind};
+use profiler::db::Profile;
+use structure::ScopeTree;
+
+use crate::error::CorrelateError;
+
+/// What an input file turned out to be, judged by its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// A `profile.db` written by `hpcrun-rs`.
+    Profile,
+    /// An hpcstruct XML structure file (ours or HPCToolkit's).
+    Structure,
+}
+
+/// Recognise `path` by its content: the `profile.db` magic or an XML document whose root is
+/// `HPCToolkitStructure`. Anything else (including an hpcprof-rs database) is an error naming
+/// the file.
+pub fn classify(path: &Path) -> Result<InputKind, CorrelateError> {
+    let mut head = Vec::with_capacity(4096);
+    File::open(path)
+        .and_then(|f| f.take(4096).read_to_end(&mut head))
+        .map_err(|source| CorrelateError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if head.starts_with(&profiler::db::MAGIC) {
+        return Ok(InputKind::Profile);
+    }
+    let text = String::from_utf8_lossy(&head);
+    if text.trim_start().starts_with('<') && text.contains("<HPCToolkitStructure") {
+        return Ok(InputKind::Structure);
+    }
+    let what = if head.starts_with(&crate::database::MAGIC) {
+        "an hpcprof-rs database (an output, not an input)"
+    } else if head.is_empty() {
+        "empty"
+    } else {
+        "neither a profile.db (hpcrun-rs) nor a structure file (hpcstruct)"
+    };
+    Err(CorrelateError::Unrecognised {
+        path: path.to_path_buf(),
+        what,
+    })
+}
+
+/// Read a `profile.db`, checking that every thread's tree is well formed (parents first, module
+/// and event references in range) so that later stages can index without checks.
+pub fn read_profile(path: &Path) -> Result<Profile, CorrelateError> {
+    let profile = Profile::read(path)?;
+    let bad = |why: String| CorrelateError::BadProfile {
+        path: path.to_path_buf(),
+        why,
+    };
+    for thread in &profile.threads {
+        let nodes = &thread.cct.nodes;
+        if nodes.is_empty() {
+            return Err(bad(format!("thread {} has an empty tree", thread.tid)));
+        }
+        for (i, node) in nodes.iter().enumerate().skip(1) {
+            if node.parent as usize >= i {
+                return Err(bad(format!(
+                    "thread {}: node {i} precedes its parent",
+                    thread.tid
+                )));
+            }
+            if node.costs.len() != profile.events.len() {
+                return Err(bad(format!(
+                    "thread {}: node {i} has {} costs for {} events",
+                    thread.tid,
+                    node.costs.len(),
+                    profile.events.len()
+                )));
+            }
+            if let profiler::db::Frame::Code { module, .. } = node.frame {
+                if module as usize >= profile.modules.len() {
+                    return Err(bad(format!(
+                        "thread {}: node {i} refers to missing module {module}",
+                        thread.tid
+                    )));
+                }
+            }
+        }
+    }
+    Ok(profile)
+}
+
+/// One structure file's trees, with the file they came from.
+#[derive(Debug)]
+pub struct StructureFile {
+    /// The file, as given.
+    pub path: PathBuf,
+    /// One finished tree per load module (`LM`) in the file.
+    pub trees: Vec<ScopeTree>,
+}
+
+/// Read a structure file (ours or HPCToolkit's).
+pub fn read_structure_file(path: &Path) -> Result<StructureFile, CorrelateError> {
+    let trees = structure::read_structure_file(path)?;
+    Ok(StructureFile {
+        path: path.to_path_buf(),
+        trees,
+    })
+}
+
+/// What we could learn about a module's binary on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BinaryFacts {
+    /// Its GNU build-id, if it has one.
+    pub build_id: Option<Vec<u8>>,
+    /// Addresses and names of its function symbols.
+    pub functions: Vec<(u64, String)>,
+}
+
+/// Read the build-id and function symbols of the ELF file at `path`.
+pub fn binary_facts(path: &Path) -> Result<BinaryFacts, CorrelateError> {
+    let bad = |why: String| CorrelateError::Binary {
+        path: path.to_path_buf(),
+        why,
+    };
+    let file = File::open(path).map_err(|e| bad(e.to_string()))?;
+    // SAFETY: the map is read-only; a binary truncated underneath us is an accepted risk shared
+    // with every tool that maps ELF files (perf, gdb).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| bad(e.to_string()))?;
+    let obj = object::File::parse(&*map).map_err(|e| bad(e.to_string()))?;
+    let build_id = obj
+        .build_id()
+        .map_err(|e| bad(e.to_string()))?
+        .map(<[u8]>::to_vec);
+    let functions = obj
+        .symbols()
+        .chain(obj.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+        .filter_map(|s| Some((s.address(), s.name().ok()?.to_string())))
+        .collect();
+    Ok(BinaryFacts {
+        build_id,
+        functions,
+    })
+}
+
+/// Whether `tree` plausibly describes the binary with `facts`: at least half of its
+/// procedures with an entry address must start at a function symbol of the same (link or
+/// display) name. HPCToolkit files name stripped functions `targXXXX`; those are not counted.
+/// A binary without symbols cannot be checked and is taken on trust.
+pub fn describes(tree: &ScopeTree, facts: &BinaryFacts) -> bool {
+    if facts.functions.is_empty() {
+        return true;
+    }
+    let symbols: fxhash::FxHashMap<u64, Vec<&str>> =
+        facts
+            .functions
+            .iter()
+            .fold(fxhash::FxHashMap::default(), |mut map, (addr, name)| {
+                map.entry(*addr).or_default().push(name.as_str());
+                map
+            });
+    let (mut total, mut matched) = (0usize, 0usize);
+    for id in tree.procedures() {
+        let p = tree.get(id);
+        let Some(entry) = p.entry else { continue };
+        if p.name.starts_with("targ") && p.link_name.is_none() {
+            continue;
+        }
+        total += 1;
+        let names = symbols.get(&entry).map(Vec::as_slice).unwrap_or(&[]);
+        let same = |n: &&str| *n == p.name || p.link_name.as_deref() == Some(n);
+        matched += usize::from(names.iter().any(same));
+    }
+    total == 0 || matched * 2 >= total
+}
+
+/// The last path component of a module path, used to match structure files whose `LM` path
+/// differs (the binary was moved, or analysed elsewhere).
+pub fn file_name(path: &str) -> &str {
+    crate::database::base_name(path)
+}

@@ -1,0 +1,183 @@
+//! Load-module images: the ELF files (and the `[vdso]`) whose code the measured program runs.
+//!
+//! An image is read once (memory-mapped) and shared by every process that maps it. It knows its
+//! build-id, its `PT_LOAD` segments (to turn a mapping's file offset into a link-time address)
+//! and the sections framehop needs to unwind through it.
+
+use std::fs::File;
+use std::ops::{Deref, Range};
+use std::path::Path;
+use std::sync::Arc;
+
+use framehop::ExplicitModuleSectionInfo;
+use object::{Object, ObjectSection, ObjectSegment};
+
+/// Bytes of one section of an image, shared without copying (framehop's `D` type).
+#[derive(Clone)]
+pub struct SectionBytes {
+    owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    range: Range<usize>,
+}
+
+impl Deref for SectionBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &(*self.owner).as_ref()[self.range.clone()]
+    }
+}
+
+/// A `PT_LOAD` segment: where a file range sits at link time.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    offset: u64,
+    file_size: u64,
+    vaddr: u64,
+}
+
+/// A section's link-time range and where its bytes are in the file.
+#[derive(Debug, Clone)]
+struct SectionLoc {
+    svma: Range<u64>,
+    file: Range<usize>,
+}
+
+/// One ELF image, ready to convert addresses and to unwind through.
+pub struct Image {
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    /// GNU build-id, if the file has one.
+    pub build_id: Option<Vec<u8>>,
+    segments: Vec<Segment>,
+    text: Option<SectionLoc>,
+    eh_frame: Option<SectionLoc>,
+    eh_frame_hdr: Option<SectionLoc>,
+    got: Option<Range<u64>>,
+}
+
+/// Why an image could not be used (its addresses are then kept as file offsets).
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// The file could not be opened or mapped.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The file is not an ELF object this profiler can read.
+    #[error("not a readable ELF file: {0}")]
+    Object(#[from] object::Error),
+}
+
+impl Image {
+    /// Map and parse the file at `path`.
+    pub fn open(path: &Path) -> Result<Image, ImageError> {
+        let file = File::open(path)?;
+        // SAFETY: the mapping is read-only; a file truncated under us could fault, which is the
+        // accepted risk of every profiler that maps binaries (perf, samply).
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        Image::parse(Arc::new(map))
+    }
+
+    /// Parse an image held in memory (the `[vdso]` copied from our own process).
+    pub fn from_vec(bytes: Vec<u8>) -> Result<Image, ImageError> {
+        Image::parse(Arc::new(bytes))
+    }
+
+    fn parse(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>) -> Result<Image, ImageError> {
+        let (build_id, segments, text, eh_frame, eh_frame_hdr, got) = {
+            let data: &[u8] = (*bytes).as_ref();
+            let obj = object::File::parse(data)?;
+            let segments = obj
+                .segments()
+                .map(|s| {
+                    let (offset, file_size) = s.file_range();
+                    Segment {
+                        offset,
+                        file_size,
+                        vaddr: s.address(),
+                    }
+                })
+                .collect();
+            let loc = |name: &str| {
+                let s = obj.section_by_name(name)?;
+                let (off, size) = s.file_range()?;
+                Some(SectionLoc {
+                    svma: s.address()..s.address() + s.size(),
+                    file: off as usize..(off + size) as usize,
+                })
+            };
+            let got = obj
+                .section_by_name(".got")
+                .map(|s| s.address()..s.address() + s.size());
+            (
+                obj.build_id().ok().flatten().map(<[u8]>::to_vec),
+                segments,
+                loc(".text"),
+                loc(".eh_frame"),
+                loc(".eh_frame_hdr"),
+                got,
+            )
+        };
+        Ok(Image {
+            bytes,
+            build_id,
+            segments,
+            text,
+            eh_frame,
+            eh_frame_hdr,
+            got,
+        })
+    }
+
+    /// The link-time address of the first byte of a mapping that starts at file offset
+    /// `file_offset` (page aligned), found through the `PT_LOAD` segment that holds it.
+    pub fn svma_of_offset(&self, file_offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|s| {
+                let start = s.offset & !0xfff;
+                file_offset >= start && file_offset < s.offset + s.file_size.max(1)
+            })
+            .map(|s| s.vaddr.wrapping_add(file_offset).wrapping_sub(s.offset))
+    }
+
+    fn section(&self, loc: &Option<SectionLoc>) -> Option<SectionBytes> {
+        let loc = loc.as_ref()?;
+        let len = (*self.bytes).as_ref().len();
+        (loc.file.end <= len).then(|| SectionBytes {
+            owner: self.bytes.clone(),
+            range: loc.file.clone(),
+        })
+    }
+
+    /// The section information framehop needs to unwind through this image.
+    pub fn unwind_info(&self) -> ExplicitModuleSectionInfo<SectionBytes> {
+        let svma = |loc: &Option<SectionLoc>| loc.as_ref().map(|l| l.svma.clone());
+        ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma: svma(&self.text),
+            text: self.section(&self.text),
+            got_svma: self.got.clone(),
+            eh_frame_svma: svma(&self.eh_frame),
+            eh_frame: self.section(&self.eh_frame),
+            eh_frame_hdr_svma: svma(&self.eh_frame_hdr),
+            eh_frame_hdr: self.section(&self.eh_frame_hdr),
+            stubs_svma: None,
+            stub_helper_svma: None,
+            unwind_info: None,
+            debug_frame: None,
+            text_segment_svma: None,
+            text_segment: None,
+        }
+    }
+}
+
+/// A copy of this process's own `[vdso]` image: the kernel maps the same one into every
+/// process, so it stands for the measured program's.
+pub fn own_vdso() -> Option<Vec<u8>> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
+    let range = line.split_whitespace().next()?;
+    let (lo, hi) = range.split_once('-')?;
+    let lo = usize::from_str_radix(lo, 16).ok()?;
+    let hi = usize::from_str_radix(hi, 16).ok()?;
+    // SAFETY: the vdso mapping is readable for the whole life of the process.
+    let bytes = unsafe { std::slice::from_raw_parts(lo as *const u8, hi - lo) };
+    Some(bytes.to_vec())
+}

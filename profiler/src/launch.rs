@@ -1,0 +1,179 @@
+//! Starting the measured command so that sampling begins exactly at its `exec`.
+//!
+//! The child is forked and waits on a pipe while the parent opens the events on it (with
+//! `enable_on_exec`); then the parent lets it go. An `exec` failure comes back through a
+//! second, close-on-exec pipe, so the parent can report it the way a shell would.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, pipe2, ForkResult, Pid};
+
+/// Why a command could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// No such file, or not found in `PATH` (shell exit status 127).
+    #[error("{0}: command not found")]
+    NotFound(String),
+    /// Found but not executable (shell exit status 126).
+    #[error("{name}: {reason}")]
+    NotExecutable {
+        /// The command.
+        name: String,
+        /// Why it cannot be executed.
+        reason: String,
+    },
+    /// fork or pipe failed.
+    #[error("cannot start the command: {0}")]
+    System(#[from] nix::Error),
+}
+
+impl LaunchError {
+    /// The exit status a shell would give for this failure.
+    pub fn exit_status(&self) -> i32 {
+        match self {
+            LaunchError::NotFound(_) => 127,
+            LaunchError::NotExecutable { .. } => 126,
+            LaunchError::System(_) => 1,
+        }
+    }
+}
+
+/// Find `command` the way `execvp` will: as a path if it contains a slash, else in `PATH`.
+pub fn resolve(command: &OsStr) -> Result<PathBuf, LaunchError> {
+    let name = command.to_string_lossy().into_owned();
+    let candidates: Vec<PathBuf> = if command.as_bytes().contains(&b'/') {
+        vec![PathBuf::from(command)]
+    } else {
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).map(|d| d.join(command)).collect())
+            .unwrap_or_default()
+    };
+    let found = candidates.into_iter().find(|p| p.is_file());
+    match found {
+        Some(p) if is_executable(&p) => Ok(p),
+        Some(_) => Err(LaunchError::NotExecutable {
+            name,
+            reason: "Permission denied".into(),
+        }),
+        None => Err(LaunchError::NotFound(name)),
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+/// A forked child blocked before `exec`.
+pub struct Blocked {
+    /// The child's pid.
+    pub pid: Pid,
+    go: OwnedFd,
+    exec_error: OwnedFd,
+}
+
+/// Fork a child that will `execvp(argv)` once [`Blocked::release`] is called.
+pub fn spawn_blocked(argv: &[OsString]) -> Result<Blocked, LaunchError> {
+    let name = argv
+        .first()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let cargs: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| LaunchError::NotFound(name))?;
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let (go_r, go_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    // SAFETY: the child only calls async-signal-safe functions (read, write, execvp, _exit)
+    // on data prepared before the fork.
+    match unsafe { fork()? } {
+        ForkResult::Child => unsafe {
+            libc::close(go_w.as_raw_fd());
+            libc::close(err_r.as_raw_fd());
+            let mut byte = 0u8;
+            let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
+            if n != 1 {
+                libc::_exit(125);
+            }
+            libc::execvp(ptrs[0], ptrs.as_ptr());
+            let errno = *libc::__errno_location();
+            let bytes = errno.to_ne_bytes();
+            libc::write(err_w.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(127);
+        },
+        ForkResult::Parent { child } => Ok(Blocked {
+            pid: child,
+            go: go_w,
+            exec_error: err_r,
+        }),
+    }
+}
+
+impl Blocked {
+    /// Let the child exec; returns the exec error if there was one.
+    pub fn release(self, name: &str) -> Result<Pid, LaunchError> {
+        let Blocked {
+            pid,
+            go,
+            exec_error,
+        } = self;
+        nix::unistd::write(&go, &[1u8]).map_err(LaunchError::System)?;
+        drop(go);
+        let mut buf = [0u8; 4];
+        let n = nix::unistd::read(&exec_error, &mut buf).unwrap_or(0);
+        if n == 4 {
+            let _ = waitpid(pid, None);
+            let errno = i32::from_ne_bytes(buf);
+            let reason = nix::errno::Errno::from_raw(errno).desc().to_string();
+            return Err(match errno {
+                libc::ENOENT => LaunchError::NotFound(name.to_string()),
+                _ => LaunchError::NotExecutable {
+                    name: name.to_string(),
+                    reason,
+                },
+            });
+        }
+        Ok(pid)
+    }
+
+    /// Give up: kill the blocked child and reap it.
+    pub fn abandon(self) {
+        let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = waitpid(self.pid, None);
+    }
+}
+
+/// How the measured command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Exited with this status.
+    Exited(i32),
+    /// Killed by this signal.
+    Signaled(i32),
+}
+
+impl Ended {
+    /// The shell's exit status for it: the status, or 128 + the signal.
+    pub fn exit_status(self) -> i32 {
+        match self {
+            Ended::Exited(code) => code,
+            Ended::Signaled(sig) => 128 + sig,
+        }
+    }
+}
+
+/// Whether the child has ended (without blocking).
+pub fn poll_child(pid: Pid) -> Option<Ended> {
+    match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::Exited(_, code)) => Some(Ended::Exited(code)),
+        Ok(WaitStatus::Signaled(_, sig, _)) => Some(Ended::Signaled(sig as i32)),
+        Ok(_) => None,
+        Err(_) => Some(Ended::Exited(0)),
+    }
+}

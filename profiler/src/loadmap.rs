@@ -1,0 +1,217 @@
+//! Load maps: which module each runtime address of a process belongs to, and the one place
+//! where runtime addresses ([`Avma`]) become link-time addresses ([`Svma`]).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use framehop::x86_64::UnwinderX86_64;
+use framehop::{Module, Unwinder};
+use fxhash::FxHashMap;
+
+use crate::addr::{Avma, Svma};
+use crate::db::{ModuleId, ModuleInfo};
+use crate::image::{own_vdso, Image, SectionBytes};
+
+/// The framehop unwinder type used for every process.
+pub type ProcessUnwinder = UnwinderX86_64<SectionBytes>;
+
+/// Every module seen in the run, each file read once.
+#[derive(Default)]
+pub struct ModuleRegistry {
+    infos: Vec<ModuleInfo>,
+    by_path: FxHashMap<String, (ModuleId, Option<Arc<Image>>)>,
+    /// Modules that could not be read, with the reason (reported in the summary).
+    pub unreadable: Vec<(String, String)>,
+}
+
+impl ModuleRegistry {
+    /// The module for `path`, reading its image the first time.
+    pub fn get(&mut self, path: &str) -> (ModuleId, Option<Arc<Image>>) {
+        if let Some((id, image)) = self.by_path.get(path) {
+            return (*id, image.clone());
+        }
+        let image = match path {
+            "[vdso]" => own_vdso().and_then(|b| Image::from_vec(b).ok()),
+            _ if path.starts_with('[') => None,
+            _ => match Image::open(Path::new(path)) {
+                Ok(image) => Some(image),
+                Err(e) => {
+                    self.unreadable.push((path.to_string(), e.to_string()));
+                    None
+                }
+            },
+        }
+        .map(Arc::new);
+        let id = self.infos.len() as ModuleId;
+        self.infos.push(ModuleInfo {
+            path: path.to_string(),
+            build_id: image.as_ref().and_then(|i| i.build_id.clone()),
+        });
+        self.by_path.insert(path.to_string(), (id, image.clone()));
+        (id, image)
+    }
+
+    /// The module table for `profile.db`.
+    pub fn into_infos(self) -> Vec<ModuleInfo> {
+        self.infos
+    }
+}
+
+/// One executable mapping of a module into a process.
+#[derive(Debug, Clone, Copy)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    module: ModuleId,
+    /// `avma - svma` for every address of the mapping.
+    bias: u64,
+}
+
+/// A new executable mapping, as the kernel reported it (`PERF_RECORD_MMAP2` or `/proc/PID/maps`).
+#[derive(Debug, Clone, Copy)]
+pub struct MapEvent<'a> {
+    /// First runtime address.
+    pub start: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// File offset of the first byte.
+    pub pgoff: u64,
+    /// The mapped file (or `[vdso]`, `//anon`, ...).
+    pub path: &'a str,
+}
+
+/// A process's address space: its executable mappings and the unwinder that knows them.
+#[derive(Clone, Default)]
+pub struct AddressSpace {
+    mappings: Vec<Mapping>,
+    /// framehop's view of the same mappings.
+    pub unwinder: ProcessUnwinder,
+}
+
+impl AddressSpace {
+    /// Record a new executable mapping, replacing whatever it overlaps (the kernel sends no
+    /// unmap records). Anonymous mappings are ignored: their addresses stay unmapped.
+    pub fn map(&mut self, ev: MapEvent<'_>, modules: &mut ModuleRegistry) {
+        if ev.len == 0 || ev.path.is_empty() || ev.path.starts_with("//anon") {
+            return;
+        }
+        let end = ev.start.saturating_add(ev.len);
+        self.unmap(ev.start, end);
+        let (module, image) = modules.get(ev.path);
+        let svma_start = image
+            .as_ref()
+            .and_then(|i| i.svma_of_offset(ev.pgoff))
+            .unwrap_or(ev.pgoff);
+        let bias = ev.start.wrapping_sub(svma_start);
+        let pos = self.mappings.partition_point(|m| m.start < ev.start);
+        self.mappings.insert(
+            pos,
+            Mapping {
+                start: ev.start,
+                end,
+                module,
+                bias,
+            },
+        );
+        if let Some(image) = image {
+            let name = ev.path.to_string();
+            self.unwinder
+                .add_module(Module::new(name, ev.start..end, bias, image.unwind_info()));
+        }
+    }
+
+    fn unmap(&mut self, start: u64, end: u64) {
+        let unwinder = &mut self.unwinder;
+        self.mappings.retain(|m| {
+            let overlaps = m.start < end && start < m.end;
+            if overlaps {
+                unwinder.remove_module(m.start);
+            }
+            !overlaps
+        });
+    }
+
+    /// The module and link-time address of a runtime address, if it is mapped.
+    pub fn resolve(&self, avma: Avma) -> Option<(ModuleId, Svma)> {
+        let i = self.mappings.partition_point(|m| m.start <= avma.0);
+        let m = self.mappings.get(i.checked_sub(1)?)?;
+        (avma.0 < m.end).then(|| (m.module, Svma(avma.0.wrapping_sub(m.bias))))
+    }
+
+    /// Populate from `/proc/PID/maps` (for what was mapped before sampling started).
+    pub fn load_proc_maps(&mut self, pid: u32, modules: &mut ModuleRegistry) {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return;
+        };
+        for line in text.lines() {
+            if let Some(ev) = parse_maps_line(line) {
+                self.map(ev, modules);
+            }
+        }
+    }
+}
+
+/// One executable line of `/proc/PID/maps`.
+fn parse_maps_line(line: &str) -> Option<MapEvent<'_>> {
+    let mut fields = line.splitn(6, ' ');
+    let range = fields.next()?;
+    let perms = fields.next()?;
+    let offset = fields.next()?;
+    let _dev = fields.next()?;
+    let _inode = fields.next()?;
+    let path = fields.next().unwrap_or("").trim_start();
+    if !perms.contains('x') {
+        return None;
+    }
+    let (lo, hi) = range.split_once('-')?;
+    let start = u64::from_str_radix(lo, 16).ok()?;
+    let end = u64::from_str_radix(hi, 16).ok()?;
+    Some(MapEvent {
+        start,
+        len: end.checked_sub(start)?,
+        pgoff: u64::from_str_radix(offset, 16).ok()?,
+        path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_keep_only_executable_mappings() {
+        let ev = parse_maps_line(
+            "7f1c2a428000-7f1c2a5bd000 r-xp 00028000 fe:01 1835128   /usr/lib/x86_64-linux-gnu/libc.so.6",
+        )
+        .unwrap();
+        assert_eq!(ev.start, 0x7f1c2a428000);
+        assert_eq!(ev.len, 0x7f1c2a5bd000 - 0x7f1c2a428000);
+        assert_eq!(ev.pgoff, 0x28000);
+        assert_eq!(ev.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        assert!(
+            parse_maps_line("7f1c2a400000-7f1c2a428000 r--p 00000000 fe:01 1835128 /x").is_none()
+        );
+    }
+
+    #[test]
+    fn resolves_addresses_through_the_load_bias_of_our_own_libc() {
+        // Our own process maps libc like any other: resolving its code must land inside the
+        // file's own .text link-time range.
+        let mut modules = ModuleRegistry::default();
+        let mut space = AddressSpace::default();
+        space.load_proc_maps(std::process::id(), &mut modules);
+        let addr = libc::getpid as usize as u64;
+        let (module, svma) = space.resolve(Avma(addr)).expect("libc code is mapped");
+        let infos = modules.into_infos();
+        let path = &infos[module as usize].path;
+        assert!(path.contains("libc"), "{path}");
+        let data = std::fs::read(path).unwrap();
+        let obj = object::File::parse(&*data).unwrap();
+        use object::{Object, ObjectSymbol};
+        let sym = obj
+            .dynamic_symbols()
+            .find(|s| s.name() == Ok("getpid"))
+            .expect("getpid symbol");
+        assert_eq!(svma.0, sym.address());
+    }
+}

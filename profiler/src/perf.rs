@@ -1,0 +1,244 @@
+//! Opening perf events: the `perf_event_attr` this profiler needs, the fallbacks the kernel
+//! forces on us, and errors that tell the user what to do.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use linux_perf_event_reader::{Endianness, PerfEventAttr, RecordParseInfo};
+use perf_event_open_sys::bindings as sys;
+
+use crate::db::Sampling;
+use crate::events::{EventClass, EventSpec};
+
+/// The user registers each sample carries: BP, SP and IP (all the unwinder needs).
+pub const SAMPLE_REGS_USER: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+/// Index of BP, SP and IP in a sample's register array (ascending bit order).
+pub const REG_BP: u64 = 6;
+/// See [`REG_BP`].
+pub const REG_SP: u64 = 7;
+/// See [`REG_BP`].
+pub const REG_IP: u64 = 8;
+/// The largest user-stack copy the kernel accepts.
+pub const MAX_STACK_SIZE: u32 = 65528;
+
+/// How every event of a run is opened.
+#[derive(Debug, Clone, Copy)]
+pub struct AttrOptions {
+    /// Bytes of user stack copied with each sample (multiple of 8, <= [`MAX_STACK_SIZE`]).
+    pub stack_size: u32,
+    /// Sample kernel mode too (needs privilege).
+    pub kernel: bool,
+    /// Launch mode: start disabled, enable when the child execs.
+    pub enable_on_exec: bool,
+}
+
+/// Build the attribute for one event. `side_band` asks for the mmap/comm/task records that only
+/// one event of the run needs to carry.
+pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_event_attr {
+    let mut a = sys::perf_event_attr {
+        size: std::mem::size_of::<sys::perf_event_attr>() as u32,
+        ..Default::default()
+    };
+    a.type_ = match spec.event.class {
+        EventClass::Hardware => sys::PERF_TYPE_HARDWARE,
+        EventClass::Software => sys::PERF_TYPE_SOFTWARE,
+    };
+    a.config = spec.event.config;
+    match spec.sampling {
+        Sampling::Period(p) => a.__bindgen_anon_1.sample_period = p,
+        Sampling::Frequency(hz) => {
+            a.__bindgen_anon_1.sample_freq = hz;
+            a.set_freq(1);
+        }
+    }
+    a.sample_type = (sys::PERF_SAMPLE_IDENTIFIER
+        | sys::PERF_SAMPLE_IP
+        | sys::PERF_SAMPLE_TID
+        | sys::PERF_SAMPLE_TIME
+        | sys::PERF_SAMPLE_CPU
+        | sys::PERF_SAMPLE_PERIOD
+        | sys::PERF_SAMPLE_REGS_USER
+        | sys::PERF_SAMPLE_STACK_USER) as u64;
+    a.sample_regs_user = SAMPLE_REGS_USER;
+    a.sample_stack_user = opts.stack_size;
+    a.set_disabled(opts.enable_on_exec as u64);
+    a.set_enable_on_exec(opts.enable_on_exec as u64);
+    a.set_inherit(1);
+    a.set_exclude_kernel((!opts.kernel) as u64);
+    a.set_exclude_hv(1);
+    a.set_sample_id_all(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    // Wake the reader when a quarter of the ring is full (set per ring size by the caller).
+    a.set_watermark(1);
+    if side_band {
+        a.set_mmap(1);
+        a.set_mmap2(1);
+        a.set_comm(1);
+        a.set_comm_exec(1);
+        a.set_task(1);
+    }
+    a
+}
+
+/// What the record parser needs to know about the attribute every ring's records follow.
+pub fn parse_info(attr: &sys::perf_event_attr) -> RecordParseInfo {
+    // SAFETY: perf_event_attr is plain old data; we read exactly its bytes.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            (attr as *const sys::perf_event_attr).cast::<u8>(),
+            std::mem::size_of::<sys::perf_event_attr>(),
+        )
+    };
+    let (parsed, _) = PerfEventAttr::parse::<_, byteorder::LittleEndian>(bytes)
+        .expect("a perf_event_attr we built ourselves always parses");
+    RecordParseInfo::new(&parsed, Endianness::LittleEndian)
+}
+
+/// Open one event for `pid` (a process, or a thread in attach mode) on `cpu`.
+pub fn open(attr: &sys::perf_event_attr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    let mut attr = *attr;
+    // SAFETY: `attr` is a fully initialised attribute owned by this frame.
+    let fd = unsafe {
+        perf_event_open_sys::perf_event_open(
+            &mut attr,
+            pid,
+            cpu,
+            -1,
+            sys::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        // SAFETY: the kernel just returned this descriptor to us.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+/// The kernel's id of an event, which samples carry in `PERF_SAMPLE_IDENTIFIER`.
+pub fn event_id(fd: &OwnedFd) -> io::Result<u64> {
+    let mut id = 0u64;
+    // SAFETY: PERF_EVENT_IOC_ID writes one u64 through the pointer.
+    let r = unsafe { perf_event_open_sys::ioctls::ID(fd.as_raw_fd(), &mut id) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(id)
+    }
+}
+
+/// Send the records of `fd` into the ring of `target` (both on the same CPU).
+pub fn redirect(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
+    // SAFETY: both are perf event descriptors we own.
+    let r = unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Enable or disable counting on `fd` (attach mode, and stopping cleanly at the end).
+pub fn set_enabled(fd: &OwnedFd, on: bool) {
+    // SAFETY: ENABLE/DISABLE take no pointer argument.
+    unsafe {
+        if on {
+            perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0);
+        } else {
+            perf_event_open_sys::ioctls::DISABLE(fd.as_raw_fd(), 0);
+        }
+    }
+}
+
+/// Set the wake-up watermark (bytes) of an attribute.
+pub fn set_wakeup_watermark(attr: &mut sys::perf_event_attr, bytes: u32) {
+    attr.__bindgen_anon_2.wakeup_watermark = bytes;
+}
+
+/// Read a `/proc/sys/kernel/...` integer setting.
+pub fn kernel_setting(name: &str) -> Option<i64> {
+    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The CPUs the kernel lists as online (`/sys/devices/system/cpu/online`, e.g. `0-3,6`).
+pub fn online_cpus() -> Vec<i32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(lo), Ok(hi)) = (lo.parse::<i32>(), hi.parse::<i32>()) {
+            cpus.extend(lo..=hi);
+        }
+    }
+    if cpus.is_empty() {
+        // SAFETY: sysconf has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as i32;
+        cpus.extend(0..n);
+    }
+    cpus
+}
+
+/// Whether an open error means "this machine has no such hardware counter".
+pub fn is_unsupported(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::ENOENT | libc::ENODEV | libc::ENXIO | libc::EOPNOTSUPP)
+    )
+}
+
+/// Whether an open error is a permission refusal.
+pub fn is_denied(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EACCES | libc::EPERM))
+}
+
+/// A user-facing explanation of why `spec` could not be opened, and what to do about it.
+pub fn explain_open_error(spec: &EventSpec, err: &io::Error) -> String {
+    let name = spec.event.name;
+    if is_denied(err) {
+        let level = kernel_setting("perf_event_paranoid")
+            .map(|l| l.to_string())
+            .unwrap_or_else(|| "unknown".into());
+        return format!(
+            "permission denied opening event '{name}' ({err}); kernel.perf_event_paranoid is {level}. \
+             Unprivileged profiling needs a level <= 2 (run `sudo sysctl kernel.perf_event_paranoid=2`, \
+             or 1 to include kernel time), or run hpcrun-rs with CAP_PERFMON"
+        );
+    }
+    if is_unsupported(err) {
+        return format!(
+            "event '{name}' is not supported on this machine ({err}): it has no usable hardware \
+             performance counters (common in VMs). Use a software event such as cpu-clock or task-clock; \
+             `hpcrun-rs -L` lists what works here"
+        );
+    }
+    if err.raw_os_error() == Some(libc::EINVAL) {
+        if let Sampling::Frequency(hz) = spec.sampling {
+            if let Some(max) = kernel_setting("perf_event_max_sample_rate") {
+                if hz as i64 > max {
+                    return frequency_too_high(spec, max);
+                }
+            }
+        }
+        return format!("the kernel rejected event '{spec}' as invalid ({err})");
+    }
+    if err.raw_os_error() == Some(libc::EMFILE) {
+        return format!(
+            "too many open files opening event '{name}' ({err}); raise the limit with `ulimit -n`"
+        );
+    }
+    format!("cannot open event '{spec}': {err}")
+}
+
+/// The message for a frequency above `kernel.perf_event_max_sample_rate`.
+pub fn frequency_too_high(spec: &EventSpec, max: i64) -> String {
+    format!(
+        "sampling frequency of '{spec}' is above kernel.perf_event_max_sample_rate ({max}); \
+         use {}@f{max} or lower, or raise the limit with `sudo sysctl kernel.perf_event_max_sample_rate=N`",
+        spec.event.name
+    )
+}

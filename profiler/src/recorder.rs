@@ -1,0 +1,420 @@
+//! Turning the kernel's records into per-thread calling-context trees, as they arrive.
+//!
+//! Side-band records (mmap, comm, fork, exit) keep each process's load map current; each sample
+//! is unwound at once and its path inserted into its thread's tree, so nothing per-sample is
+//! kept. Deep stacks that outgrow the stack copy are completed from the thread's previous
+//! complete path where the frame at the edge of the copy is provably the same frame.
+
+use framehop::x86_64::CacheX86_64;
+use fxhash::FxHashMap;
+use linux_perf_event_reader::{
+    CommOrExecRecord, CpuMode, EventRecord, ForkOrExitRecord, Mmap2Record, MmapRecord,
+    RawEventRecord, RecordParseInfo, RecordType, SampleRecord,
+};
+
+use crate::addr::Avma;
+use crate::cct::{CctBuilder, ROOT};
+use crate::db::{AddrKind, Frame, NodeId, ProcessInfo, Stats, ThreadProfile};
+use crate::loadmap::{AddressSpace, MapEvent, ModuleRegistry};
+use crate::perf::{REG_BP, REG_IP, REG_SP};
+use crate::ring::RingRecord;
+use crate::unwind::{walk, RawFrame, StackSample, WalkEnd};
+
+/// A frame of a thread's last complete path, kept to complete later truncated paths.
+#[derive(Debug, Clone, Copy)]
+struct PathEntry {
+    sp: u64,
+    ra: u64,
+    node: NodeId,
+}
+
+struct ThreadState {
+    pid: u32,
+    comm: String,
+    cct: CctBuilder,
+    /// Return-address frames of the last complete path, outermost first.
+    last_path: Vec<PathEntry>,
+}
+
+struct ProcessState {
+    ppid: u32,
+    comm: String,
+    space: AddressSpace,
+}
+
+/// Everything learned so far in a run.
+pub struct Recorder {
+    parse_info: RecordParseInfo,
+    event_of_id: FxHashMap<u64, usize>,
+    events: usize,
+    modules: ModuleRegistry,
+    processes: FxHashMap<u32, ProcessState>,
+    threads: FxHashMap<u32, ThreadState>,
+    cache: CacheX86_64,
+    stats: Stats,
+    stack: Vec<u8>,
+    frames: Vec<RawFrame>,
+    path: Vec<Frame>,
+    /// Samples that were taken in kernel mode (only when kernel sampling is on).
+    pub kernel_samples: u64,
+}
+
+/// What a finished recording holds, ready to be written to `profile.db`.
+pub struct Recording {
+    /// Module table.
+    pub modules: ModuleRegistry,
+    /// Processes seen.
+    pub processes: Vec<ProcessInfo>,
+    /// Per-thread trees.
+    pub threads: Vec<ThreadProfile>,
+    /// Counters.
+    pub stats: Stats,
+}
+
+impl Recorder {
+    /// A recorder for records laid out as `parse_info` says, with `event_of_id` mapping each
+    /// kernel event id to the index of its metric.
+    pub fn new(
+        parse_info: RecordParseInfo,
+        event_of_id: FxHashMap<u64, usize>,
+        events: usize,
+    ) -> Self {
+        Recorder {
+            parse_info,
+            event_of_id,
+            events,
+            modules: ModuleRegistry::default(),
+            processes: FxHashMap::default(),
+            threads: FxHashMap::default(),
+            cache: CacheX86_64::new(),
+            stats: Stats::default(),
+            stack: Vec::new(),
+            frames: Vec::new(),
+            path: Vec::new(),
+            kernel_samples: 0,
+        }
+    }
+
+    /// The record's timestamp (ordering key across rings); records without one sort first.
+    pub fn timestamp(&self, rec: &RingRecord<'_>) -> u64 {
+        self.raw(rec).timestamp().unwrap_or(0)
+    }
+
+    fn raw<'a>(&self, rec: &RingRecord<'a>) -> RawEventRecord<'a> {
+        RawEventRecord::new(
+            RecordType(rec.record_type),
+            rec.misc,
+            rec.data,
+            self.parse_info,
+        )
+    }
+
+    /// Samples received so far.
+    pub fn samples(&self) -> u64 {
+        self.stats.samples
+    }
+
+    /// Learn about a process that existed before sampling started (attach mode).
+    pub fn adopt_process(&mut self, pid: u32) {
+        let comm = read_comm(pid, pid);
+        let state = self.process(pid);
+        state.comm = comm;
+        let mut space = std::mem::take(&mut state.space);
+        space.load_proc_maps(pid, &mut self.modules);
+        self.process(pid).space = space;
+    }
+
+    /// Handle one record.
+    pub fn handle(&mut self, rec: &RingRecord<'_>) {
+        match self.raw(rec).parse() {
+            Ok(EventRecord::Sample(s)) => self.sample(&s),
+            Ok(EventRecord::Mmap2(m)) => self.mmap2(&m),
+            Ok(EventRecord::Mmap(m)) => self.mmap(&m),
+            Ok(EventRecord::Comm(c)) => self.comm(&c),
+            Ok(EventRecord::Fork(f)) => self.fork(&f),
+            Ok(EventRecord::Lost(l)) => self.stats.lost += l.count,
+            Ok(EventRecord::Throttle(_)) => self.stats.throttled += 1,
+            Ok(_) | Err(_) => {}
+        }
+    }
+
+    fn process(&mut self, pid: u32) -> &mut ProcessState {
+        process_entry(&mut self.processes, pid)
+    }
+
+    fn mmap2(&mut self, m: &Mmap2Record<'_>) {
+        if m.protection & libc::PROT_EXEC as u32 == 0 {
+            return;
+        }
+        let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+        self.map(
+            m.pid as u32,
+            MapEvent {
+                start: m.address,
+                len: m.length,
+                pgoff: m.page_offset,
+                path: &path,
+            },
+        );
+    }
+
+    fn mmap(&mut self, m: &MmapRecord<'_>) {
+        if !m.is_executable {
+            return;
+        }
+        let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+        self.map(
+            m.pid as u32,
+            MapEvent {
+                start: m.address,
+                len: m.length,
+                pgoff: m.page_offset,
+                path: &path,
+            },
+        );
+    }
+
+    fn map(&mut self, pid: u32, ev: MapEvent<'_>) {
+        let mut space = std::mem::take(&mut self.process(pid).space);
+        space.map(ev, &mut self.modules);
+        self.process(pid).space = space;
+    }
+
+    fn comm(&mut self, c: &CommOrExecRecord<'_>) {
+        let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
+        let (pid, tid) = (c.pid as u32, c.tid as u32);
+        let process = self.process(pid);
+        if c.is_execve {
+            // A new program image: the old mappings are gone.
+            process.space = AddressSpace::default();
+        }
+        if pid == tid {
+            process.comm = name.clone();
+        }
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.comm = name;
+        }
+    }
+
+    fn fork(&mut self, f: &ForkOrExitRecord) {
+        let (pid, ppid) = (f.pid as u32, f.ppid as u32);
+        if pid == ppid || self.processes.contains_key(&pid) {
+            return; // a new thread, or already known
+        }
+        let (space, comm) = match self.processes.get(&ppid) {
+            Some(parent) => (parent.space.clone(), parent.comm.clone()),
+            None => (AddressSpace::default(), String::new()),
+        };
+        self.processes
+            .insert(pid, ProcessState { ppid, comm, space });
+    }
+
+    fn sample(&mut self, s: &SampleRecord<'_>) {
+        let (Some(pid), Some(tid)) = (s.pid, s.tid) else {
+            return;
+        };
+        let (pid, tid) = (pid as u32, tid as u32);
+        let event =
+            s.id.and_then(|id| self.event_of_id.get(&id).copied())
+                .unwrap_or(0);
+        let period = s.period.unwrap_or(1);
+        self.stats.samples += 1;
+        let in_kernel = matches!(s.cpu_mode, CpuMode::Kernel);
+        if in_kernel {
+            self.kernel_samples += 1;
+        }
+
+        // The user state: from the sampled registers, or (kernel samples) the registers saved
+        // when the thread entered the kernel.
+        let regs = s.user_regs.as_ref();
+        let ip = regs
+            .and_then(|r| r.get(REG_IP))
+            .or(if in_kernel { None } else { s.ip });
+        let sp = regs.and_then(|r| r.get(REG_SP)).unwrap_or(0);
+        let bp = regs.and_then(|r| r.get(REG_BP)).unwrap_or(0);
+        self.stack.clear();
+        if let Some((data, dyn_size)) = &s.user_stack {
+            let valid = (*dyn_size as usize).min(data.len());
+            if let Some(d) = data.get(0..valid) {
+                self.stack.extend_from_slice(&d.as_slice());
+            }
+        }
+
+        self.ensure_thread(pid, tid);
+        let leaf = match ip {
+            Some(ip) => self.insert_user_path(pid, tid, ip, sp, bp),
+            None => ROOT,
+        };
+        let thread = self.threads.get_mut(&tid).expect("thread exists");
+        let node = if in_kernel {
+            thread.cct.child(leaf, Frame::Kernel)
+        } else {
+            leaf
+        };
+        thread.cct.charge(node, event, period);
+    }
+
+    fn ensure_thread(&mut self, pid: u32, tid: u32) {
+        if self.threads.contains_key(&tid) {
+            return;
+        }
+        let comm = read_comm(pid, tid);
+        let events = self.events;
+        let process = self.process(pid);
+        let comm = if comm.is_empty() {
+            process.comm.clone()
+        } else {
+            comm
+        };
+        self.threads.insert(
+            tid,
+            ThreadState {
+                pid,
+                comm,
+                cct: CctBuilder::new(events),
+                last_path: Vec::new(),
+            },
+        );
+    }
+
+    /// Unwind the user stack and insert the path; returns the leaf node.
+    fn insert_user_path(&mut self, pid: u32, tid: u32, ip: u64, sp: u64, bp: u64) -> NodeId {
+        let stack = std::mem::take(&mut self.stack);
+        let sample = StackSample {
+            ip,
+            sp,
+            bp,
+            stack: &stack,
+        };
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        let process = process_entry(&mut self.processes, pid);
+        let end = walk(
+            &process.space.unwinder,
+            &mut self.cache,
+            &sample,
+            &mut frames,
+        );
+        let leaf = self.insert_frames(pid, tid, &frames, end);
+        self.frames = frames;
+        self.stack = stack;
+        leaf
+    }
+
+    fn frame_of(space: &AddressSpace, f: &RawFrame) -> Frame {
+        match space.resolve(Avma(f.avma)) {
+            Some((module, addr)) => Frame::Code {
+                module,
+                addr,
+                kind: f.kind,
+            },
+            None => Frame::Unmapped {
+                avma: f.avma,
+                kind: f.kind,
+            },
+        }
+    }
+
+    fn insert_frames(&mut self, pid: u32, tid: u32, frames: &[RawFrame], end: WalkEnd) -> NodeId {
+        let space = &self.processes[&pid].space;
+        let thread = self.threads.get_mut(&tid).expect("thread exists");
+        self.path.clear();
+        self.path
+            .extend(frames.iter().rev().map(|f| Self::frame_of(space, f)));
+
+        if end == WalkEnd::Complete {
+            return insert_remembered(thread, frames, &self.path, ROOT, 0);
+        }
+        // Truncated: complete from the previous path if its frame at the edge is ours.
+        if end == WalkEnd::Truncated {
+            if let Some(edge) = frames.last().filter(|f| f.kind == AddrKind::Return) {
+                if let Some(j) = thread
+                    .last_path
+                    .iter()
+                    .rposition(|e| e.sp == edge.sp && e.ra == edge.avma)
+                {
+                    self.stats.stitched += 1;
+                    let anchor = thread.last_path[j].node;
+                    let inner = &frames[..frames.len() - 1];
+                    return insert_remembered(thread, inner, &self.path[1..], anchor, j + 1);
+                }
+            }
+        }
+        self.stats.partial += 1;
+        let partial = thread.cct.child(ROOT, Frame::Partial);
+        thread.cct.insert_path(partial, self.path.iter().copied())
+    }
+
+    /// Finish: the data for `profile.db`.
+    pub fn finish(self) -> Recording {
+        let mut processes: Vec<ProcessInfo> = self
+            .processes
+            .iter()
+            .map(|(&pid, p)| ProcessInfo {
+                pid,
+                ppid: p.ppid,
+                comm: p.comm.clone(),
+            })
+            .collect();
+        processes.sort_by_key(|p| p.pid);
+        let mut threads: Vec<ThreadProfile> = self
+            .threads
+            .into_iter()
+            .filter(|(_, t)| !t.cct.is_empty())
+            .map(|(tid, t)| ThreadProfile {
+                pid: t.pid,
+                tid,
+                comm: t.comm,
+                cct: t.cct.finish(),
+            })
+            .collect();
+        threads.sort_by_key(|t| (t.pid, t.tid));
+        Recording {
+            modules: self.modules,
+            processes,
+            threads,
+            stats: self.stats,
+        }
+    }
+}
+
+/// Insert a complete path below `start` (`frames` innermost first, `path` the same frames
+/// resolved, outermost first) and remember its return-address frames as the thread's last
+/// complete path, after the first `keep` entries already there. Returns the leaf.
+fn insert_remembered(
+    thread: &mut ThreadState,
+    frames: &[RawFrame],
+    path: &[Frame],
+    start: NodeId,
+    keep: usize,
+) -> NodeId {
+    thread.last_path.truncate(keep);
+    let mut node = start;
+    for (raw, frame) in frames.iter().rev().zip(path) {
+        node = thread.cct.child(node, *frame);
+        if raw.kind == AddrKind::Return {
+            thread.last_path.push(PathEntry {
+                sp: raw.sp,
+                ra: raw.avma,
+                node,
+            });
+        }
+    }
+    node
+}
+
+/// The state of process `pid`, created empty the first time it is seen.
+fn process_entry(processes: &mut FxHashMap<u32, ProcessState>, pid: u32) -> &mut ProcessState {
+    processes.entry(pid).or_insert_with(|| ProcessState {
+        ppid: 0,
+        comm: String::new(),
+        space: AddressSpace::default(),
+    })
+}
+
+/// A thread's command name from `/proc` (empty if it is gone).
+fn read_comm(pid: u32, tid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_default()
+}

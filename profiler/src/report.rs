@@ -1,0 +1,206 @@
+//! What hpcrun-rs tells the user: the end-of-run summary, the `-L` event list, and a readable
+//! dump of a `profile.db` (`--show`) for checking a measurement without correlating it.
+
+use std::fmt::Write as _;
+
+use crate::db::{Cct, Frame, NodeId, Profile, Sampling};
+use crate::events::{EventClass, EventSpec, KNOWN_EVENTS};
+use crate::perf::{self, AttrOptions};
+
+/// The summary printed on stderr at the end of a run.
+pub fn summary(profile: &Profile, duration_s: f64, output: &str, notes: &[String]) -> String {
+    let s = &profile.stats;
+    let mut out = String::new();
+    let events: Vec<String> = profile.events.iter().map(describe_event).collect();
+    let partial_pct = if s.samples == 0 {
+        0.0
+    } else {
+        100.0 * s.partial as f64 / s.samples as f64
+    };
+    let _ = writeln!(
+        out,
+        "hpcrun-rs: measured {:.3} s of `{}`",
+        duration_s,
+        profile.command.join(" ")
+    );
+    let _ = writeln!(
+        out,
+        "  processes {}, threads {}, samples {}, lost records {}, partial unwinds {} ({:.1}%)",
+        profile.processes.len(),
+        profile.threads.len(),
+        s.samples,
+        s.lost,
+        s.partial,
+        partial_pct
+    );
+    if s.stitched > 0 {
+        let _ = writeln!(
+            out,
+            "  deep stacks completed from the previous sample: {}",
+            s.stitched
+        );
+    }
+    if s.throttled > 0 {
+        let _ = writeln!(
+            out,
+            "  the kernel throttled sampling {} time(s)",
+            s.throttled
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  events: {}; kernel time {}",
+        events.join(", "),
+        if profile.kernel_included {
+            "included (under <kernel>)"
+        } else {
+            "not included (needs root or kernel.perf_event_paranoid <= 1)"
+        }
+    );
+    for note in notes {
+        let _ = writeln!(out, "  {note}");
+    }
+    let _ = writeln!(out, "  profile written to {output}");
+    out
+}
+
+fn describe_event(e: &crate::db::EventDesc) -> String {
+    let rate = match e.sampling {
+        Sampling::Period(p) => format!("every {p} {}", e.unit),
+        Sampling::Frequency(hz) => format!("{hz} Hz"),
+    };
+    match &e.requested {
+        Some(r) => format!("{} at {rate} (instead of {r})", e.name),
+        None => format!("{} at {rate}", e.name),
+    }
+}
+
+/// The `-L` listing: every known event, whether this machine can sample it, and its cost.
+pub fn list_events() -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<20} {:<9} {:<13} {:<16} cost per sample",
+        "event", "kind", "unit", "status"
+    );
+    for e in KNOWN_EVENTS {
+        let spec = EventSpec::parse(e.name).expect("known events parse");
+        let opts = AttrOptions {
+            stack_size: 8,
+            kernel: false,
+            enable_on_exec: false,
+        };
+        let status = match perf::open(&perf::attr(&spec, &opts, false), 0, -1) {
+            Ok(_) => "available".to_string(),
+            Err(err) if perf::is_unsupported(&err) => "not supported".to_string(),
+            Err(err) if perf::is_denied(&err) => "not permitted".to_string(),
+            Err(err) => format!("error {}", err.raw_os_error().unwrap_or(0)),
+        };
+        let kind = match e.class {
+            EventClass::Hardware => "hardware",
+            EventClass::Software => "software",
+        };
+        let _ = writeln!(
+            out,
+            "{:<20} {:<9} {:<13} {:<16} {}",
+            e.name, kind, e.unit, status, e.cost
+        );
+    }
+    let max = perf::kernel_setting("perf_event_max_sample_rate").unwrap_or(0);
+    let paranoid = perf::kernel_setting("perf_event_paranoid").unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "\nEvery sample also copies the user stack (--stack-size, default 32768 bytes) for unwinding.\n\
+         Syntax: -e NAME, NAME@PERIOD or NAME@fFREQUENCY (default @f1000; at most {max} Hz here).\n\
+         `cycles` falls back to cpu-clock where there is no PMU. kernel.perf_event_paranoid is {paranoid}."
+    );
+    out
+}
+
+/// A readable dump of a profile: header, modules, threads, and each thread's hottest paths.
+pub fn show(profile: &Profile, top: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "command: {}", profile.command.join(" "));
+    let _ = writeln!(
+        out,
+        "host: {}   duration: {:.3} s   kernel: {}",
+        profile.host,
+        profile.end_ns.saturating_sub(profile.start_ns) as f64 / 1e9,
+        profile.kernel_included
+    );
+    for (i, e) in profile.events.iter().enumerate() {
+        let _ = writeln!(out, "metric {i}: {} ({})", describe_event(e), e.unit);
+    }
+    let s = &profile.stats;
+    let _ = writeln!(
+        out,
+        "samples {}  lost {}  partial {}  stitched {}  throttled {}",
+        s.samples, s.lost, s.partial, s.stitched, s.throttled
+    );
+    let _ = writeln!(out, "\nmodules:");
+    for (i, m) in profile.modules.iter().enumerate() {
+        let id = m.build_id.as_deref().map(hex).unwrap_or_else(|| "-".into());
+        let _ = writeln!(out, "  [{i}] {} (build-id {id})", m.path);
+    }
+    for t in &profile.threads {
+        let total = t.cct.total(0);
+        let _ = writeln!(
+            out,
+            "\nthread {} (pid {}, {}): {} samples, {} nodes",
+            t.tid,
+            t.pid,
+            t.comm,
+            total.samples,
+            t.cct.nodes.len()
+        );
+        for (samples, path) in hottest_paths(&t.cct, top) {
+            let _ = writeln!(out, "  {samples:>7}  {}", path_text(profile, &t.cct, path));
+        }
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The `top` nodes with the most samples of the first metric.
+fn hottest_paths(cct: &Cct, top: usize) -> Vec<(u64, NodeId)> {
+    let mut nodes: Vec<(u64, NodeId)> = cct
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| {
+            let s = n.costs.first()?.samples;
+            (s > 0).then_some((s, i as NodeId))
+        })
+        .collect();
+    nodes.sort_unstable_by(|a, b| b.cmp(a));
+    nodes.truncate(top);
+    nodes
+}
+
+/// A path from the root to `node`, leaf last, as `module+0xaddr` frames.
+fn path_text(profile: &Profile, cct: &Cct, mut node: NodeId) -> String {
+    let mut frames = Vec::new();
+    while node != 0 {
+        let n = &cct.nodes[node as usize];
+        frames.push(match n.frame {
+            Frame::Root => "<root>".to_string(),
+            Frame::Partial => "<partial call paths>".to_string(),
+            Frame::Kernel => "<kernel>".to_string(),
+            Frame::Unmapped { avma, .. } => format!("{avma:#x}"),
+            Frame::Code { module, addr, .. } => {
+                let path = profile
+                    .modules
+                    .get(module as usize)
+                    .map(|m| m.path.rsplit('/').next().unwrap_or(&m.path))
+                    .unwrap_or("?");
+                format!("{path}+{addr}")
+            }
+        });
+        node = n.parent;
+    }
+    frames.reverse();
+    frames.join(" > ")
+}

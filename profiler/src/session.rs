@@ -1,0 +1,482 @@
+//! One measurement from start to finish: open the events, run (or attach to) the target, drain
+//! the rings until it ends, and hand back the recording.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fxhash::FxHashMap;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+use perf_event_open_sys::bindings as sys;
+
+use crate::db::{EventDesc, Sampling};
+use crate::events::{self, EventClass, EventSpec};
+use crate::launch::{self, Ended, LaunchError};
+use crate::perf::{self, AttrOptions};
+use crate::recorder::{Recorder, Recording};
+use crate::ring::Ring;
+use crate::signals::SignalPipe;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Run this command line.
+    Launch(Vec<OsString>),
+    /// Attach to this running process (all its threads).
+    Attach(u32),
+}
+
+/// How to measure.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Events requested, in order (metric order in the profile).
+    pub events: Vec<EventSpec>,
+    /// Bytes of user stack copied per sample.
+    pub stack_size: u32,
+    /// Data pages per ring (a power of two); `None` picks by privilege.
+    pub ring_pages: Option<usize>,
+    /// What to measure.
+    pub target: Target,
+}
+
+/// Why a measurement could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The command could not be started.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// An event was refused in a way the user can fix (unsupported, bad rate).
+    #[error("{0}")]
+    Event(String),
+    /// Permission refused by the kernel.
+    #[error("{0}")]
+    Permission(String),
+    /// Anything else the system refused.
+    #[error("{0}")]
+    System(String),
+}
+
+/// A finished measurement.
+pub struct Measurement {
+    /// What was recorded.
+    pub recording: Recording,
+    /// Events as actually opened.
+    pub events: Vec<EventDesc>,
+    /// Whether kernel mode was sampled.
+    pub kernel: bool,
+    /// One-line notices for the user (fallbacks, reduced rings).
+    pub notices: Vec<String>,
+    /// How the command ended (launch mode).
+    pub ended: Option<Ended>,
+    /// Wall-clock start and end, ns since the epoch.
+    pub start_ns: u64,
+    /// See `start_ns`.
+    pub end_ns: u64,
+    /// Wall time of the measurement.
+    pub duration: Duration,
+    /// Command line of the target.
+    pub command: Vec<String>,
+}
+
+/// Decisions taken while probing which events the kernel accepts.
+struct Plan {
+    specs: Vec<(EventSpec, Option<String>)>,
+    kernel: bool,
+    notices: Vec<String>,
+}
+
+/// Find out what the kernel accepts for `specs` on `pid` (first CPU), applying the fallbacks:
+/// kernel sampling only where permitted, `cycles` to a software clock where there is no PMU.
+fn plan(specs: &[EventSpec], pid: i32, cpu: i32, stack_size: u32) -> Result<Plan, RunError> {
+    let max_rate = perf::kernel_setting("perf_event_max_sample_rate");
+    let mut plan = Plan {
+        specs: Vec::new(),
+        kernel: true,
+        notices: Vec::new(),
+    };
+    for &requested in specs {
+        if let (Sampling::Frequency(hz), Some(max)) = (requested.sampling, max_rate) {
+            if hz as i64 > max {
+                return Err(RunError::Event(perf::frequency_too_high(&requested, max)));
+            }
+        }
+        let mut spec = requested;
+        let mut replaced = None;
+        loop {
+            let opts = AttrOptions {
+                stack_size,
+                kernel: plan.kernel,
+                enable_on_exec: true,
+            };
+            match perf::open(&perf::attr(&spec, &opts, false), pid, cpu) {
+                Ok(_) => break,
+                Err(e) if perf::is_denied(&e) && plan.kernel => {
+                    plan.kernel = false;
+                }
+                Err(e)
+                    if perf::is_unsupported(&e)
+                        && spec.event.class == EventClass::Hardware
+                        && spec.event.name.ends_with("cycles") =>
+                {
+                    let clock = events::find(events::FALLBACK_CLOCK).expect("known clock");
+                    plan.notices.push(format!(
+                        "{} is not available here (no hardware PMU); sampling {} instead",
+                        spec.event.name, clock.name
+                    ));
+                    replaced = Some(spec.event.name.to_string());
+                    spec = spec.with_event(clock);
+                }
+                Err(e) if perf::is_denied(&e) => {
+                    return Err(RunError::Permission(perf::explain_open_error(&spec, &e)))
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                    return Err(RunError::System(format!("process {pid} does not exist")))
+                }
+                Err(e) => return Err(RunError::Event(perf::explain_open_error(&spec, &e))),
+            }
+        }
+        plan.specs.push((spec, replaced));
+    }
+    Ok(plan)
+}
+
+/// The open events: one ring per CPU, every other event of that CPU redirected into it.
+struct OpenEvents {
+    rings: Vec<Ring>,
+    others: Vec<OwnedFd>,
+    event_of_id: FxHashMap<u64, usize>,
+    attr0: sys::perf_event_attr,
+}
+
+fn default_ring_pages() -> usize {
+    if nix::unistd::geteuid().is_root() {
+        512
+    } else {
+        128
+    }
+}
+
+fn open_events(
+    plan: &Plan,
+    tasks: &[i32],
+    cpus: &[i32],
+    stack_size: u32,
+    enable_on_exec: bool,
+    ring_pages: usize,
+    notices: &mut Vec<String>,
+) -> Result<OpenEvents, RunError> {
+    let opts = AttrOptions {
+        stack_size,
+        kernel: plan.kernel,
+        enable_on_exec,
+    };
+    let mut pages = ring_pages;
+    let mut open = OpenEvents {
+        rings: Vec::new(),
+        others: Vec::new(),
+        event_of_id: FxHashMap::default(),
+        attr0: perf::attr(&plan.specs[0].0, &opts, true),
+    };
+    for &cpu in cpus {
+        let mut leader: Option<usize> = None;
+        for &task in tasks {
+            for (i, (spec, _)) in plan.specs.iter().enumerate() {
+                let attr = perf::attr(spec, &opts, i == 0);
+                let sys_err =
+                    |e: std::io::Error| RunError::System(perf::explain_open_error(spec, &e));
+                match leader {
+                    Some(r) => {
+                        let fd = perf::open(&attr, task, cpu).map_err(sys_err)?;
+                        open.event_of_id
+                            .insert(perf::event_id(&fd).map_err(sys_err)?, i);
+                        perf::redirect(&fd, open.rings[r].fd()).map_err(sys_err)?;
+                        open.others.push(fd);
+                    }
+                    None => {
+                        let (ring, id) =
+                            open_ring(attr, task, cpu, &mut pages).map_err(|e| match e {
+                                RingError::Open(e) => sys_err(e),
+                                RingError::Map(e) => RunError::System(format!(
+                                    "cannot map the sample buffer ({e}); perf buffers may lock \
+                                 kernel.perf_event_mlock_kb per CPU plus `ulimit -l`"
+                                )),
+                            })?;
+                        open.event_of_id.insert(id, i);
+                        open.rings.push(ring);
+                        leader = Some(open.rings.len() - 1);
+                    }
+                }
+            }
+        }
+    }
+    if pages < ring_pages {
+        notices.push(format!(
+            "sample buffers reduced to {} KiB per CPU by the locked-memory limit",
+            pages * 4
+        ));
+    }
+    Ok(open)
+}
+
+enum RingError {
+    Open(std::io::Error),
+    Map(std::io::Error),
+}
+
+/// Open the event that owns a CPU's ring and map the ring, halving it while the locked-memory
+/// budget refuses it. The wake-up watermark is a quarter of the ring.
+fn open_ring(
+    mut attr: sys::perf_event_attr,
+    task: i32,
+    cpu: i32,
+    pages: &mut usize,
+) -> Result<(Ring, u64), RingError> {
+    loop {
+        perf::set_wakeup_watermark(&mut attr, (*pages * 4096 / 4) as u32);
+        let fd = perf::open(&attr, task, cpu).map_err(RingError::Open)?;
+        let id = perf::event_id(&fd).map_err(RingError::Open)?;
+        match Ring::map(fd, *pages) {
+            Ok(ring) => return Ok((ring, id)),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) && *pages > 8 => *pages /= 2,
+            Err(e) => return Err(RingError::Map(e)),
+        }
+    }
+}
+
+/// Ns since the Unix epoch.
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// The kernel's CLOCK_MONOTONIC in ns, the clock the samples are stamped with.
+fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(u64::MAX)
+}
+
+/// Hand every record stamped no later than `cutoff` to the recorder, in time order across
+/// rings (a mapping reported on one CPU must be known before a sample taken on another).
+fn drain(rings: &mut [Ring], recorder: &mut Recorder, cutoff: u64) {
+    for ring in rings.iter_mut() {
+        ring.snapshot();
+    }
+    loop {
+        let mut best: Option<(usize, u64)> = None;
+        for (i, ring) in rings.iter().enumerate() {
+            if let Some(rec) = ring.peek() {
+                let ts = recorder.timestamp(&rec);
+                if ts <= cutoff && best.is_none_or(|(_, b)| ts < b) {
+                    best = Some((i, ts));
+                }
+            }
+        }
+        let Some((i, _)) = best else { break };
+        if let Some(rec) = rings[i].peek() {
+            recorder.handle(&rec);
+        }
+        rings[i].advance();
+    }
+    for ring in rings.iter_mut() {
+        ring.release();
+    }
+}
+
+/// Threads of a running process, from `/proc/PID/task`.
+fn threads_of(pid: u32) -> Vec<i32> {
+    let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    tids.sort_unstable();
+    tids
+}
+
+/// Run one measurement.
+pub fn run(opts: &Options) -> Result<Measurement, RunError> {
+    let cpus = perf::online_cpus();
+    let pages = opts.ring_pages.unwrap_or_else(default_ring_pages);
+    let signals = SignalPipe::install().map_err(|e| RunError::System(e.to_string()))?;
+    let (child, tasks, command) = match &opts.target {
+        Target::Launch(argv) => {
+            launch::resolve(&argv[0])?;
+            let blocked = launch::spawn_blocked(argv)?;
+            let pid = blocked.pid.as_raw();
+            (
+                Some(blocked),
+                vec![pid],
+                argv.iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
+            )
+        }
+        Target::Attach(pid) => {
+            let tasks = threads_of(*pid);
+            if tasks.is_empty() {
+                return Err(RunError::System(format!("process {pid} does not exist")));
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let command: Vec<String> = cmdline
+                .split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            (None, tasks, command)
+        }
+    };
+    let setup = (|| {
+        let plan = plan(&opts.events, tasks[0], cpus[0], opts.stack_size)?;
+        let mut notices = plan.notices.clone();
+        let open = open_events(
+            &plan,
+            &tasks,
+            &cpus,
+            opts.stack_size,
+            child.is_some(),
+            pages,
+            &mut notices,
+        )?;
+        Ok::<_, RunError>((plan, open, notices))
+    })();
+    let (plan, mut open, notices) = match setup {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(c) = child {
+                c.abandon();
+            }
+            return Err(e);
+        }
+    };
+    let mut recorder = Recorder::new(
+        perf::parse_info(&open.attr0),
+        open.event_of_id.clone(),
+        plan.specs.len(),
+    );
+    let start_ns = now_ns();
+    let started = Instant::now();
+    let child_pid = match child {
+        Some(c) => {
+            let name = command.first().cloned().unwrap_or_default();
+            Some(c.release(&name)?)
+        }
+        None => {
+            for &t in &tasks {
+                recorder.adopt_process(t as u32);
+                break;
+            }
+            None
+        }
+    };
+    let ended = record_loop(&mut open, &mut recorder, &signals, child_pid, &tasks);
+    Ok(Measurement {
+        recording: recorder.finish(),
+        events: plan
+            .specs
+            .iter()
+            .map(|(s, replaced)| s.describe(replaced.as_deref()))
+            .collect(),
+        kernel: plan.kernel,
+        notices,
+        ended,
+        start_ns,
+        end_ns: now_ns(),
+        duration: started.elapsed(),
+        command,
+    })
+}
+
+/// Drain the rings until the child ends (launch), or the process ends or Ctrl-C (attach).
+fn record_loop(
+    open: &mut OpenEvents,
+    recorder: &mut Recorder,
+    signals: &SignalPipe,
+    child: Option<Pid>,
+    tasks: &[i32],
+) -> Option<Ended> {
+    if child.is_none() {
+        for ring in &open.rings {
+            perf::set_enabled(ring.fd(), true);
+        }
+        for fd in &open.others {
+            perf::set_enabled(fd, true);
+        }
+    }
+    let mut hung = vec![false; open.rings.len()];
+    let ended = loop {
+        {
+            let mut fds: Vec<PollFd> = vec![PollFd::new(signals.fd().as_fd(), PollFlags::POLLIN)];
+            let live: Vec<usize> = (0..open.rings.len()).filter(|&i| !hung[i]).collect();
+            fds.extend(
+                live.iter()
+                    .map(|&i| PollFd::new(open.rings[i].fd().as_fd(), PollFlags::POLLIN)),
+            );
+            let _ = poll(&mut fds, PollTimeout::from(50u8));
+            for (k, &i) in live.iter().enumerate() {
+                if fds[k + 1]
+                    .revents()
+                    .is_some_and(|r| r.contains(PollFlags::POLLHUP))
+                {
+                    hung[i] = true;
+                }
+            }
+        }
+        let mut stop = false;
+        for sig in signals.take() {
+            match child {
+                Some(pid) if sig.from_process => {
+                    let _ = kill(pid, sig.signal);
+                }
+                Some(_) => {}
+                None => stop = true,
+            }
+        }
+        drain(&mut open.rings, recorder, monotonic_ns());
+        match child {
+            Some(pid) => {
+                if let Some(ended) = launch::poll_child(pid) {
+                    break Some(ended);
+                }
+            }
+            None => {
+                let gone = kill(Pid::from_raw(tasks[0]), None).is_err();
+                if stop || gone || hung.iter().all(|&h| h) {
+                    break None;
+                }
+            }
+        }
+    };
+    for ring in &open.rings {
+        perf::set_enabled(ring.fd(), false);
+    }
+    for fd in &open.others {
+        perf::set_enabled(fd, false);
+    }
+    drain(&mut open.rings, recorder, u64::MAX);
+    ended
+}
+
+/// Assemble the `profile.db` contents from a finished measurement.
+pub fn into_profile(m: Measurement) -> crate::db::Profile {
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    crate::db::Profile {
+        command: m.command,
+        host,
+        start_ns: m.start_ns,
+        end_ns: m.end_ns,
+        events: m.events,
+        kernel_included: m.kernel,
+        modules: m.recording.modules.into_infos(),
+        processes: m.recording.processes,
+        threads: m.recording.threads,
+        stats: m.recording.stats,
+    }
+}
