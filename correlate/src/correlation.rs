@@ -21,7 +21,7 @@ use crate::error::CorrelateError;
 use crate::inputs::{self, InputKind, StructureFile};
 
 /// Recovers a binary's structure on the fly (normally the `structure` crate's analysis).
-pub type Analyser = dyn Fn(&Path) -> Result<ScopeTree, StructureError> + Sync;
+pub type Analyser<'a> = dyn Fn(&Path) -> Result<ScopeTree, StructureError> + Sync + 'a;
 
 /// What to correlate and how.
 pub struct Options<'a> {
@@ -30,7 +30,7 @@ pub struct Options<'a> {
     /// The structure cache to use, or `None` (`--no-cache`).
     pub cache: Option<StructureCache>,
     /// How modules without a structure file are analysed.
-    pub analyser: &'a Analyser,
+    pub analyser: &'a Analyser<'a>,
 }
 
 /// What a correlation did, for the summary line.

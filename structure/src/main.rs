@@ -1,1 +1,111 @@
-fn main() {}
+//! `hpcstruct-rs`: recover the program structure of an ELF binary or shared library and write
+//! it as an HPCToolkit structure file.
+
+use anyhow::Context;
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use structure::{
+    analyze_file, write_structure_file, DebugSource, Options, StructureError, Summary,
+};
+
+/// Recover procedures, inlined code, loop nests and source lines from an optimized x86-64 ELF
+/// binary or shared library, and write them as an HPCToolkit structure file (hpcstruct XML 4.9)
+/// that hpcprof-rs and HPCToolkit's hpcprof read.
+///
+/// Debug information is taken from the binary, from a separate file named by .gnu_debuglink,
+/// or from /usr/lib/debug/.build-id/. Without it, procedures come from the symbol table and
+/// loops from the code, with unknown lines.
+#[derive(Parser)]
+#[command(
+    name = "hpcstruct-rs",
+    version,
+    after_help = "Exit status: 0 ok, 2 bad usage or unusable input, 1 other failure."
+)]
+struct Cli {
+    /// The executable or shared library to analyse.
+    binary: PathBuf,
+    /// Output file [default: ./<basename of BINARY>.hpcstruct].
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Worker threads [default: all cores].
+    #[arg(short = 'j', long, value_name = "THREADS")]
+    jobs: Option<usize>,
+    /// Skip loop recovery (procedures, inlining and lines only).
+    #[arg(long)]
+    no_loops: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hpcstruct-rs: {e:#}");
+            let bad_input = e.downcast_ref::<StructureError>().is_some_and(|s| {
+                matches!(
+                    s,
+                    StructureError::NotElf { .. } | StructureError::NothingToAnalyse { .. }
+                ) || matches!(s, StructureError::Io { path, .. } if *path == cli.binary)
+            });
+            ExitCode::from(if bad_input { 2 } else { 1 })
+        }
+    }
+}
+
+fn run(cli: &Cli) -> anyhow::Result<()> {
+    let options = Options {
+        threads: cli.jobs.unwrap_or(0),
+        loops: !cli.no_loops,
+    };
+    let analysis = analyze_file(&cli.binary, &options)?;
+    let output = cli.output.clone().unwrap_or_else(|| {
+        let base = cli
+            .binary
+            .file_name()
+            .map_or("out".into(), |b| b.to_string_lossy().into_owned());
+        PathBuf::from(format!("{base}.hpcstruct"))
+    });
+    write_structure_file(&output, std::slice::from_ref(&analysis.tree))
+        .with_context(|| format!("writing {}", output.display()))?;
+    print_summary(&cli.binary, &output, &analysis.summary);
+    Ok(())
+}
+
+fn print_summary(binary: &std::path::Path, output: &std::path::Path, s: &Summary) {
+    let debug = match &s.debug_source {
+        DebugSource::Embedded => "embedded DWARF".to_string(),
+        DebugSource::Separate(p) => format!("DWARF from {}", p.display()),
+        DebugSource::None => "no DWARF: symbols only, lines unknown".to_string(),
+    };
+    eprintln!(
+        "hpcstruct-rs: {}: {} procedures, {} inlined instances, {} loops, {} statements ({debug}, {} units) in {:.2} s -> {}",
+        binary.display(),
+        s.procedures,
+        s.inlined,
+        s.loops,
+        s.statements,
+        s.units,
+        s.elapsed.as_secs_f64(),
+        output.display()
+    );
+    if !s.skipped.is_empty() {
+        eprintln!("hpcstruct-rs: skipped {} item(s):", s.skipped.len());
+        for line in s.skipped.iter().take(20) {
+            eprintln!("  {line}");
+        }
+        if s.skipped.len() > 20 {
+            eprintln!("  ... and {} more", s.skipped.len() - 20);
+        }
+    }
+}

@@ -183,12 +183,7 @@ impl<'a> TreeWriter<'a> {
             let _ = write!(self.out, " ln=\"{}\"", escape(link));
         }
         let entry = scope.entry.or(scope.low_address()).unwrap_or(0);
-        let _ = writeln!(
-            self.out,
-            " l=\"{}\" v=\"{}\">",
-            scope.line,
-            one_byte(entry)
-        );
+        let _ = writeln!(self.out, " l=\"{}\" v=\"{}\">", scope.line, one_byte(entry));
         self.children(scope)?;
         self.out.push_str("</P>\n");
         Ok(())

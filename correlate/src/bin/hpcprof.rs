@@ -1,1 +1,128 @@
-fn main() {}
+//! `hpcprof-rs`: correlate sampled calling contexts with program structure into a database.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use correlate::cache::StructureCache;
+use correlate::correlation::{correlate, summary_text, Options};
+use correlate::error::CorrelateError;
+
+/// Merge one or more profile.db files (from hpcrun-rs) with the structure of the code they
+/// sampled into one database of enriched calling contexts: every context is expanded into its
+/// procedure frames, inlined frames, loops and source lines. View it with hpcview-rs.
+///
+/// Inputs are recognised by content, in any order. Structure files (from hpcstruct-rs or
+/// HPCToolkit's hpcstruct) are matched to load modules by path; every module without one is
+/// analysed on the fly, in parallel, and the result cached (under $XDG_CACHE_HOME/hpctoolkit-rs
+/// or ~/.cache/hpctoolkit-rs) so the next run on the same binaries is fast. Several profiles
+/// (threads, processes, runs) are summed into one tree.
+#[derive(Parser, Debug)]
+#[command(name = "hpcprof-rs", version, about, long_about = None)]
+#[command(after_help = "Exit status: 0 success, 2 bad usage or bad input, 1 other failure.")]
+struct Args {
+    /// profile.db files and optional structure files (.hpcstruct), recognised by content.
+    #[arg(required = true, value_name = "PROFILE.db|STRUCTURE")]
+    inputs: Vec<PathBuf>,
+
+    /// Output database [default: PROFILE.hpcdb beside the first profile]. Never replaced if it
+    /// already exists.
+    #[arg(short, long, value_name = "DATABASE")]
+    output: Option<PathBuf>,
+
+    /// Threads for structure recovery [default: all cores].
+    #[arg(short = 'j', long, value_name = "THREADS")]
+    threads: Option<usize>,
+
+    /// Neither read nor write the structure cache.
+    #[arg(long)]
+    no_cache: bool,
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hpcprof-rs: error: {e:#}");
+            let bad_input = e.downcast_ref::<CorrelateError>().is_some_and(is_bad_input);
+            ExitCode::from(if bad_input { 2 } else { 1 })
+        }
+    }
+}
+
+fn run(args: &Args) -> anyhow::Result<()> {
+    if let Some(n) = args.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .context("cannot set up worker threads")?;
+    }
+    let options = Options {
+        inputs: args.inputs.clone(),
+        cache: if args.no_cache {
+            None
+        } else {
+            StructureCache::standard()
+        },
+        analyser: &|path: &Path| {
+            let options = structure::analyze::Options {
+                threads: args.threads.unwrap_or(0),
+                loops: true,
+            };
+            structure::analyze::analyze_file(path, &options).map(|a| a.tree)
+        },
+    };
+    let first_profile = first_profile(&args.inputs);
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| default_output(&first_profile));
+    if output.exists() {
+        return Err(
+            CorrelateError::Database(correlate::database::DatabaseError::Exists { path: output })
+                .into(),
+        );
+    }
+    let (db, summary) = correlate(&options)?;
+    db.write_new(&output).map_err(CorrelateError::from)?;
+    eprintln!("{}", summary_text(&summary, &output));
+    Ok(())
+}
+
+/// The first input that is a profile (by content), or the first input.
+fn first_profile(inputs: &[PathBuf]) -> PathBuf {
+    inputs
+        .iter()
+        .find(|p| {
+            correlate::inputs::classify(p).ok() == Some(correlate::inputs::InputKind::Profile)
+        })
+        .unwrap_or(&inputs[0])
+        .clone()
+}
+
+/// `dir/name.db` -> `dir/name.hpcdb`.
+fn default_output(profile: &Path) -> PathBuf {
+    profile.with_extension("hpcdb")
+}
+
+/// Whether an error is the user's input's fault (exit status 2) rather than ours (1).
+fn is_bad_input(e: &CorrelateError) -> bool {
+    use correlate::database::DatabaseError;
+    match e {
+        CorrelateError::Binary { .. } => false,
+        CorrelateError::Database(d) => matches!(d, DatabaseError::Exists { .. }),
+        _ => true,
+    }
+}

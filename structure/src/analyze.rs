@@ -1,0 +1,546 @@
+//! Whole-module analysis: from an ELF file to a finished [`ScopeTree`].
+//!
+//! 1. Map the binary and find its DWARF (in the file, next to it via `.gnu_debuglink`, or under
+//!    `/usr/lib/debug/.build-id/`); read all units in parallel.
+//! 2. Reconcile procedures from DWARF and from the symbol table (DWARF ranges are clipped where
+//!    they run into another function's entry: the thesis's "lying liars", §4.3).
+//! 3. In parallel, per procedure: decode, find loops, place statements, loops and inlined calls
+//!    ([`crate::procedure`]), normalize ([`crate::normalize`]).
+//! 4. Assemble module > file > procedure and index addresses.
+
+use crate::binary::{self, CodeSection, FunctionSymbol, MappedFile};
+use crate::dwarf::{self, DwarfInfo, InlineCall, Slice, NO_FILE};
+use crate::error::StructureError;
+use crate::loopnest;
+use crate::procedure::{self, LocalTree, Step};
+use crate::scope::{normalize_ranges, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
+use rayon::prelude::*;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How to analyse.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Worker threads; 0 means one per core.
+    pub threads: usize,
+    /// Whether to decode code and recover loops (off: procedures, inlining and lines only).
+    pub loops: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            threads: 0,
+            loops: true,
+        }
+    }
+}
+
+/// Where the debug information came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DebugSource {
+    /// The binary itself.
+    Embedded,
+    /// A separate debug file.
+    Separate(PathBuf),
+    /// None found: symbols only.
+    None,
+}
+
+/// Counts and notes about one analysis, for the user.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// Procedures recovered.
+    pub procedures: usize,
+    /// Inlined-call scopes in the tree.
+    pub inlined: usize,
+    /// Loops in the tree.
+    pub loops: usize,
+    /// Statements in the tree.
+    pub statements: usize,
+    /// DWARF compilation units read.
+    pub units: usize,
+    /// Where the debug information came from.
+    pub debug_source: DebugSource,
+    /// Things skipped (corrupt units, undecodable code), one line each.
+    pub skipped: Vec<String>,
+    /// Wall time of the analysis.
+    pub elapsed: Duration,
+}
+
+/// The result of analysing one binary.
+pub struct Analysis {
+    /// The module's structure, finished (lookups work).
+    pub tree: ScopeTree,
+    /// What was found and skipped.
+    pub summary: Summary,
+}
+
+/// Analyse the ELF binary or shared library at `path`.
+pub fn analyze_file(path: &Path, options: &Options) -> Result<Analysis, StructureError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.threads)
+        .build()
+        .map_err(|e| StructureError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e),
+        })?;
+    pool.install(|| analyze_in_pool(path, options))
+}
+
+fn analyze_in_pool(path: &Path, options: &Options) -> Result<Analysis, StructureError> {
+    let start = Instant::now();
+    let mapped = MappedFile::open(path)?;
+    let file = mapped.parse()?;
+    let code = binary::code_sections(&file);
+    let symbols = binary::function_symbols(&file, &code);
+    let in_code = |a: u64| code.iter().any(|c| c.contains(a));
+
+    let mut debug_source = DebugSource::None;
+    let mut skipped = Vec::new();
+    let info = if binary::has_dwarf(&file) {
+        debug_source = DebugSource::Embedded;
+        read_debug_info(&file, &in_code)
+    } else if let Some(debug) = open_separate_debug(path, &file, &mut skipped) {
+        debug_source = DebugSource::Separate(debug.path.clone());
+        read_debug_info(&debug.parse()?, &in_code)
+    } else {
+        DwarfInfo::default()
+    };
+    skipped.extend(
+        info.skipped_units
+            .iter()
+            .map(|(off, e)| format!("DWARF unit at .debug_info+{off:#x}: {e}")),
+    );
+    if info.procs.is_empty() && symbols.is_empty() {
+        return Err(StructureError::NothingToAnalyse {
+            path: path.to_path_buf(),
+        });
+    }
+
+    let plans = plan_procedures(info.procs.clone(), &symbols, &code);
+    let built: Vec<(LocalTree, Option<String>)> = plans
+        .par_iter()
+        .map(|plan| build_procedure(plan, &info, &code, &symbols, options))
+        .collect();
+
+    let module_name = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut assembler = Assembler::new(&module_name.to_string_lossy(), &info);
+    assembler
+        .tree
+        .set_shared_library(binary::is_shared_library(&file));
+    for (plan, (local, note)) in plans.iter().zip(&built) {
+        assembler.add_procedure(plan, local);
+        skipped.extend(note.clone());
+    }
+    let mut tree = assembler.tree;
+    tree.finish();
+    let summary = summarize(&tree, info.units, debug_source, skipped, start.elapsed());
+    Ok(Analysis { tree, summary })
+}
+
+fn summarize(
+    tree: &ScopeTree,
+    units: usize,
+    debug_source: DebugSource,
+    skipped: Vec<String>,
+    elapsed: Duration,
+) -> Summary {
+    let count = |f: &dyn Fn(&Scope) -> bool| tree.ids().filter(|&id| f(tree.get(id))).count();
+    Summary {
+        procedures: count(&|s| s.kind == ScopeKind::Procedure),
+        inlined: count(&|s| s.is_alien()),
+        loops: count(&|s| s.kind == ScopeKind::Loop),
+        statements: count(&|s| s.kind == ScopeKind::Statement),
+        units,
+        debug_source,
+        skipped,
+        elapsed,
+    }
+}
+
+/// Map the first usable separate debug file of `binary` (one that parses and holds DWARF).
+fn open_separate_debug(
+    binary: &Path,
+    file: &object::File<'_>,
+    skipped: &mut Vec<String>,
+) -> Option<MappedFile> {
+    for candidate in binary::debug_file_candidates(binary, file) {
+        let mapped = match MappedFile::open(&candidate) {
+            Ok(m) => m,
+            Err(e) => {
+                skipped.push(format!("debug file {e}"));
+                continue;
+            }
+        };
+        match mapped.parse() {
+            Ok(f) if binary::has_dwarf(&f) => return Some(mapped),
+            Ok(_) => skipped.push(format!("{}: no DWARF in debug file", candidate.display())),
+            Err(e) => skipped.push(format!("debug file {e}")),
+        }
+    }
+    None
+}
+
+/// Load the DWARF sections of `file` (decompressing as needed) and read them.
+fn read_debug_info(file: &object::File<'_>, in_code: &(dyn Fn(u64) -> bool + Sync)) -> DwarfInfo {
+    let mut sections: HashMap<gimli::SectionId, Cow<'_, [u8]>> = HashMap::new();
+    for id in gimli_section_ids() {
+        sections.insert(id, binary::section_data(file, id.name()));
+    }
+    let loaded: Result<gimli::Dwarf<Slice<'_>>, gimli::Error> = gimli::Dwarf::load(|id| {
+        let data: &[u8] = sections.get(&id).map_or(&[], |c| c.as_ref());
+        Ok(gimli::EndianSlice::new(data, gimli::LittleEndian))
+    });
+    match loaded {
+        Ok(dwarf) => dwarf::read_dwarf(&dwarf, in_code),
+        Err(e) => DwarfInfo {
+            skipped_units: vec![(0, format!("DWARF sections unreadable: {e}"))],
+            ..DwarfInfo::default()
+        },
+    }
+}
+
+fn gimli_section_ids() -> [gimli::SectionId; 12] {
+    use gimli::SectionId::*;
+    [
+        DebugAbbrev,
+        DebugAddr,
+        DebugInfo,
+        DebugLine,
+        DebugLineStr,
+        DebugRanges,
+        DebugRngLists,
+        DebugStr,
+        DebugStrOffsets,
+        DebugTypes,
+        DebugLoc,
+        DebugLocLists,
+    ]
+}
+
+/// One procedure to build.
+#[derive(Clone, Debug)]
+pub struct ProcPlan {
+    /// Code ranges (sorted, disjoint).
+    pub ranges: Vec<Range<u64>>,
+    /// Entry address.
+    pub entry: u64,
+    /// Readable name.
+    pub name: String,
+    /// Link name if different.
+    pub link_name: Option<String>,
+    /// Declaration file (index in the DWARF file table).
+    pub file: Option<u32>,
+    /// Declaration line.
+    pub line: u32,
+    /// Inlined calls from DWARF.
+    pub inlines: Vec<InlineCall>,
+    /// Whether the unit had inline records (if not, the alien fallback applies).
+    pub unit_has_inlines: bool,
+    /// Whether it came from DWARF (else from the symbol table only).
+    pub from_dwarf: bool,
+}
+
+/// Reconcile DWARF procedures with function symbols into disjoint procedures.
+fn plan_procedures(
+    mut procs: Vec<dwarf::DwarfProc>,
+    symbols: &[FunctionSymbol],
+    code: &[CodeSection<'_>],
+) -> Vec<ProcPlan> {
+    procs.sort_by_key(|p| p.entry);
+    procs.dedup_by_key(|p| p.entry);
+    let dwarf_entries: std::collections::BTreeSet<u64> = procs.iter().map(|p| p.entry).collect();
+    let mut claimed: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut plans = Vec::new();
+    for p in procs {
+        let mut ranges = Vec::new();
+        for r in normalize_ranges(p.ranges.clone()) {
+            let end = symbols
+                .iter()
+                .skip(symbols.partition_point(|s| s.address <= r.start))
+                .take_while(|s| s.address < r.end)
+                .find(|s| dwarf_entries.contains(&s.address) && s.address != p.entry)
+                .map_or(r.end, |s| s.address);
+            ranges.extend(unclaimed(&claimed, r.start..end));
+        }
+        if ranges.is_empty() {
+            continue;
+        }
+        let entry = symbols
+            .iter()
+            .find(|s| {
+                Some(&s.link_name) == p.link_name.as_ref()
+                    && ranges.iter().any(|r| r.contains(&s.address))
+            })
+            .map_or(p.entry, |s| s.address);
+        let entry = if ranges.iter().any(|r| r.contains(&entry)) {
+            entry
+        } else {
+            ranges[0].start
+        };
+        for r in &ranges {
+            claimed.insert(r.start, r.end);
+        }
+        plans.push(ProcPlan {
+            ranges,
+            entry,
+            name: p.name,
+            link_name: p.link_name,
+            file: p.file,
+            line: p.line,
+            inlines: p.inlines,
+            unit_has_inlines: p.unit_has_inlines,
+            from_dwarf: true,
+        });
+    }
+    for (i, s) in symbols.iter().enumerate() {
+        if is_claimed(&claimed, s.address) {
+            continue;
+        }
+        let section_end = code
+            .iter()
+            .find(|c| c.contains(s.address))
+            .map_or(s.address, |c| c.address + c.bytes.len() as u64);
+        let next = symbols
+            .get(i + 1)
+            .map_or(section_end, |n| n.address.min(section_end));
+        let end = if s.size > 0 {
+            (s.address + s.size).min(section_end)
+        } else {
+            next
+        };
+        let ranges = unclaimed(&claimed, s.address..end);
+        let Some(first) = ranges.first() else {
+            continue;
+        };
+        if first.start != s.address {
+            continue;
+        }
+        for r in &ranges {
+            claimed.insert(r.start, r.end);
+        }
+        plans.push(ProcPlan {
+            ranges,
+            entry: s.address,
+            link_name: (s.link_name != s.name).then(|| s.link_name.clone()),
+            name: s.name.clone(),
+            file: None,
+            line: 0,
+            inlines: Vec::new(),
+            unit_has_inlines: false,
+            from_dwarf: false,
+        });
+    }
+    plans.sort_by_key(|p| p.entry);
+    plans
+}
+
+fn is_claimed(claimed: &BTreeMap<u64, u64>, addr: u64) -> bool {
+    claimed
+        .range(..=addr)
+        .next_back()
+        .is_some_and(|(_, &e)| addr < e)
+}
+
+/// The parts of `r` not covered by `claimed`.
+fn unclaimed(claimed: &BTreeMap<u64, u64>, r: Range<u64>) -> Vec<Range<u64>> {
+    let mut out = Vec::new();
+    let mut cursor = r.start;
+    let from = claimed
+        .range(..=r.start)
+        .next_back()
+        .map_or(r.start, |(&s, _)| s);
+    for (&s, &e) in claimed.range(from..r.end) {
+        if e <= cursor {
+            continue;
+        }
+        if s > cursor {
+            out.push(cursor..s.min(r.end));
+        }
+        cursor = cursor.max(e);
+    }
+    if cursor < r.end {
+        out.push(cursor..r.end);
+    }
+    out
+}
+
+/// Build one procedure's local tree; the note says what was skipped, if anything.
+fn build_procedure(
+    plan: &ProcPlan,
+    info: &DwarfInfo,
+    code: &[CodeSection<'_>],
+    symbols: &[FunctionSymbol],
+    options: &Options,
+) -> (LocalTree, Option<String>) {
+    let (nest, note) = if options.loops {
+        loopnest::find_loops(plan, info, code, symbols)
+    } else {
+        (Default::default(), None)
+    };
+    let default_file = plan
+        .file
+        .or_else(|| first_file(plan, info))
+        .unwrap_or(NO_FILE);
+    let tree = procedure::build_local_tree(&plan.ranges, &plan.inlines, info, &nest, default_file);
+    (tree, note)
+}
+
+/// File of the first line row inside the procedure.
+fn first_file(plan: &ProcPlan, info: &DwarfInfo) -> Option<u32> {
+    plan.ranges.iter().find_map(|r| {
+        let i = info.first_row_from(r.start);
+        info.rows[i..]
+            .iter()
+            .take_while(|row| row.address < r.end)
+            .find(|row| row.file != NO_FILE)
+            .map(|row| row.file)
+    })
+}
+
+/// Puts procedures' local trees into the module tree under their files.
+struct Assembler<'a> {
+    tree: ScopeTree,
+    info: &'a DwarfInfo,
+    /// DWARF file index -> tree file id.
+    files: HashMap<u32, FileId>,
+    /// Tree file id -> File scope.
+    file_scopes: HashMap<FileId, ScopeId>,
+    unknown_file: FileId,
+}
+
+impl<'a> Assembler<'a> {
+    fn new(module: &str, info: &'a DwarfInfo) -> Self {
+        let mut tree = ScopeTree::new(module);
+        let base = crate::writer::module_basename(module);
+        let unknown_file = tree.intern_file(&format!("[{base}]"));
+        Assembler {
+            tree,
+            info,
+            files: HashMap::new(),
+            file_scopes: HashMap::new(),
+            unknown_file,
+        }
+    }
+
+    fn file_id(&mut self, f: Option<u32>) -> FileId {
+        match f {
+            Some(f) if f != NO_FILE && !self.info.files[f as usize].is_empty() => *self
+                .files
+                .entry(f)
+                .or_insert_with(|| self.tree.intern_file(&self.info.files[f as usize])),
+            _ => self.unknown_file,
+        }
+    }
+
+    fn file_scope(&mut self, file: FileId) -> ScopeId {
+        if let Some(&s) = self.file_scopes.get(&file) {
+            return s;
+        }
+        let mut scope = Scope::new(ScopeKind::File);
+        scope.name = self.tree.file_name(file).to_string();
+        scope.file = Some(file);
+        let id = self.tree.add(self.tree.root(), scope);
+        self.file_scopes.insert(file, id);
+        id
+    }
+
+    fn add_procedure(&mut self, plan: &ProcPlan, local: &LocalTree) {
+        let first_row = first_line(plan, self.info);
+        let file = self.file_id(plan.file.or(first_row.map(|r| r.0)));
+        let parent = self.file_scope(file);
+        let mut scope = Scope::new(ScopeKind::Procedure);
+        scope.name = plan.name.clone();
+        scope.link_name = plan.link_name.clone();
+        scope.file = Some(file);
+        scope.line = if plan.line > 0 {
+            plan.line
+        } else {
+            first_row.map_or(0, |r| r.1)
+        };
+        scope.entry = Some(plan.entry);
+        let id = self.tree.add(parent, scope);
+        self.add_children(plan, local, 0, id);
+    }
+
+    fn add_children(&mut self, plan: &ProcPlan, local: &LocalTree, node: usize, parent: ScopeId) {
+        let n = &local.nodes[node];
+        for (&(file, line), ranges) in &n.stmts {
+            let mut s = Scope::new(ScopeKind::Statement);
+            s.file = Some(self.file_id(Some(file)));
+            s.line = line;
+            s.ranges = normalize_ranges(ranges.clone());
+            self.tree.add(parent, s);
+        }
+        let mut children: Vec<(u64, usize)> = n
+            .children
+            .iter()
+            .filter(|&&c| !local.nodes[c].dead)
+            .map(|&c| (lowest_address(local, c), c))
+            .collect();
+        children.sort_unstable();
+        for (_, c) in children {
+            let scope = match local.nodes[c].step {
+                Some(Step::Alien(i)) => self.alien_scope(&plan.inlines[i as usize]),
+                Some(Step::Loop(l)) => {
+                    let (file, line) = local.loop_lines[l];
+                    let mut s = Scope::new(ScopeKind::Loop);
+                    s.file = Some(self.file_id(file));
+                    s.line = line;
+                    s.entry = local.loop_headers.get(l).copied();
+                    s
+                }
+                None => continue,
+            };
+            let id = self.tree.add(parent, scope);
+            self.add_children(plan, local, c, id);
+        }
+    }
+
+    fn alien_scope(&mut self, call: &InlineCall) -> Scope {
+        let call_file = call
+            .call_file
+            .filter(|&f| f != NO_FILE)
+            .map(|f| self.file_id(Some(f)));
+        let mut s = Scope::new(ScopeKind::Alien {
+            call_file,
+            call_line: call.call_line,
+        });
+        s.name = call.name.clone();
+        s.link_name = call.link_name.clone();
+        s.file = Some(self.file_id(call.file));
+        s.line = call.line;
+        s
+    }
+}
+
+/// (file, line) of the first line row inside the procedure with a known line.
+fn first_line(plan: &ProcPlan, info: &DwarfInfo) -> Option<(u32, u32)> {
+    let i = info.first_row_from(plan.entry);
+    info.rows[i..]
+        .iter()
+        .take_while(|row| plan.ranges.iter().any(|r| r.contains(&row.address)))
+        .find(|row| row.file != NO_FILE && row.line > 0)
+        .map(|row| (row.file, row.line))
+}
+
+/// Lowest address of any statement at or below node `n`.
+fn lowest_address(local: &LocalTree, n: usize) -> u64 {
+    let node = &local.nodes[n];
+    let own = node
+        .stmts
+        .values()
+        .flatten()
+        .map(|r| r.start)
+        .min()
+        .unwrap_or(u64::MAX);
+    node.children
+        .iter()
+        .filter(|&&c| !local.nodes[c].dead)
+        .map(|&c| lowest_address(local, c))
+        .fold(own, u64::min)
+}

@@ -1,0 +1,198 @@
+//! Opening an ELF binary: memory mapping, finding its separate debug file, code bytes and
+//! function symbols.
+
+use crate::demangle::demangle;
+use crate::error::StructureError;
+use memmap2::Mmap;
+use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+/// A memory-mapped file.
+pub struct MappedFile {
+    /// Where it was found.
+    pub path: PathBuf,
+    map: Mmap,
+}
+
+impl MappedFile {
+    /// Map `path` read-only.
+    pub fn open(path: &Path) -> Result<MappedFile, StructureError> {
+        let io_err = |source| StructureError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(io_err)?;
+        // SAFETY: the mapping is read-only; a file truncated underneath us is the one hazard,
+        // as for every tool that maps binaries (objdump, perf, addr2line).
+        let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
+        Ok(MappedFile {
+            path: path.to_path_buf(),
+            map,
+        })
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Parse as an x86-64 ELF file.
+    pub fn parse(&self) -> Result<object::File<'_>, StructureError> {
+        let not_elf = |message: String| StructureError::NotElf {
+            path: self.path.clone(),
+            message,
+        };
+        let file = object::File::parse(self.bytes()).map_err(|e| not_elf(e.to_string()))?;
+        if file.format() != object::BinaryFormat::Elf {
+            return Err(not_elf(format!("{:?} file, not ELF", file.format())));
+        }
+        if file.architecture() != object::Architecture::X86_64 {
+            return Err(not_elf(format!(
+                "architecture {:?}, only x86-64 is supported",
+                file.architecture()
+            )));
+        }
+        Ok(file)
+    }
+}
+
+/// Whether `file` carries DWARF (a `.debug_info` section with content).
+pub fn has_dwarf(file: &object::File<'_>) -> bool {
+    file.section_by_name(".debug_info")
+        .is_some_and(|s| s.size() > 0 && s.kind() != SectionKind::UninitializedData)
+}
+
+/// Whether an ELF file is a shared library (ET_DYN without an interpreter) rather than an
+/// executable (PIE or not).
+pub fn is_shared_library(file: &object::File<'_>) -> bool {
+    file.kind() == object::ObjectKind::Dynamic && file.section_by_name(".interp").is_none()
+}
+
+/// Candidate separate debug files for `binary`: `.gnu_debuglink` next to it, in `.debug/` and
+/// under `/usr/lib/debug/<dir>`, then `/usr/lib/debug/.build-id/xx/yyyy.debug`.
+pub fn debug_file_candidates(binary: &Path, file: &object::File<'_>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let dir = binary.parent().unwrap_or(Path::new("."));
+    if let Ok(Some((name, _crc))) = file.gnu_debuglink() {
+        let name = String::from_utf8_lossy(name).into_owned();
+        out.push(dir.join(&name));
+        out.push(dir.join(".debug").join(&name));
+        let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let rel = abs.strip_prefix("/").unwrap_or(&abs);
+        out.push(Path::new("/usr/lib/debug").join(rel).join(&name));
+    }
+    if let Ok(Some(id)) = file.build_id() {
+        if id.len() >= 2 {
+            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            out.push(PathBuf::from(format!(
+                "/usr/lib/debug/.build-id/{}/{}.debug",
+                &hex[..2],
+                &hex[2..]
+            )));
+        }
+    }
+    out.retain(|p| p != binary && p.is_file());
+    out
+}
+
+/// The (uncompressed) bytes of section `name`, empty if absent or unreadable.
+pub fn section_data<'d>(file: &object::File<'d>, name: &str) -> Cow<'d, [u8]> {
+    file.section_by_name(name)
+        .and_then(|s| s.uncompressed_data().ok())
+        .unwrap_or(Cow::Borrowed(&[]))
+}
+
+/// An executable section's bytes at their link-time address.
+#[derive(Clone, Copy)]
+pub struct CodeSection<'d> {
+    /// Link-time address of the first byte.
+    pub address: u64,
+    /// The bytes.
+    pub bytes: &'d [u8],
+}
+
+impl<'d> CodeSection<'d> {
+    /// The bytes of `range`, if wholly inside this section.
+    pub fn slice(&self, start: u64, end: u64) -> Option<&'d [u8]> {
+        let lo = start.checked_sub(self.address)? as usize;
+        let hi = end.checked_sub(self.address)? as usize;
+        self.bytes.get(lo..hi)
+    }
+
+    /// Whether `addr` is inside this section.
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.address && addr - self.address < self.bytes.len() as u64
+    }
+}
+
+/// The executable sections of `file` with file contents, sorted by address.
+pub fn code_sections<'d>(file: &object::File<'d>) -> Vec<CodeSection<'d>> {
+    let mut out: Vec<CodeSection<'d>> = file
+        .sections()
+        .filter(|s| s.kind() == SectionKind::Text)
+        .filter_map(|s| {
+            let bytes = s.data().ok()?;
+            (!bytes.is_empty()).then_some(CodeSection {
+                address: s.address(),
+                bytes,
+            })
+        })
+        .collect();
+    out.sort_by_key(|s| s.address);
+    out
+}
+
+/// A function symbol.
+#[derive(Clone, Debug)]
+pub struct FunctionSymbol {
+    /// Link-time address.
+    pub address: u64,
+    /// Size in bytes (0 when the symbol table does not say).
+    pub size: u64,
+    /// Link (mangled) name.
+    pub link_name: String,
+    /// Demangled name.
+    pub name: String,
+}
+
+/// Function symbols of `file` inside code sections, from `.symtab` or else `.dynsym`, sorted by
+/// address, one per address (global names preferred over local ones).
+pub fn function_symbols(file: &object::File<'_>, code: &[CodeSection<'_>]) -> Vec<FunctionSymbol> {
+    let collect = |iter: &mut dyn Iterator<Item = object::Symbol<'_, '_>>| {
+        let mut syms: Vec<(bool, FunctionSymbol)> = Vec::new();
+        for s in iter {
+            if s.kind() != SymbolKind::Text || s.is_undefined() {
+                continue;
+            }
+            let Ok(name) = s.name() else { continue };
+            if name.is_empty() || !code.iter().any(|c| c.contains(s.address())) {
+                continue;
+            }
+            syms.push((
+                s.is_global(),
+                FunctionSymbol {
+                    address: s.address(),
+                    size: s.size(),
+                    link_name: name.to_string(),
+                    name: demangle(name),
+                },
+            ));
+        }
+        syms
+    };
+    let mut syms = collect(&mut file.symbols());
+    if syms.is_empty() {
+        syms = collect(&mut file.dynamic_symbols());
+    }
+    // One symbol per address: the global one, then the one with a size, then the shortest name.
+    syms.sort_by(|a, b| {
+        a.1.address
+            .cmp(&b.1.address)
+            .then(b.0.cmp(&a.0))
+            .then((b.1.size > 0).cmp(&(a.1.size > 0)))
+            .then(a.1.link_name.len().cmp(&b.1.link_name.len()))
+    });
+    syms.dedup_by_key(|s| s.1.address);
+    syms.into_iter().map(|(_, s)| s).collect()
+}

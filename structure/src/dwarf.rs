@@ -1,0 +1,508 @@
+//! Reading DWARF: procedures (`DW_TAG_subprogram`), their trees of inlined calls
+//! (`DW_TAG_inlined_subroutine`) and the line table, one compilation unit at a time and in
+//! parallel. A unit that fails to parse is dropped and reported; the others are unaffected.
+
+use crate::demangle::demangle;
+use gimli::{AttributeValue, EndianSlice, LittleEndian};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::ops::Range;
+
+/// The reader type over memory-mapped (or decompressed) section bytes.
+pub type Slice<'d> = EndianSlice<'d, LittleEndian>;
+
+/// A row of the merged line table: from `address` up to the next row, code belongs to `line` of
+/// `file` (`file == NO_FILE` marks an address range without line information).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineRow {
+    /// First address covered.
+    pub address: u64,
+    /// Index in [`DwarfInfo::files`], or [`NO_FILE`].
+    pub file: u32,
+    /// Line (0 = unknown).
+    pub line: u32,
+}
+
+/// File index meaning "no line information".
+pub const NO_FILE: u32 = u32::MAX;
+
+/// One inlined call inside a procedure (flattened: parents precede children).
+#[derive(Clone, Debug)]
+pub struct InlineCall {
+    /// Enclosing inlined call, `None` when directly in the procedure.
+    pub parent: Option<u32>,
+    /// Nesting depth, 1 for calls directly in the procedure.
+    pub depth: u32,
+    /// Code ranges of the inlined body.
+    pub ranges: Vec<Range<u64>>,
+    /// Callee's readable name.
+    pub name: String,
+    /// Callee's link name, when known and different.
+    pub link_name: Option<String>,
+    /// Callee's declaration file.
+    pub file: Option<u32>,
+    /// Callee's declaration line.
+    pub line: u32,
+    /// File of the call site.
+    pub call_file: Option<u32>,
+    /// Line of the call site.
+    pub call_line: u32,
+}
+
+/// A concrete procedure from `DW_TAG_subprogram`.
+#[derive(Clone, Debug)]
+pub struct DwarfProc {
+    /// All its code ranges.
+    pub ranges: Vec<Range<u64>>,
+    /// Entry address (`DW_AT_entry_pc`, `DW_AT_low_pc` or the first range).
+    pub entry: u64,
+    /// Readable name.
+    pub name: String,
+    /// Link name, when known and different.
+    pub link_name: Option<String>,
+    /// Declaration file.
+    pub file: Option<u32>,
+    /// Declaration line.
+    pub line: u32,
+    /// Inlined calls, parents before children.
+    pub inlines: Vec<InlineCall>,
+    /// Whether the unit it comes from had any inline records at all.
+    pub unit_has_inlines: bool,
+}
+
+/// Everything read from the DWARF of one module.
+#[derive(Default)]
+pub struct DwarfInfo {
+    /// Source-file paths; indices are the `file` fields above.
+    pub files: Vec<String>,
+    /// Merged line table sorted by address, one row per address.
+    pub rows: Vec<LineRow>,
+    /// Concrete procedures.
+    pub procs: Vec<DwarfProc>,
+    /// Units that could not be read: (offset in `.debug_info`, error).
+    pub skipped_units: Vec<(u64, String)>,
+    /// Number of units read.
+    pub units: usize,
+}
+
+impl DwarfInfo {
+    /// The line row covering `addr`, if any.
+    pub fn row_at(&self, addr: u64) -> Option<&LineRow> {
+        let pos = self.rows.partition_point(|r| r.address <= addr);
+        let row = self.rows.get(pos.checked_sub(1)?)?;
+        (row.file != NO_FILE).then_some(row)
+    }
+
+    /// Index of the first row whose address is >= `addr`.
+    pub fn first_row_from(&self, addr: u64) -> usize {
+        self.rows.partition_point(|r| r.address < addr)
+    }
+}
+
+/// What one unit yields, with unit-local file indices.
+struct UnitOutput {
+    files: Vec<String>,
+    rows: Vec<(u64, u32, u32, bool)>,
+    procs: Vec<DwarfProc>,
+}
+
+/// Read all units of `dwarf`; `in_code` says whether an address lies in an executable section
+/// (code at other addresses was discarded by the linker and is ignored).
+pub fn read_dwarf(
+    dwarf: &gimli::Dwarf<Slice<'_>>,
+    in_code: &(dyn Fn(u64) -> bool + Sync),
+) -> DwarfInfo {
+    let mut headers = Vec::new();
+    let mut skipped = Vec::new();
+    let mut iter = dwarf.units();
+    loop {
+        match iter.next() {
+            Ok(Some(h)) => headers.push(h),
+            Ok(None) => break,
+            Err(e) => {
+                skipped.push((
+                    0,
+                    format!("unit headers unreadable after unit {}: {e}", headers.len()),
+                ));
+                break;
+            }
+        }
+    }
+    let outputs: Vec<Result<UnitOutput, (u64, String)>> = headers
+        .par_iter()
+        .map(|h| {
+            let offset = h.debug_info_offset().map_or(0, |o| o.0 as u64);
+            read_unit(dwarf, *h, in_code).map_err(|e| (offset, e.to_string()))
+        })
+        .collect();
+    merge_units(outputs, skipped, headers.len())
+}
+
+/// Combine per-unit outputs: intern files globally, remap indices, merge line rows.
+fn merge_units(
+    outputs: Vec<Result<UnitOutput, (u64, String)>>,
+    mut skipped: Vec<(u64, String)>,
+    units: usize,
+) -> DwarfInfo {
+    let mut info = DwarfInfo::default();
+    let mut file_ids: HashMap<String, u32> = HashMap::new();
+    let mut rows: Vec<(u64, u32, u32, bool)> = Vec::new();
+    for out in outputs {
+        let out = match out {
+            Ok(o) => o,
+            Err(e) => {
+                skipped.push(e);
+                continue;
+            }
+        };
+        let map: Vec<u32> = out
+            .files
+            .into_iter()
+            .map(|f| {
+                *file_ids.entry(f).or_insert_with_key(|k| {
+                    info.files.push(k.clone());
+                    (info.files.len() - 1) as u32
+                })
+            })
+            .collect();
+        let remap = |f: Option<u32>| f.and_then(|f| map.get(f as usize).copied());
+        rows.extend(out.rows.into_iter().map(|(a, f, l, end)| {
+            let f = if end {
+                NO_FILE
+            } else {
+                remap(Some(f)).unwrap_or(NO_FILE)
+            };
+            (a, f, l, end)
+        }));
+        for mut p in out.procs {
+            p.file = remap(p.file);
+            for c in &mut p.inlines {
+                c.file = remap(c.file);
+                c.call_file = remap(c.call_file);
+            }
+            info.procs.push(p);
+        }
+    }
+    // Rows at the same address: a real row beats an end-of-sequence marker; among real rows the
+    // last one wins (the same choice as the addr2line crate).
+    rows.sort_by_key(|&(a, _, _, end)| (a, !end));
+    let mut merged: Vec<LineRow> = Vec::with_capacity(rows.len());
+    for (address, file, line, _) in rows {
+        match merged.last_mut() {
+            Some(last) if last.address == address => {
+                *last = LineRow {
+                    address,
+                    file,
+                    line,
+                }
+            }
+            _ => merged.push(LineRow {
+                address,
+                file,
+                line,
+            }),
+        }
+    }
+    info.rows = merged;
+    info.skipped_units = skipped;
+    info.units = units;
+    info
+}
+
+/// Name and declaration of a DIE, following `DW_AT_abstract_origin` / `DW_AT_specification`.
+#[derive(Clone, Default)]
+struct Decl {
+    name: Option<String>,
+    link_name: Option<String>,
+    file: Option<u32>,
+    line: u32,
+}
+
+impl Decl {
+    fn display_name(&self) -> String {
+        match (&self.link_name, &self.name) {
+            (Some(l), _) => demangle(l),
+            (None, Some(n)) => n.clone(),
+            (None, None) => "<unknown>".to_string(),
+        }
+    }
+
+    fn link_if_different(&self, display: &str) -> Option<String> {
+        self.link_name.clone().filter(|l| l != display)
+    }
+}
+
+struct UnitReader<'a, 'd> {
+    dwarf: &'a gimli::Dwarf<Slice<'d>>,
+    unit: &'a gimli::Unit<Slice<'d>>,
+    decls: HashMap<usize, Decl>,
+}
+
+impl<'a, 'd> UnitReader<'a, 'd> {
+    fn string(&self, value: AttributeValue<Slice<'d>>) -> Option<String> {
+        let s = self.dwarf.attr_string(self.unit, value).ok()?;
+        Some(s.to_string_lossy().into_owned())
+    }
+
+    /// The declaration info of the DIE at `offset`, following origins up to a few levels.
+    fn decl_at(&mut self, offset: gimli::UnitOffset, depth: u32) -> Decl {
+        if let Some(d) = self.decls.get(&offset.0) {
+            return d.clone();
+        }
+        let decl = match self.unit.entry(offset) {
+            Ok(entry) => self.decl_of(&entry, depth),
+            Err(_) => Decl::default(),
+        };
+        self.decls.insert(offset.0, decl.clone());
+        decl
+    }
+
+    fn decl_of(&mut self, entry: &gimli::DebuggingInformationEntry<Slice<'d>>, depth: u32) -> Decl {
+        let mut d = Decl::default();
+        let mut origin = None;
+        for attr in entry.attrs() {
+            match attr.name() {
+                gimli::DW_AT_name => d.name = self.string(attr.value()),
+                gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name => {
+                    d.link_name = self.string(attr.value())
+                }
+                gimli::DW_AT_decl_file => d.file = attr.udata_value().map(|v| v as u32),
+                gimli::DW_AT_decl_line => d.line = attr.udata_value().unwrap_or(0) as u32,
+                gimli::DW_AT_abstract_origin | gimli::DW_AT_specification => {
+                    origin = Some(attr.value())
+                }
+                _ => {}
+            }
+        }
+        if let (Some(AttributeValue::UnitRef(o)), true) = (origin, depth < 8) {
+            let from = self.decl_at(o, depth + 1);
+            d.name = d.name.or(from.name);
+            d.link_name = d.link_name.or(from.link_name);
+            if d.file.is_none() {
+                d.file = from.file;
+                d.line = from.line;
+            }
+        }
+        d
+    }
+
+    fn ranges(
+        &self,
+        entry: &gimli::DebuggingInformationEntry<Slice<'d>>,
+        in_code: &dyn Fn(u64) -> bool,
+    ) -> gimli::Result<Vec<Range<u64>>> {
+        let mut out = Vec::new();
+        let mut iter = self.dwarf.die_ranges(self.unit, entry)?;
+        while let Some(r) = iter.next()? {
+            if r.begin < r.end && in_code(r.begin) {
+                out.push(r.begin..r.end);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Context of an open DIE during the walk.
+#[derive(Clone, Copy)]
+enum Open {
+    /// Not inside concrete code.
+    Nothing,
+    /// Inside procedure `procs[.0]`, inlined call `.1` (if any).
+    Code(usize, Option<u32>),
+}
+
+fn read_unit<'d>(
+    dwarf: &gimli::Dwarf<Slice<'d>>,
+    header: gimli::UnitHeader<Slice<'d>>,
+    in_code: &dyn Fn(u64) -> bool,
+) -> gimli::Result<UnitOutput> {
+    let unit = dwarf.unit(header)?;
+    let (files, rows) = match &unit.line_program {
+        Some(program) => read_lines(dwarf, &unit, program.clone(), in_code)?,
+        None => (Vec::new(), Vec::new()),
+    };
+    let mut reader = UnitReader {
+        dwarf,
+        unit: &unit,
+        decls: HashMap::new(),
+    };
+    let mut procs: Vec<DwarfProc> = Vec::new();
+    let mut stack: Vec<(isize, Open)> = Vec::new();
+    let mut any_inline = false;
+    let mut cursor = unit.entries();
+    while let Some(entry) = cursor.next_dfs()? {
+        let depth = entry.depth();
+        while stack.last().is_some_and(|&(d, _)| d >= depth) {
+            stack.pop();
+        }
+        let context = stack.last().map_or(Open::Nothing, |&(_, o)| o);
+        let open = match entry.tag() {
+            gimli::DW_TAG_subprogram => {
+                let ranges = reader.ranges(entry, in_code)?;
+                if ranges.is_empty() {
+                    Open::Nothing
+                } else {
+                    let decl = reader.decl_of(entry, 0);
+                    let entry_pc = entry_pc(dwarf, &unit, entry)
+                        .filter(|pc| ranges.iter().any(|r| r.contains(pc)));
+                    let name = decl.display_name();
+                    procs.push(DwarfProc {
+                        entry: entry_pc.unwrap_or(ranges[0].start),
+                        ranges,
+                        link_name: decl.link_if_different(&name),
+                        name,
+                        file: decl.file,
+                        line: decl.line,
+                        inlines: Vec::new(),
+                        unit_has_inlines: false,
+                    });
+                    Open::Code(procs.len() - 1, None)
+                }
+            }
+            gimli::DW_TAG_inlined_subroutine => match context {
+                Open::Code(p, parent) => {
+                    any_inline = true;
+                    let ranges = reader.ranges(entry, in_code)?;
+                    let decl = reader.decl_of(entry, 0);
+                    let call_file = entry
+                        .attr(gimli::DW_AT_call_file)
+                        .and_then(|a| a.udata_value())
+                        .map(|v| v as u32);
+                    let call_line = entry
+                        .attr(gimli::DW_AT_call_line)
+                        .and_then(|a| a.udata_value())
+                        .unwrap_or(0) as u32;
+                    let depth = parent.map_or(1, |q| procs[p].inlines[q as usize].depth + 1);
+                    let name = decl.display_name();
+                    procs[p].inlines.push(InlineCall {
+                        parent,
+                        depth,
+                        ranges,
+                        link_name: decl.link_if_different(&name),
+                        name,
+                        file: decl.file,
+                        line: decl.line,
+                        call_file,
+                        call_line,
+                    });
+                    Open::Code(p, Some((procs[p].inlines.len() - 1) as u32))
+                }
+                Open::Nothing => Open::Nothing,
+            },
+            _ => context,
+        };
+        if entry.has_children() {
+            stack.push((depth, open));
+        }
+    }
+    for p in &mut procs {
+        p.unit_has_inlines = any_inline;
+    }
+    Ok(UnitOutput { files, rows, procs })
+}
+
+fn entry_pc(
+    dwarf: &gimli::Dwarf<Slice<'_>>,
+    unit: &gimli::Unit<Slice<'_>>,
+    entry: &gimli::DebuggingInformationEntry<Slice<'_>>,
+) -> Option<u64> {
+    let attr = entry
+        .attr(gimli::DW_AT_entry_pc)
+        .or_else(|| entry.attr(gimli::DW_AT_low_pc))?;
+    dwarf.attr_address(unit, attr.value()).ok().flatten()
+}
+
+/// The unit's file table (index = DWARF file index) and its line rows
+/// `(address, file, line, end_of_sequence)`, dropping sequences outside the code.
+#[allow(clippy::type_complexity)]
+fn read_lines<'d>(
+    dwarf: &gimli::Dwarf<Slice<'d>>,
+    unit: &gimli::Unit<Slice<'d>>,
+    program: gimli::IncompleteLineProgram<Slice<'d>>,
+    in_code: &dyn Fn(u64) -> bool,
+) -> gimli::Result<(Vec<String>, Vec<(u64, u32, u32, bool)>)> {
+    let files = file_table(dwarf, unit, program.header());
+    let mut rows_out = Vec::new();
+    let mut sequence: Vec<(u64, u32, u32, bool)> = Vec::new();
+    let mut rows = program.rows();
+    while let Some((_, row)) = rows.next_row()? {
+        let line = row
+            .line()
+            .map_or(0, |l| l.get().min(u32::MAX as u64) as u32);
+        sequence.push((
+            row.address(),
+            row.file_index() as u32,
+            line,
+            row.end_sequence(),
+        ));
+        if row.end_sequence() {
+            if sequence.first().is_some_and(|s| in_code(s.0)) {
+                rows_out.append(&mut sequence);
+            }
+            sequence.clear();
+        }
+    }
+    Ok((files, rows_out))
+}
+
+/// Full paths of the line program's files, indexed by DWARF file index.
+fn file_table<'d>(
+    dwarf: &gimli::Dwarf<Slice<'d>>,
+    unit: &gimli::Unit<Slice<'d>>,
+    header: &gimli::LineProgramHeader<Slice<'d>>,
+) -> Vec<String> {
+    let string = |v: AttributeValue<Slice<'d>>| {
+        dwarf
+            .attr_string(unit, v)
+            .ok()
+            .map(|s| s.to_string_lossy().into_owned())
+    };
+    let comp_dir = unit
+        .comp_dir
+        .map(|d| d.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // DWARF 5 numbers files from 0, earlier versions from 1 (index 0 unused).
+    let base = if header.version() >= 5 { 0 } else { 1 };
+    let mut out = vec![String::new(); base];
+    for file in header.file_names() {
+        let name = string(file.path_name()).unwrap_or_default();
+        let dir = file.directory(header).and_then(string).unwrap_or_default();
+        out.push(join_path(&comp_dir, &dir, &name));
+    }
+    out
+}
+
+/// `name` if absolute, else `dir/name` with `dir` made absolute against `comp_dir`.
+fn join_path(comp_dir: &str, dir: &str, name: &str) -> String {
+    if name.starts_with('/') {
+        return name.to_string();
+    }
+    let dir = if dir.starts_with('/') || comp_dir.is_empty() {
+        dir.to_string()
+    } else if dir.is_empty() {
+        comp_dir.to_string()
+    } else {
+        format!("{comp_dir}/{dir}")
+    };
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{}/{name}", dir.trim_end_matches('/'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_join_like_compilers_mean() {
+        assert_eq!(join_path("/b", "src", "a.c"), "/b/src/a.c");
+        assert_eq!(
+            join_path("/b", "/usr/include", "stdio.h"),
+            "/usr/include/stdio.h"
+        );
+        assert_eq!(join_path("/b", "", "a.c"), "/b/a.c");
+        assert_eq!(join_path("/b", "x", "/abs/a.c"), "/abs/a.c");
+    }
+}

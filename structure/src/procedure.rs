@@ -1,0 +1,297 @@
+//! Building one procedure's scopes: every instruction address of the procedure is assigned to
+//! exactly one statement, placed under its inlined-call context and its loop nest.
+//!
+//! The procedure's code is cut into elementary segments at every boundary of a procedure range,
+//! inlined-call range, line-table row and loop block. Each segment has an inline chain
+//! (outermost call first), a loop chain (outermost loop first) and a source line. A loop is
+//! placed in the deepest inlined context shared by all of its code (the common prefix of its
+//! segments' inline chains), so inlined calls and loops interleave in one tree without cycles:
+//! the thesis's nesting-cycle correction made exact by DWARF inline records.
+
+use crate::dwarf::{DwarfInfo, InlineCall, NO_FILE};
+use crate::normalize;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+
+/// A loop of the procedure, ready for placement.
+#[derive(Clone, Debug)]
+pub struct LoopDesc {
+    /// Enclosing loop.
+    pub parent: Option<usize>,
+    /// Header address (the loop's `v` byte).
+    pub header: u64,
+    /// Begin line's file.
+    pub file: Option<u32>,
+    /// Begin line.
+    pub line: u32,
+}
+
+/// The loops of a procedure and which code belongs to which innermost loop.
+#[derive(Clone, Debug, Default)]
+pub struct LoopNest {
+    /// The loops.
+    pub loops: Vec<LoopDesc>,
+    /// Disjoint `(start, end, innermost loop)` ranges, sorted.
+    pub membership: Vec<(u64, u64, usize)>,
+}
+
+impl LoopNest {
+    /// Outermost-first chain of loops containing `addr`.
+    fn chain_at(&self, addr: u64) -> Vec<usize> {
+        let pos = self.membership.partition_point(|m| m.0 <= addr);
+        let Some(&(s, e, l)) = pos.checked_sub(1).and_then(|p| self.membership.get(p)) else {
+            return Vec::new();
+        };
+        if !(s <= addr && addr < e) {
+            return Vec::new();
+        }
+        let mut chain = vec![l];
+        while let Some(p) = self.loops[*chain.last().unwrap()].parent {
+            if chain.len() > self.loops.len() {
+                break;
+            }
+            chain.push(p);
+        }
+        chain.reverse();
+        chain
+    }
+}
+
+/// A step from a node to a child in the local tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Step {
+    /// An inlined call (index into the procedure's inline list).
+    Alien(u32),
+    /// A loop (index into [`LoopNest::loops`]).
+    Loop(usize),
+}
+
+/// A node of a procedure's local tree (node 0 is the procedure itself).
+#[derive(Clone, Debug, Default)]
+pub struct Node {
+    /// How this node was reached from its parent (`None` for the root).
+    pub step: Option<Step>,
+    /// Parent node.
+    pub parent: Option<usize>,
+    /// Child nodes in creation order.
+    pub children: Vec<usize>,
+    /// Statements: (file, line) -> ranges.
+    pub stmts: BTreeMap<(u32, u32), Vec<Range<u64>>>,
+    /// Whether the node was merged into another and is gone.
+    pub dead: bool,
+}
+
+/// A procedure's scopes before they join the module tree.
+#[derive(Clone, Debug, Default)]
+pub struct LocalTree {
+    /// Nodes; 0 is the procedure.
+    pub nodes: Vec<Node>,
+    /// Begin (file, line) of each loop of the [`LoopNest`].
+    pub loop_lines: Vec<(Option<u32>, u32)>,
+    /// Header address of each loop of the [`LoopNest`].
+    pub loop_headers: Vec<u64>,
+}
+
+impl LocalTree {
+    /// Begin (file, line) of node `n` if it is a loop.
+    pub fn loop_line(&self, n: usize) -> Option<(Option<u32>, u32)> {
+        match self.nodes[n].step {
+            Some(Step::Loop(l)) => self.loop_lines.get(l).copied(),
+            _ => None,
+        }
+    }
+
+    fn child(
+        &mut self,
+        parent: usize,
+        step: Step,
+        index: &mut HashMap<(usize, Step), usize>,
+    ) -> usize {
+        if let Some(&n) = index.get(&(parent, step)) {
+            return n;
+        }
+        let n = self.nodes.len();
+        self.nodes.push(Node {
+            step: Some(step),
+            parent: Some(parent),
+            ..Node::default()
+        });
+        self.nodes[parent].children.push(n);
+        index.insert((parent, step), n);
+        n
+    }
+}
+
+/// Build the local tree of a procedure with code `ranges`, inlined calls `inlines`, line table
+/// `dwarf` and loops `nest`. Addresses without line information get line 0 of `default_file`.
+pub fn build_local_tree(
+    ranges: &[Range<u64>],
+    inlines: &[InlineCall],
+    dwarf: &DwarfInfo,
+    nest: &LoopNest,
+    default_file: u32,
+) -> LocalTree {
+    let segments = segments(ranges, inlines, dwarf, nest);
+    let chains: Vec<Vec<u32>> = segments
+        .iter()
+        .map(|s| inline_chain(inlines, s.inline))
+        .collect();
+    let loop_chains: Vec<Vec<usize>> = segments
+        .iter()
+        .map(|s| nest.chain_at(s.range.start))
+        .collect();
+    let placement = loop_placement(nest.loops.len(), &chains, &loop_chains);
+
+    let mut tree = LocalTree {
+        nodes: vec![Node::default()],
+        loop_lines: nest.loops.iter().map(|l| (l.file, l.line)).collect(),
+        loop_headers: nest.loops.iter().map(|l| l.header).collect(),
+    };
+    let mut index = HashMap::new();
+    for ((seg, chain), loops) in segments.iter().zip(&chains).zip(&loop_chains) {
+        let mut node = 0;
+        let mut emitted = 0;
+        for &l in loops {
+            let target = placement[l].len().max(emitted);
+            for &c in &chain[emitted..target] {
+                node = tree.child(node, Step::Alien(c), &mut index);
+            }
+            emitted = target;
+            node = tree.child(node, Step::Loop(l), &mut index);
+        }
+        for &c in &chain[emitted..] {
+            node = tree.child(node, Step::Alien(c), &mut index);
+        }
+        let (file, line) = match dwarf.row_at(seg.range.start) {
+            Some(row) if row.file != NO_FILE => (row.file, row.line),
+            _ => (default_file, 0),
+        };
+        tree.nodes[node]
+            .stmts
+            .entry((file, line))
+            .or_default()
+            .push(seg.range.clone());
+    }
+    normalize::normalize(&mut tree);
+    tree
+}
+
+struct Segment {
+    range: Range<u64>,
+    inline: Option<u32>,
+}
+
+/// Cut the procedure's code at every boundary and find each piece's innermost inlined call.
+fn segments(
+    ranges: &[Range<u64>],
+    inlines: &[InlineCall],
+    dwarf: &DwarfInfo,
+    nest: &LoopNest,
+) -> Vec<Segment> {
+    let mut cuts: Vec<u64> = Vec::new();
+    for r in ranges {
+        cuts.push(r.start);
+        cuts.push(r.end);
+        let first = dwarf.first_row_from(r.start);
+        cuts.extend(
+            dwarf.rows[first..]
+                .iter()
+                .map(|row| row.address)
+                .take_while(|&a| a < r.end),
+        );
+    }
+    let mut events: Vec<(u64, u64, u32, u32)> = Vec::new();
+    for (i, call) in inlines.iter().enumerate() {
+        for r in &call.ranges {
+            events.push((r.start, r.end, call.depth, i as u32));
+            cuts.push(r.start);
+            cuts.push(r.end);
+        }
+    }
+    for &(s, e, _) in &nest.membership {
+        cuts.push(s);
+        cuts.push(e);
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    events.sort_unstable();
+
+    let mut out = Vec::new();
+    let mut active: Vec<(u64, u32, u32)> = Vec::new();
+    let mut next_event = 0;
+    let mut range_idx = 0;
+    for w in cuts.windows(2) {
+        let (lo, hi) = (w[0], w[1]);
+        while range_idx < ranges.len() && ranges[range_idx].end <= lo {
+            range_idx += 1;
+        }
+        let Some(r) = ranges.get(range_idx) else {
+            break;
+        };
+        if lo < r.start {
+            continue;
+        }
+        while next_event < events.len() && events[next_event].0 <= lo {
+            let (_, end, depth, i) = events[next_event];
+            active.push((end, depth, i));
+            next_event += 1;
+        }
+        active.retain(|&(end, _, _)| end > lo);
+        let inline = active
+            .iter()
+            .max_by_key(|&&(_, depth, i)| (depth, i))
+            .map(|&(_, _, i)| i);
+        out.push(Segment {
+            range: lo..hi,
+            inline,
+        });
+    }
+    out
+}
+
+/// Outermost-first chain of inlined calls ending at `innermost`.
+fn inline_chain(inlines: &[InlineCall], innermost: Option<u32>) -> Vec<u32> {
+    let mut chain = Vec::new();
+    let mut cur = innermost;
+    while let Some(c) = cur {
+        if chain.len() > inlines.len() {
+            break;
+        }
+        chain.push(c);
+        cur = inlines[c as usize].parent;
+    }
+    chain.reverse();
+    chain
+}
+
+/// For each loop, the inline chain it is placed under: the common prefix of the inline chains
+/// of all code in it (nested loops included).
+fn loop_placement(n: usize, chains: &[Vec<u32>], loop_chains: &[Vec<usize>]) -> Vec<Vec<u32>> {
+    let mut prefix: Vec<Option<Vec<u32>>> = vec![None; n];
+    for (chain, loops) in chains.iter().zip(loop_chains) {
+        for &l in loops {
+            match &mut prefix[l] {
+                None => prefix[l] = Some(chain.clone()),
+                Some(p) => {
+                    let common = p.iter().zip(chain).take_while(|(a, b)| a == b).count();
+                    p.truncate(common);
+                }
+            }
+        }
+    }
+    prefix.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loop_placed_under_common_inline_prefix() {
+        let chains = vec![vec![0, 1], vec![0, 1, 2], vec![0, 3]];
+        let loops = vec![vec![0], vec![0, 1], vec![0]];
+        let p = loop_placement(2, &chains, &loops);
+        assert_eq!(p[0], vec![0]);
+        assert_eq!(p[1], vec![0, 1, 2]);
+    }
+}

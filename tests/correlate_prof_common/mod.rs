@@ -1,0 +1,79 @@
+//! Helpers shared by the `correlate_prof_*` tests: measure a fixture with `hpcrun-rs`,
+//! correlate with `hpcprof-rs` (with a private structure cache), load the database.
+#![allow(dead_code)] // each test file uses a different subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use correlate::database::Database;
+use correlate::projection::{ViewNode, ViewTree};
+use hpctoolkit_tests::{run, run_ok, tool};
+
+/// Run `bin args` under `hpcrun-rs` at 1 kHz cpu-clock, writing `dir/NAME.db`.
+pub fn measure(bin: &Path, args: &[&str], dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(format!("{name}.db"));
+    run_ok(
+        Command::new(tool("hpcrun-rs"))
+            .args(["-q", "-e", "cpu-clock@f1000", "-o"])
+            .arg(&out)
+            .arg(bin)
+            .args(args)
+            .current_dir(dir),
+    );
+    out
+}
+
+/// Run `hpcprof-rs` on `inputs` with extra `args`; the structure cache lives in `dir/cache`.
+pub fn hpcprof(dir: &Path, inputs: &[&Path], args: &[&str]) -> Output {
+    run(Command::new(tool("hpcprof-rs"))
+        .args(inputs)
+        .args(args)
+        .env("XDG_CACHE_HOME", dir.join("cache")))
+}
+
+/// Correlate `inputs` into `dir/NAME.hpcdb` (must succeed) and load it.
+pub fn correlate(dir: &Path, inputs: &[&Path], name: &str) -> Database {
+    let out = dir.join(format!("{name}.hpcdb"));
+    let o = hpcprof(dir, inputs, &["-o", out.to_str().unwrap()]);
+    assert!(
+        o.status.success(),
+        "hpcprof-rs failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Database::read(&out).expect("database readable")
+}
+
+/// Metric-0 sample count of a cost vector.
+pub fn samples(n: &ViewNode) -> u64 {
+    n.incl[0].samples
+}
+
+/// Nodes of a view tree satisfying `pred`, depth-first.
+pub fn all(tree: &ViewTree, pred: impl Fn(&ViewNode) -> bool) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut stack = vec![0usize];
+    while let Some(id) = stack.pop() {
+        if pred(&tree.nodes[id]) {
+            out.push(id);
+        }
+        stack.extend(tree.nodes[id].children.iter().rev());
+    }
+    out
+}
+
+/// The first descendant of `from` (excluding it) satisfying `pred`, depth-first.
+pub fn below(tree: &ViewTree, from: usize, pred: impl Fn(&ViewNode) -> bool) -> Option<usize> {
+    let mut stack: Vec<usize> = tree.nodes[from].children.iter().rev().copied().collect();
+    while let Some(id) = stack.pop() {
+        if pred(&tree.nodes[id]) {
+            return Some(id);
+        }
+        stack.extend(tree.nodes[id].children.iter().rev());
+    }
+    None
+}
+
+/// A procedure name without its parameter list (`Mp::add(int, double)` -> `Mp::add`).
+pub fn bare(name: &str) -> &str {
+    name.split('(').next().unwrap_or(name).trim()
+}
