@@ -154,7 +154,9 @@ fn check_node(node: &Value, metrics: usize) {
 
 /// The consistency rules every view must keep, for every metric:
 /// top-down: a node's inclusive = what was sampled at it + its children's inclusive, and the
-/// root's inclusive = the metric total; flat: the modules' inclusive values sum to the total;
+/// root's inclusive = the metric total; flat: the modules' totals (the cost of their code, i.e.
+/// their exclusive values; inclusive values overlap when modules call each other, as `_start`
+/// in the executable calls libc, which calls `main`) sum to the total;
 /// callers: the top-level exclusive values sum to the total. In all views exclusive <= inclusive.
 ///
 /// In the callers view an inlined function is a top-level entry of its own *and*, by DESIGN.md's
@@ -165,15 +167,24 @@ pub fn check_consistency(view: &ViewTree) {
     for (m, metric) in view.metrics.iter().enumerate() {
         assert_eq!(view.root.incl[m], metric.total, "root inclusive = total");
         view.root.walk(&mut |n: &ViewNode| {
-            assert!(n.excl[m] <= n.incl[m], "excl <= incl at {}", n.name);
+            assert!(
+                n.excl[m] <= n.incl[m],
+                "{} view: excl {} > incl {} at {} {}",
+                view.view.name(),
+                n.excl[m],
+                n.incl[m],
+                serde_json::to_value(n.kind).unwrap(),
+                n.name
+            );
         });
         let top = &view.root.children;
         match view.view {
             ViewKind::TopDown => check_top_down(&view.root, m),
             ViewKind::Flat => {
                 assert!(top.iter().all(|c| c.kind == NodeKind::Module));
-                let sum: u64 = top.iter().map(|c| c.incl[m]).sum();
+                let sum: u64 = top.iter().map(|c| c.excl[m]).sum();
                 assert_eq!(sum, metric.total, "flat: module totals sum to the total");
+                assert!(top.iter().all(|c| c.incl[m] <= metric.total));
             }
             ViewKind::Callers => {
                 let (inlined, procedures): (Vec<&ViewNode>, Vec<&ViewNode>) =
