@@ -98,3 +98,114 @@ pub fn run_ok(cmd: &mut Command) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Symbol tables of the modules of a profile, to name raw frames in tests.
+pub mod symbols {
+    use std::collections::HashMap;
+
+    use object::{Object, ObjectSymbol};
+    use profiler::db::{AddrKind, Cct, Frame, NodeId, Profile};
+
+    /// The function symbols of one ELF file, sorted by address.
+    #[derive(Debug, Default)]
+    pub struct SymbolTable {
+        syms: Vec<(u64, u64, String)>,
+    }
+
+    impl SymbolTable {
+        /// Read the symbol tables (static and dynamic) of `path`; empty if unreadable.
+        pub fn read(path: &str) -> SymbolTable {
+            let Ok(data) = std::fs::read(path) else {
+                return SymbolTable::default();
+            };
+            let Ok(obj) = object::File::parse(&*data) else {
+                return SymbolTable::default();
+            };
+            let mut syms: Vec<(u64, u64, String)> = obj
+                .symbols()
+                .chain(obj.dynamic_symbols())
+                .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
+                .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_string())))
+                .collect();
+            syms.sort();
+            syms.dedup_by_key(|s| s.0);
+            SymbolTable { syms }
+        }
+
+        /// The function containing link-time address `addr`.
+        pub fn lookup(&self, addr: u64) -> Option<&str> {
+            let i = self.syms.partition_point(|s| s.0 <= addr);
+            let (start, size, name) = self.syms.get(i.checked_sub(1)?)?;
+            (addr < start + (*size).max(1)).then_some(name.as_str())
+        }
+
+        /// Address range of the function called `name`.
+        pub fn range(&self, name: &str) -> Option<std::ops::Range<u64>> {
+            self.syms
+                .iter()
+                .find(|s| s.2 == name)
+                .map(|s| s.0..s.0 + s.1)
+        }
+    }
+
+    /// Names frames of a profile as `module-basename:function`.
+    pub struct Namer<'p> {
+        profile: &'p Profile,
+        tables: HashMap<u32, SymbolTable>,
+    }
+
+    impl<'p> Namer<'p> {
+        /// A namer for `profile`'s modules (read lazily).
+        pub fn new(profile: &'p Profile) -> Self {
+            Namer {
+                profile,
+                tables: HashMap::new(),
+            }
+        }
+
+        /// The name of one frame; return addresses are looked up at `ra - 1`.
+        pub fn frame(&mut self, frame: &Frame) -> String {
+            match *frame {
+                Frame::Root => "<root>".into(),
+                Frame::Partial => "<partial call paths>".into(),
+                Frame::Kernel => "<kernel>".into(),
+                Frame::Unmapped { avma, .. } => format!("{avma:#x}"),
+                Frame::Code { module, addr, kind } => {
+                    let path = &self.profile.modules[module as usize].path;
+                    let base = path.rsplit('/').next().unwrap_or(path).to_string();
+                    let table = self
+                        .tables
+                        .entry(module)
+                        .or_insert_with(|| SymbolTable::read(path));
+                    let lookup = match kind {
+                        AddrKind::Ip => addr.0,
+                        AddrKind::Return => addr.0 - 1,
+                    };
+                    let name = table.lookup(lookup).unwrap_or("?");
+                    format!("{base}:{name}")
+                }
+            }
+        }
+
+        /// Every sampled path of `cct` as (named frames root first, samples of metric 0).
+        pub fn paths(&mut self, cct: &Cct) -> Vec<(Vec<String>, u64)> {
+            let mut out = Vec::new();
+            for (i, node) in cct.nodes.iter().enumerate() {
+                let samples = node.costs.first().map_or(0, |c| c.samples);
+                if samples == 0 {
+                    continue;
+                }
+                let mut frames = Vec::new();
+                let mut n = i as NodeId;
+                while n != 0 {
+                    let node = &cct.nodes[n as usize];
+                    frames.push(self.frame(&node.frame));
+                    n = node.parent;
+                }
+                frames.reverse();
+                out.push((frames, samples));
+            }
+            out
+        }
+    }
+}

@@ -5,7 +5,7 @@ mod correlate_prof_common;
 
 use correlate::database::{NodeKind, Selection};
 use correlate::projection::top_down;
-use correlate_prof_common::{all, bare, below, correlate, measure, samples};
+use correlate_prof_common::{all, bare, below, correlate, dump, measure, samples};
 use hpctoolkit_tests::{compile, fixture, scratch_dir};
 
 /// Line numbers (1-based) of the source lines starting with `for (` in the fixture.
@@ -31,8 +31,9 @@ fn second_loop_holds_the_inlined_add_and_the_tree_search_loop() {
     let mains = all(&t, |n| {
         n.kind == NodeKind::Procedure && bare(&n.name) == "main"
     });
-    assert_eq!(mains.len(), 1, "one main context");
+    assert_eq!(mains.len(), 1, "one main context:\n{}", dump(&t, 0, 3));
     let main = mains[0];
+    let picture = dump(&t, main, 12);
     let main_cost = samples(&t.nodes[main]);
     assert!(main_cost > 500, "enough samples in main ({main_cost})");
 
@@ -43,20 +44,22 @@ fn second_loop_holds_the_inlined_add_and_the_tree_search_loop() {
                 && n.file.as_deref().is_some_and(|f| f.ends_with("stlmap.cc"))
         })
     };
-    let second = loop_at(lines[1]).expect("the second for loop is a loop under main");
+    let second = loop_at(lines[1])
+        .unwrap_or_else(|| panic!("the second for loop is a loop under main:\n{picture}"));
     let second_cost = samples(&t.nodes[second]);
     let first_cost = loop_at(lines[0]).map_or(0, |l| samples(&t.nodes[l]));
     assert!(
         second_cost * 2 > main_cost && second_cost > 3 * first_cost,
-        "second loop {second_cost} carries the bulk of main {main_cost} (first loop {first_cost})"
+        "second loop {second_cost} carries the bulk of main {main_cost} (first loop {first_cost}):\n{picture}"
     );
 
     let add = below(&t, second, |n| {
         n.kind == NodeKind::Inlined && bare(&n.name).ends_with("Mp::add")
     })
-    .expect("[I] Mp::add inside the second loop");
+    .unwrap_or_else(|| panic!("[I] Mp::add inside the second loop:\n{picture}"));
     assert!(t.nodes[add].name.starts_with("[I] "));
-    let search = below(&t, add, |n| n.kind == NodeKind::Loop).expect("a loop below Mp::add");
+    let search = below(&t, add, |n| n.kind == NodeKind::Loop)
+        .unwrap_or_else(|| panic!("a loop below Mp::add:\n{picture}"));
     let parent = |id: usize| {
         t.nodes
             .iter()
@@ -85,6 +88,6 @@ fn second_loop_holds_the_inlined_add_and_the_tree_search_loop() {
     .collect();
     assert!(
         drand_sites.len() >= 2,
-        "drand48 reached from two distinct call lines, got {drand_sites:?}"
+        "drand48 reached from two distinct call lines, got {drand_sites:?}:\n{picture}"
     );
 }

@@ -11,12 +11,12 @@
 use crate::binary::{self, CodeSection, FunctionSymbol, MappedFile};
 use crate::dwarf::{self, DwarfInfo, InlineCall, Slice, NO_FILE};
 use crate::error::StructureError;
-use crate::loopnest;
+use crate::loopnest::{self, LoopEnv};
 use crate::procedure::{self, LocalTree, Step};
 use crate::scope::{normalize_ranges, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 use rayon::prelude::*;
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -122,9 +122,20 @@ fn analyze_in_pool(path: &Path, options: &Options) -> Result<Analysis, Structure
     }
 
     let plans = plan_procedures(info.procs.clone(), &symbols, &code);
+    let data = binary::data_sections(&file);
+    let noreturn: HashSet<u64> = symbols
+        .iter()
+        .filter(|s| loopnest::NORETURN_NAMES.contains(&s.name.as_str()))
+        .map(|s| s.address)
+        .collect();
+    let env = LoopEnv {
+        code: &code,
+        data: &data,
+        noreturn: &noreturn,
+    };
     let built: Vec<(LocalTree, Option<String>)> = plans
         .par_iter()
-        .map(|plan| build_procedure(plan, &info, &code, &symbols, options))
+        .map(|plan| build_procedure(plan, &info, &env, options))
         .collect();
 
     let module_name = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -373,12 +384,11 @@ fn unclaimed(claimed: &BTreeMap<u64, u64>, r: Range<u64>) -> Vec<Range<u64>> {
 fn build_procedure(
     plan: &ProcPlan,
     info: &DwarfInfo,
-    code: &[CodeSection<'_>],
-    symbols: &[FunctionSymbol],
+    env: &LoopEnv<'_, '_>,
     options: &Options,
 ) -> (LocalTree, Option<String>) {
     let (nest, note) = if options.loops {
-        loopnest::find_loops(plan, info, code, symbols)
+        loopnest::find_loops(plan, info, env)
     } else {
         (Default::default(), None)
     };

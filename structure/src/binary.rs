@@ -143,6 +143,24 @@ pub fn code_sections<'d>(file: &object::File<'d>) -> Vec<CodeSection<'d>> {
     out
 }
 
+/// All allocated sections with file contents (code and data), sorted by address: what the
+/// CFG builder may read jump tables from.
+pub fn data_sections<'d>(file: &object::File<'d>) -> Vec<CodeSection<'d>> {
+    let mut out: Vec<CodeSection<'d>> = file
+        .sections()
+        .filter(|s| s.address() != 0 && s.kind() != SectionKind::UninitializedData)
+        .filter_map(|s| {
+            let bytes = s.data().ok()?;
+            (!bytes.is_empty()).then_some(CodeSection {
+                address: s.address(),
+                bytes,
+            })
+        })
+        .collect();
+    out.sort_by_key(|s| s.address);
+    out
+}
+
 /// A function symbol.
 #[derive(Clone, Debug)]
 pub struct FunctionSymbol {

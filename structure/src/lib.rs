@@ -31,21 +31,22 @@
 //! assert_eq!(tree.ancestors(s).collect::<Vec<_>>(), vec![p]);
 //! ```
 
-pub mod scope;
-
-pub use scope::{normalize_ranges, Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 pub mod analyze;
 pub mod binary;
+pub mod cfg;
 pub mod demangle;
 pub mod dwarf;
 pub mod error;
 pub mod loopnest;
+pub mod loops;
 pub mod normalize;
 pub mod procedure;
 pub mod reader;
+pub mod scope;
 pub mod writer;
 
 pub use analyze::{analyze_file, Analysis, DebugSource, Options, Summary};
 pub use error::StructureError;
 pub use reader::{read_structure, read_structure_file};
+pub use scope::{normalize_ranges, Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 pub use writer::{write_structure, write_structure_file};

@@ -1,17 +1,133 @@
-//! Loop recovery for one procedure: decode, build the CFG, find the loop nesting forest and
-//! give each loop its header and begin line.
+//! Loop recovery for one procedure: decode its code, build the CFG ([`crate::cfg`]), find the
+//! loop nesting forest ([`crate::loops`]) and give each loop its header address and its begin
+//! line (bbranch-max-fuzzy over the line table).
 
 use crate::analyze::ProcPlan;
-use crate::binary::{CodeSection, FunctionSymbol};
+use crate::binary::CodeSection;
+use crate::cfg::{Cfg, CfgEnv, CodeRange};
 use crate::dwarf::DwarfInfo;
-use crate::procedure::LoopNest;
+use crate::loops::{LoopForest, LOOP_BEGIN_TOLERANCE};
+use crate::procedure::{LoopDesc, LoopNest};
+use std::collections::HashSet;
 
-/// The loops of procedure `plan`, and a note if its code could not be decoded.
-pub fn find_loops(
-    _plan: &ProcPlan,
-    _info: &DwarfInfo,
-    _code: &[CodeSection<'_>],
-    _symbols: &[FunctionSymbol],
-) -> (LoopNest, Option<String>) {
-    (LoopNest::default(), None)
+/// What loop recovery needs to know about the whole binary.
+pub struct LoopEnv<'a, 'd> {
+    /// Executable sections.
+    pub code: &'a [CodeSection<'d>],
+    /// All sections with file contents (for jump tables).
+    pub data: &'a [CodeSection<'d>],
+    /// Entry addresses of functions that never return.
+    pub noreturn: &'a HashSet<u64>,
+}
+
+impl LoopEnv<'_, '_> {
+    fn read(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        let s = self.data.iter().find(|s| s.contains(addr))?;
+        s.slice(addr, addr.checked_add(len as u64)?)
+    }
+}
+
+/// Names of functions known never to return, matched against symbols.
+pub const NORETURN_NAMES: &[&str] = &[
+    "exit",
+    "_exit",
+    "_Exit",
+    "abort",
+    "__stack_chk_fail",
+    "__assert_fail",
+    "__cxa_throw",
+    "__cxa_rethrow",
+    "__cxa_bad_cast",
+    "__cxa_bad_typeid",
+    "__cxa_throw_bad_array_new_length",
+    "_Unwind_Resume",
+    "std::terminate()",
+    "__fortify_fail",
+    "__chk_fail",
+    "core::panicking::panic",
+    "core::panicking::panic_fmt",
+    "std::process::exit",
+];
+
+/// The loops of procedure `plan`, and a note if part of its code was not in the file.
+pub fn find_loops<'i>(
+    plan: &ProcPlan,
+    info: &'i DwarfInfo,
+    env: &LoopEnv<'_, '_>,
+) -> (LoopNest<'i>, Option<String>) {
+    let mut ranges = Vec::new();
+    let mut missing = false;
+    for r in &plan.ranges {
+        match env.code.iter().find_map(|c| c.slice(r.start, r.end)) {
+            Some(bytes) => ranges.push(CodeRange {
+                start: r.start,
+                bytes,
+            }),
+            None => missing = true,
+        }
+    }
+    // The CFG starts at the first range: put the one holding the entry first.
+    if let Some(i) = ranges
+        .iter()
+        .position(|r| r.start <= plan.entry && plan.entry < r.start + r.bytes.len() as u64)
+    {
+        ranges.swap(0, i);
+    }
+    let note = missing.then(|| {
+        format!(
+            "{}: part of its code is not in the file; loops may be missing",
+            plan.name
+        )
+    });
+    if ranges.is_empty() {
+        return (LoopNest::default(), note);
+    }
+    let is_noreturn = |a: u64| env.noreturn.contains(&a);
+    let read_data = |a: u64, n: usize| env.read(a, n);
+    let cfg_env = CfgEnv {
+        is_noreturn: &is_noreturn,
+        read_data: &read_data,
+    };
+    let cfg = Cfg::build(&ranges, &cfg_env);
+    let forest = LoopForest::build(&cfg);
+    let mut nest = describe(&cfg, &forest, info);
+    nest.begin_line = Some(Box::new(move |l, line_of| {
+        let id = crate::loops::LoopId(l as u32);
+        let begin = forest.begin_line(&cfg, id, line_of, LOOP_BEGIN_TOLERANCE)?;
+        Some((begin.file, begin.line))
+    }));
+    (nest, note)
+}
+
+/// Turn the forest into [`LoopNest`]: headers, begin lines, block membership.
+fn describe<'i>(cfg: &Cfg, forest: &LoopForest, info: &DwarfInfo) -> LoopNest<'i> {
+    let line_of = |a: u64| info.row_at(a).map(|r| (r.file, r.line));
+    let loops = (0..forest.loops.len())
+        .map(|i| {
+            let id = crate::loops::LoopId(i as u32);
+            let lp = forest.get(id);
+            let begin = forest.begin_line(cfg, id, &line_of, LOOP_BEGIN_TOLERANCE);
+            LoopDesc {
+                parent: lp.parent.map(|p| p.index()),
+                header: cfg.block(lp.header).start,
+                file: begin.map(|b| b.file),
+                line: begin.map_or(0, |b| b.line),
+                irreducible: lp.irreducible,
+            }
+        })
+        .collect();
+    let mut membership: Vec<(u64, u64, usize)> = (0..cfg.blocks.len())
+        .filter_map(|b| {
+            let id = crate::cfg::BlockId(b as u32);
+            let l = forest.innermost(id)?;
+            let block = cfg.block(id);
+            Some((block.start, block.end, l.index()))
+        })
+        .collect();
+    membership.sort_unstable();
+    LoopNest {
+        loops,
+        membership,
+        begin_line: None,
+    }
 }

@@ -24,18 +24,27 @@ pub struct LoopDesc {
     pub file: Option<u32>,
     /// Begin line.
     pub line: u32,
+    /// Whether the loop has several entries (an irreducible region).
+    pub irreducible: bool,
 }
 
+/// Chooses the begin line of a loop (by index) given a line lookup `address -> (file, line)`;
+/// the lookup passed in sees lines as they appear in the loop's inlined context.
+pub type BeginLine<'a> =
+    Box<dyn Fn(usize, &dyn Fn(u64) -> Option<(u32, u32)>) -> Option<(u32, u32)> + 'a>;
+
 /// The loops of a procedure and which code belongs to which innermost loop.
-#[derive(Clone, Debug, Default)]
-pub struct LoopNest {
+#[derive(Default)]
+pub struct LoopNest<'a> {
     /// The loops.
     pub loops: Vec<LoopDesc>,
     /// Disjoint `(start, end, innermost loop)` ranges, sorted.
     pub membership: Vec<(u64, u64, usize)>,
+    /// Recomputes a loop's begin line once its context is known (else `LoopDesc` lines stay).
+    pub begin_line: Option<BeginLine<'a>>,
 }
 
-impl LoopNest {
+impl LoopNest<'_> {
     /// Outermost-first chain of loops containing `addr`.
     fn chain_at(&self, addr: u64) -> Vec<usize> {
         let pos = self.membership.partition_point(|m| m.0 <= addr);
@@ -141,10 +150,11 @@ pub fn build_local_tree(
         .map(|s| nest.chain_at(s.range.start))
         .collect();
     let placement = loop_placement(nest.loops.len(), &chains, &loop_chains);
+    let loop_lines = contextual_loop_lines(nest, &placement, &segments, &chains, inlines, dwarf);
 
     let mut tree = LocalTree {
         nodes: vec![Node::default()],
-        loop_lines: nest.loops.iter().map(|l| (l.file, l.line)).collect(),
+        loop_lines,
         loop_headers: nest.loops.iter().map(|l| l.header).collect(),
     };
     let mut index = HashMap::new();
@@ -174,6 +184,49 @@ pub fn build_local_tree(
     }
     normalize::normalize(&mut tree);
     tree
+}
+
+/// Begin lines of the loops, each computed with the lines as seen from its placement context:
+/// code inlined deeper than the context counts at the line of its call in the context.
+fn contextual_loop_lines(
+    nest: &LoopNest,
+    placement: &[Vec<u32>],
+    segments: &[Segment],
+    chains: &[Vec<u32>],
+    inlines: &[InlineCall],
+    dwarf: &DwarfInfo,
+) -> Vec<(Option<u32>, u32)> {
+    nest.loops
+        .iter()
+        .enumerate()
+        .map(|(l, desc)| {
+            let Some(choose) = &nest.begin_line else {
+                return (desc.file, desc.line);
+            };
+            let context = &placement[l];
+            let line_in_context = |addr: u64| {
+                let pos = segments.partition_point(|s| s.range.start <= addr);
+                let i = pos
+                    .checked_sub(1)
+                    .filter(|&i| segments[i].range.contains(&addr))?;
+                let chain = &chains[i];
+                if !chain.starts_with(context) {
+                    return None;
+                }
+                match chain.get(context.len()) {
+                    Some(&deeper) => {
+                        let call = &inlines[deeper as usize];
+                        Some((call.call_file?, call.call_line))
+                    }
+                    None => dwarf.row_at(addr).map(|r| (r.file, r.line)),
+                }
+            };
+            match choose(l, &line_in_context) {
+                Some((file, line)) => (Some(file), line),
+                None => (desc.file, desc.line),
+            }
+        })
+        .collect()
 }
 
 struct Segment {

@@ -77,3 +77,27 @@ pub fn below(tree: &ViewTree, from: usize, pred: impl Fn(&ViewNode) -> bool) -> 
 pub fn bare(name: &str) -> &str {
     name.split('(').next().unwrap_or(name).trim()
 }
+
+/// An indented text rendering of the subtree at `from` (samples, kind, label, line), down to
+/// `depth` levels, for assertion messages.
+pub fn dump(tree: &ViewTree, from: usize, depth: usize) -> String {
+    let mut out = String::new();
+    let mut stack = vec![(from, 0usize)];
+    while let Some((id, level)) = stack.pop() {
+        let n = &tree.nodes[id];
+        out.push_str(&format!(
+            "{:indent$}{} {:?} {} (line {:?}, call {:?})\n",
+            "",
+            samples(n),
+            n.kind,
+            n.name,
+            n.line,
+            n.call_line,
+            indent = level * 2
+        ));
+        if level < depth {
+            stack.extend(n.children.iter().rev().map(|&c| (c, level + 1)));
+        }
+    }
+    out
+}
