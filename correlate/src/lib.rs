@@ -41,3 +41,5 @@ pub mod enrich;
 pub mod error;
 pub mod inputs;
 pub mod projection;
+pub mod render;
+pub mod viewtree;

@@ -1,1 +1,335 @@
-fn main() {}
+//! `hpcview-rs`: read a database written by `hpcprof-rs` in a terminal (hpcviewer's top-down,
+//! callers and flat views), or export it as JSON, folded stacks for flame graphs, or annotated
+//! source. All computation lives in the `correlate` library; this file parses arguments, picks
+//! the renderer, and turns failures into one-line errors with exit codes scripts can trust.
+
+use std::fs;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context};
+use clap::{Parser, ValueEnum};
+use correlate::database::{Database, Selection};
+use correlate::render::{folded, json, source, text};
+use correlate::viewtree::{ViewKind, ViewTree};
+
+const EXAMPLES: &str = "\
+Examples:
+  hpcview-rs                          top-down view of the only *.hpcdb here
+  hpcview-rs app.hpcdb --flat         costs by module, file, procedure, loop and line
+  hpcview-rs --callers --threshold 5  who calls the expensive procedures
+  hpcview-rs --depth 3 --absolute     three levels (hot path in full), with seconds
+  hpcview-rs --source app.cc:10-40    lines 10-40 of app.cc with their costs
+  hpcview-rs --json | jq '.root.children[0].name'
+  hpcview-rs --folded | inferno-flamegraph > app.svg
+
+Exit status: 0 ok, 2 bad arguments or bad database, 1 other failure (e.g. writing output).";
+
+/// Read an hpcprof-rs database: top-down (default), callers or flat view, as text, JSON or
+/// folded stacks.
+#[derive(Debug, Parser)]
+#[command(name = "hpcview-rs", version, after_help = EXAMPLES)]
+struct Args {
+    /// Database written by hpcprof-rs [default: the only *.hpcdb in the current directory]
+    database: Option<PathBuf>,
+
+    /// Flat view: module > file > procedure > loops, inlined code and lines, over all contexts
+    #[arg(long, conflicts_with = "callers")]
+    flat: bool,
+
+    /// Callers (bottom-up) view: each procedure, then the call chains that led to it
+    #[arg(long)]
+    callers: bool,
+
+    /// Print the view as JSON (the format documented in the README)
+    #[arg(long, conflicts_with_all = ["folded", "source"])]
+    json: bool,
+
+    /// Print folded stacks (`frame;frame;... samples`) for inferno-flamegraph or flamegraph.pl;
+    /// top-down view, first metric
+    #[arg(long, conflicts_with_all = ["flat", "callers", "source"])]
+    folded: bool,
+
+    /// Show source lines of FILE (optionally only LINES, `N` or `N-M`) with their costs
+    #[arg(long, value_name = "FILE[:LINES]", conflicts_with_all = ["flat", "callers"])]
+    source: Option<String>,
+
+    /// Show only this metric (repeatable; in the order given; the first one sorts) [default: all]
+    #[arg(long = "metric", value_name = "NAME")]
+    metrics: Vec<String>,
+
+    /// Only this thread's costs (OS thread id; repeatable) [default: all threads summed]
+    #[arg(long = "thread", value_name = "TID")]
+    threads: Vec<u32>,
+
+    /// Fold rows below PCT percent of the total into one "(N more)" row
+    #[arg(long, value_name = "PCT", default_value_t = 1.0)]
+    threshold: f64,
+
+    /// Show scopes at most N levels below the root (the hot path is always shown in full)
+    #[arg(long, value_name = "N")]
+    depth: Option<usize>,
+
+    /// The hot path follows the costliest child while it holds at least PCT percent of its
+    /// parent
+    #[arg(long, value_name = "PCT", default_value_t = 50.0)]
+    expand_hot: f64,
+
+    /// Also show absolute values (seconds for clocks, event counts otherwise)
+    #[arg(short, long)]
+    absolute: bool,
+
+    /// Print procedure names in full instead of shortening long C++ names
+    #[arg(long)]
+    full_names: bool,
+
+    /// When to colour the text view
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
+}
+
+/// When to use colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ColorChoice {
+    /// When stdout is a terminal and NO_COLOR is not set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// How a run failed: bad input (exit 2) or anything else (exit 1).
+enum Failure {
+    BadInput(anyhow::Error),
+    Other(anyhow::Error),
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::Other(anyhow!(e).context("writing the output"))
+    }
+}
+
+fn bad(e: impl Into<anyhow::Error>) -> Failure {
+    Failure::BadInput(e.into())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(summary) => {
+            eprintln!("hpcview-rs: {summary}");
+            ExitCode::SUCCESS
+        }
+        Err(Failure::BadInput(e)) => {
+            eprintln!("hpcview-rs: error: {e:#}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Other(e)) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(Failure::Other(e)) => {
+            eprintln!("hpcview-rs: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A reader that stopped reading (`hpcview-rs | head`) is not a failure.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Do what `args` ask; returns the summary line for stderr.
+fn run(args: &Args) -> Result<String, Failure> {
+    check_percent("--threshold", args.threshold, true)?;
+    check_percent("--expand-hot", args.expand_hot, false)?;
+    let path = database_path(args.database.as_deref()).map_err(bad)?;
+    let db = Database::read(&path).map_err(bad)?;
+    let selection = thread_selection(&db, &args.threads, &path).map_err(bad)?;
+    let metrics = metric_indices(&db, &args.metrics, &path).map_err(bad)?;
+    let kind = match (args.flat || args.source.is_some(), args.callers) {
+        (true, _) => ViewKind::Flat,
+        (_, true) => ViewKind::Callers,
+        _ => ViewKind::TopDown,
+    };
+    let mut view = ViewTree::from_database(&db, kind, &selection);
+    view.select_metrics(&metrics);
+    view.sort();
+
+    let stdout = io::stdout();
+    let colour = use_colour(args.color, &stdout);
+    let mut out = BufWriter::new(stdout.lock());
+    let what = format!("{} view of {}", kind.name(), path.display());
+    let summary = if let Some(spec) = &args.source {
+        let lines = show_source(&view, spec, args.absolute, &mut out)?;
+        format!(
+            "{lines} lines with samples in {spec} (from {})",
+            path.display()
+        )
+    } else if args.json {
+        json::render(&view, &mut out)?;
+        format!("{what}: {} scopes as JSON", view.root.count())
+    } else if args.folded {
+        let written = folded::render(&view, 0, &mut out)?;
+        format!(
+            "{what}: {} folded stacks, {} samples of {}",
+            written.stacks, written.samples, view.metrics[0].name
+        )
+    } else {
+        let opts = text::TextOptions {
+            threshold_pct: args.threshold,
+            depth: args.depth,
+            expand_hot_pct: args.expand_hot,
+            absolute: args.absolute,
+            color: colour,
+            name_width: (!args.full_names).then_some(70),
+        };
+        let shown = text::render(&view, &opts, &mut out)?;
+        let mut summary = format!("{what}: {} rows", shown.rows);
+        if shown.folded > 0 {
+            summary.push_str(&format!(
+                ", {} scopes folded below {}% (--threshold 0 shows all)",
+                shown.folded, args.threshold
+            ));
+        }
+        summary
+    };
+    out.flush()?;
+    Ok(summary)
+}
+
+fn check_percent(flag: &str, value: f64, zero_ok: bool) -> Result<(), Failure> {
+    let low_ok = if zero_ok { value >= 0.0 } else { value > 0.0 };
+    if low_ok && value <= 100.0 {
+        Ok(())
+    } else {
+        Err(bad(anyhow!(
+            "{flag} {value}: expected a percentage in (0, 100]"
+        )))
+    }
+}
+
+/// The database to open: the one given, or the only `*.hpcdb` file in the current directory.
+fn database_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.to_path_buf());
+    }
+    let mut found: Vec<PathBuf> = fs::read_dir(".")
+        .context("listing the current directory")?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "hpcdb") && p.is_file())
+        .collect();
+    found.sort();
+    match found.len() {
+        0 => bail!("no *.hpcdb database in the current directory; name one (hpcprof-rs writes it)"),
+        1 => {
+            let p = found.remove(0);
+            eprintln!("hpcview-rs: opened {}", p.display());
+            Ok(p)
+        }
+        _ => bail!(
+            "several databases in the current directory ({}); name one",
+            list(found.iter().map(|p| p.display().to_string()))
+        ),
+    }
+}
+
+/// The threads `--thread` selects (all when none is given).
+fn thread_selection(db: &Database, tids: &[u32], path: &Path) -> anyhow::Result<Selection> {
+    if tids.is_empty() {
+        return Ok(Selection::All);
+    }
+    let mut chosen = Vec::new();
+    for &tid in tids {
+        let found = db.threads_with_tid(tid);
+        if found.is_empty() {
+            let known = db.threads.iter().map(|t| format!("{} ({})", t.tid, t.comm));
+            bail!(
+                "{}: no thread {tid}; threads: {}",
+                path.display(),
+                list(known)
+            );
+        }
+        chosen.extend(found);
+    }
+    Ok(Selection::Threads(chosen))
+}
+
+/// Indices of the metrics `--metric` names, in that order (all metrics when none is given).
+fn metric_indices(db: &Database, names: &[String], path: &Path) -> anyhow::Result<Vec<usize>> {
+    if names.is_empty() {
+        return Ok((0..db.metrics.len()).collect());
+    }
+    names
+        .iter()
+        .map(|name| {
+            db.metrics
+                .iter()
+                .position(|m| &m.name == name)
+                .ok_or_else(|| {
+                    let known = db.metrics.iter().map(|m| m.name.clone());
+                    anyhow!(
+                        "{}: no metric '{name}'; metrics: {}",
+                        path.display(),
+                        list(known)
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Print the `--source` view; returns the number of lines with samples.
+fn show_source(
+    view: &ViewTree,
+    spec: &str,
+    absolute: bool,
+    out: &mut dyn Write,
+) -> Result<usize, Failure> {
+    let (file, range) = source::parse_spec(spec).map_err(bad)?;
+    let costs = source::file_costs(view, &file).map_err(bad)?;
+    // The file as named on the command line, else where the profile says it was compiled from.
+    let text = [Path::new(&file), Path::new(&costs.path)]
+        .iter()
+        .find_map(|p| fs::read_to_string(p).ok());
+    if text.is_none() {
+        eprintln!(
+            "hpcview-rs: cannot read {} (nor {file}); showing costs only",
+            costs.path
+        );
+    }
+    source::render(&costs, &view.metrics, text.as_deref(), range, absolute, out)?;
+    Ok(costs.lines.len())
+}
+
+/// Colour only on a terminal, unless asked otherwise; `NO_COLOR` and `TERM=dumb` turn it off.
+fn use_colour(choice: ColorChoice, stdout: &io::Stdout) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            stdout.is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && std::env::var("TERM").map_or(true, |t| t != "dumb")
+        }
+    }
+}
+
+/// At most ten items joined by `, `, then how many more.
+fn list(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    let shown = items
+        .iter()
+        .take(10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    match items.len() {
+        0 => "none".to_string(),
+        n if n > 10 => format!("{shown}, ... ({} more)", n - 10),
+        _ => shown,
+    }
+}

@@ -1,0 +1,342 @@
+//! The `--source FILE[:LINES]` output: source lines with their costs beside them.
+//!
+//! Costs come from the statements of a view (the flat view sums every calling context): a line's
+//! exclusive cost is what was sampled on that line itself, its inclusive cost adds the calls made
+//! from it. Without `LINES` the lines the profile touched are printed, with `...` between
+//! non-adjacent ones; with `LINES` (`N` or `N-M`) every line of that range is printed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, Write};
+use std::path::{Component, Path};
+
+use super::text::{heading, metric_columns};
+use crate::viewtree::{MetricInfo, NodeKind, ViewNode, ViewTree};
+
+/// Why `--source` cannot be answered.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The `LINES` part is not `N` or `N-M` with `1 <= N <= M`.
+    #[error("bad line range '{0}': expected N or N-M, e.g. 10-40")]
+    BadRange(String),
+    /// No statement of the profile is in a file matching the request.
+    #[error("no samples in a file matching '{query}'; files with samples: {known}")]
+    NoSuchFile {
+        /// What the user asked for.
+        query: String,
+        /// The files that do have samples, comma-separated.
+        known: String,
+    },
+    /// The request matches several files.
+    #[error("'{query}' matches several files: {matches}; give more of the path")]
+    Ambiguous {
+        /// What the user asked for.
+        query: String,
+        /// The matching files, comma-separated.
+        matches: String,
+    },
+}
+
+/// An inclusive range of source lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineRange {
+    /// First line shown.
+    pub first: u32,
+    /// Last line shown.
+    pub last: u32,
+}
+
+/// Split `FILE[:LINES]` into the file and the optional line range. A `:` whose suffix is not a
+/// line range is part of the file name only if the suffix contains no digits-and-dash pattern.
+pub fn parse_spec(spec: &str) -> Result<(String, Option<LineRange>), SourceError> {
+    let Some((file, lines)) = spec.rsplit_once(':') else {
+        return Ok((spec.to_string(), None));
+    };
+    if lines.is_empty() || !lines.chars().all(|c| c.is_ascii_digit() || c == '-') {
+        return Ok((spec.to_string(), None));
+    }
+    let bad = || SourceError::BadRange(lines.to_string());
+    let (first, last) = match lines.split_once('-') {
+        Some((a, b)) => (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?),
+        None => {
+            let n = lines.parse().map_err(|_| bad())?;
+            (n, n)
+        }
+    };
+    if first == 0 || first > last {
+        return Err(bad());
+    }
+    Ok((file.to_string(), Some(LineRange { first, last })))
+}
+
+/// Inclusive and exclusive cost of one line, per metric.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineCost {
+    /// Inclusive cost per metric (the line and the calls made from it).
+    pub incl: Vec<u64>,
+    /// Exclusive cost per metric (the line itself).
+    pub excl: Vec<u64>,
+}
+
+/// The costs of the lines of one source file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileCosts {
+    /// The file's path as the profile records it.
+    pub path: String,
+    /// Costs by line number, for every line with samples.
+    pub lines: BTreeMap<u32, LineCost>,
+}
+
+/// The per-line costs of the one file of `view` that matches `query` (see [`path_matches`]).
+pub fn file_costs(view: &ViewTree, query: &str) -> Result<FileCosts, SourceError> {
+    let mut files = BTreeSet::new();
+    view.root.walk(&mut |n| {
+        if let (NodeKind::Statement, Some(f)) = (n.kind, &n.file) {
+            files.insert(f.as_str());
+        }
+    });
+    let matching: Vec<&str> = files
+        .iter()
+        .copied()
+        .filter(|f| path_matches(f, query))
+        .collect();
+    let path = match matching.as_slice() {
+        [one] => one.to_string(),
+        [] => {
+            return Err(SourceError::NoSuchFile {
+                query: query.to_string(),
+                known: files.into_iter().collect::<Vec<_>>().join(", "),
+            })
+        }
+        many => {
+            return Err(SourceError::Ambiguous {
+                query: query.to_string(),
+                matches: many.join(", "),
+            })
+        }
+    };
+    let metrics = view.metrics.len();
+    let mut lines: BTreeMap<u32, LineCost> = BTreeMap::new();
+    view.root.walk(&mut |n: &ViewNode| {
+        let (NodeKind::Statement, Some(f), Some(line)) = (n.kind, &n.file, n.line) else {
+            return;
+        };
+        if *f != path {
+            return;
+        }
+        let cost = lines.entry(line).or_insert_with(|| LineCost {
+            incl: vec![0; metrics],
+            excl: vec![0; metrics],
+        });
+        for m in 0..metrics {
+            cost.incl[m] += n.incl[m];
+            cost.excl[m] += n.excl[m];
+        }
+    });
+    Ok(FileCosts { path, lines })
+}
+
+/// Whether the recorded path `recorded` names the file the user asked for as `query`: the
+/// shorter of the two, as path components (ignoring `.`), is a suffix of the longer. So
+/// `stlmap.cc`, `fixtures/stlmap.cc` and `/abs/tests/fixtures/stlmap.cc` all match
+/// `/abs/tests/fixtures/stlmap.cc`.
+pub fn path_matches(recorded: &str, query: &str) -> bool {
+    let parts = |p: &str| -> Vec<String> {
+        Path::new(p)
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (a, b) = (parts(recorded), parts(query));
+    let (short, long) = if a.len() <= b.len() {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    !short.is_empty() && long.ends_with(short)
+}
+
+/// Print `costs` beside the lines of `source` (the file's text, if it could be read).
+pub fn render(
+    costs: &FileCosts,
+    metrics: &[MetricInfo],
+    source: Option<&str>,
+    range: Option<LineRange>,
+    absolute: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let text: Vec<&str> = source.map(|s| s.lines().collect()).unwrap_or_default();
+    let shown: Vec<u32> = match range {
+        Some(r) => (r.first..=r.last).collect(),
+        None => costs.lines.keys().copied().collect(),
+    };
+    writeln!(out, "{}", costs.path)?;
+    if source.is_none() {
+        writeln!(out, "(source text not found; showing costs only)")?;
+    }
+    let [names, columns] = heading(metrics, absolute, " line  source");
+    writeln!(out, "{names}\n{columns}")?;
+    let zeros = vec![0; metrics.len()];
+    let mut previous: Option<u32> = None;
+    for line in shown {
+        if range.is_some() && line as usize > text.len() && source.is_some() {
+            break;
+        }
+        if previous.is_some_and(|p| line > p + 1) {
+            writeln!(
+                out,
+                "{:>width$}",
+                "...",
+                width = 4 + columns_width(metrics, absolute)
+            )?;
+        }
+        previous = Some(line);
+        let (incl, excl) = costs
+            .lines
+            .get(&line)
+            .map_or((&zeros, &zeros), |c| (&c.incl, &c.excl));
+        let cols = if costs.lines.contains_key(&line) {
+            metric_columns(metrics, incl, excl, absolute)
+        } else {
+            " ".repeat(columns_width(metrics, absolute))
+        };
+        let src = text.get(line as usize - 1).copied().unwrap_or("");
+        let row = format!("{cols}  {line:>5}  {src}");
+        writeln!(out, "{}", row.trim_end())?;
+    }
+    Ok(())
+}
+
+fn columns_width(metrics: &[MetricInfo], absolute: bool) -> usize {
+    metric_columns(
+        metrics,
+        &vec![0; metrics.len()],
+        &vec![1; metrics.len()],
+        absolute,
+    )
+    .chars()
+    .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::viewtree::ViewKind;
+
+    #[test]
+    fn specs_split_file_and_lines() {
+        assert_eq!(parse_spec("a.c").unwrap(), ("a.c".into(), None));
+        let (f, r) = parse_spec("src/a.c:10-20").unwrap();
+        assert_eq!(
+            (f.as_str(), r),
+            (
+                "src/a.c",
+                Some(LineRange {
+                    first: 10,
+                    last: 20
+                })
+            )
+        );
+        assert_eq!(
+            parse_spec("a.c:7").unwrap().1,
+            Some(LineRange { first: 7, last: 7 })
+        );
+        assert!(matches!(
+            parse_spec("a.c:20-10"),
+            Err(SourceError::BadRange(_))
+        ));
+        assert!(matches!(
+            parse_spec("a.c:1-2-3"),
+            Err(SourceError::BadRange(_))
+        ));
+    }
+
+    #[test]
+    fn paths_match_by_trailing_components() {
+        let rec = "/work/tests/fixtures/stlmap.cc";
+        assert!(path_matches(rec, "stlmap.cc"));
+        assert!(path_matches(rec, "./fixtures/stlmap.cc"));
+        assert!(path_matches(rec, "/work/tests/fixtures/stlmap.cc"));
+        assert!(!path_matches(rec, "map.cc"));
+        assert!(!path_matches(rec, "other/stlmap.cc"));
+        assert!(path_matches("stlmap.cc", "/x/y/stlmap.cc"));
+    }
+
+    fn statement(file: &str, line: u32, incl: u64, excl: u64) -> ViewNode {
+        let mut n = ViewNode::new(NodeKind::Statement, "", 1);
+        n.file = Some(file.into());
+        n.line = Some(line);
+        n.incl[0] = incl;
+        n.excl[0] = excl;
+        n
+    }
+
+    fn view() -> ViewTree {
+        let mut root = ViewNode::new(NodeKind::Root, "<program root>", 1);
+        root.incl[0] = 100;
+        let mut f = ViewNode::new(NodeKind::Procedure, "f", 1);
+        f.children = vec![
+            statement("/s/a.c", 3, 60, 10),
+            statement("/s/a.c", 5, 30, 30),
+            statement("/s/b.c", 5, 5, 5),
+        ];
+        let mut g = ViewNode::new(NodeKind::Inlined, "g", 1);
+        g.children = vec![statement("/s/a.c", 3, 5, 5)];
+        root.children = vec![f, g];
+        ViewTree {
+            metrics: vec![MetricInfo {
+                name: "cpu-clock".into(),
+                unit: "ns".into(),
+                period: Some(1),
+                total: 100,
+                samples: 100,
+            }],
+            view: ViewKind::Flat,
+            root,
+        }
+    }
+
+    #[test]
+    fn line_costs_sum_over_scopes_of_one_file() {
+        let costs = file_costs(&view(), "a.c").unwrap();
+        assert_eq!(costs.path, "/s/a.c");
+        assert_eq!(costs.lines[&3].incl, [65]);
+        assert_eq!(costs.lines[&3].excl, [15]);
+        assert_eq!(costs.lines[&5].excl, [30]);
+        assert!(matches!(
+            file_costs(&view(), "c.c"),
+            Err(SourceError::NoSuchFile { known, .. }) if known == "/s/a.c, /s/b.c"
+        ));
+    }
+
+    #[test]
+    fn rendering_puts_costs_beside_the_source() {
+        let v = view();
+        let costs = file_costs(&v, "a.c").unwrap();
+        let src = "int x;\nvoid f() {\n  g();\n  int y;\n  y++;\n}\n";
+        let mut out = Vec::new();
+        render(&costs, &v.metrics, Some(src), None, false, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let rows: Vec<&str> = text.lines().skip(3).collect();
+        assert!(
+            rows[0].contains("65.0%") && rows[0].ends_with("3    g();"),
+            "{text}"
+        );
+        assert!(rows[1].trim() == "...", "{text}");
+        assert!(
+            rows[2].contains("30.0%") && rows[2].ends_with("5    y++;"),
+            "{text}"
+        );
+        let mut out = Vec::new();
+        let range = Some(LineRange { first: 2, last: 4 });
+        render(&costs, &v.metrics, Some(src), range, false, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().count(), 3 + 3, "{text}");
+        assert!(
+            text.lines().nth(3).unwrap().trim() == "2  void f() {",
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,251 @@
+//! The whole pipeline on real programs: fixtures compiled at -O2 -g without frame pointers,
+//! measured by `hpcrun-rs`, correlated by `hpcprof-rs`, read back with `hpcview-rs` in all three
+//! views and all output formats. The programs have known cost splits (2:1 between two callers,
+//! 3:1:2 between three threads) and known structure (the STL map program's loops and inlined
+//! frames); sampling noise is allowed for with tolerances, never with retries.
+
+mod correlate_view_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use correlate::database::{Database, Selection};
+use correlate::viewtree::{ViewKind, ViewTree};
+use correlate_view_support::{
+    check_consistency, check_schema, folded_lines, inferno_svg, run_view, ViewRun,
+};
+use hpctoolkit_tests::{compile, run_ok, scratch_dir, tool};
+use serde_json::Value;
+
+/// Sampling rate: high enough for a few hundred samples per tenth of a second of CPU time.
+const EVENT: &str = "cpu-clock@f4000";
+
+/// Compile `source`, measure it with `args`, correlate: returns the scratch directory and the
+/// database.
+fn pipeline(test: &str, source: &str, extra_flags: &[&str], args: &[&str]) -> (PathBuf, PathBuf) {
+    let dir = scratch_dir(test);
+    let mut flags = vec!["-O2", "-g", "-fomit-frame-pointer"];
+    flags.extend_from_slice(extra_flags);
+    let exe = compile(source, &dir, "app", &flags);
+    let profile = dir.join("app.db");
+    run_ok(
+        Command::new(tool("hpcrun-rs"))
+            .args(["-q", "-e", EVENT, "-o"])
+            .arg(&profile)
+            .arg(&exe)
+            .args(args),
+    );
+    let db = dir.join("app.hpcdb");
+    run_ok(
+        Command::new(tool("hpcprof-rs"))
+            .arg("--no-cache")
+            .arg(&profile)
+            .arg("-o")
+            .arg(&db),
+    );
+    (dir, db)
+}
+
+fn view(db: &Path, args: &[&str]) -> ViewRun {
+    run_view(&tool("hpcview-rs"), db, args)
+}
+
+/// `a / b` is within `tolerance` (relative) of `expected`.
+fn ratio_near(a: u64, b: u64, expected: f64, tolerance: f64) -> bool {
+    b > 0 && ((a as f64 / b as f64) / expected - 1.0).abs() <= tolerance
+}
+
+fn children(node: &Value) -> &Vec<Value> {
+    node["children"].as_array().expect("children")
+}
+
+/// Depth-first search for the first node satisfying `pred`.
+fn find<'a>(node: &'a Value, pred: &dyn Fn(&Value) -> bool) -> Option<&'a Value> {
+    if pred(node) {
+        return Some(node);
+    }
+    children(node).iter().find_map(|c| find(c, pred))
+}
+
+fn incl(node: &Value) -> u64 {
+    node["incl"][0].as_u64().expect("incl")
+}
+
+/// Every view of `db` keeps the consistency rules, and its JSON keeps the contract.
+fn check_all_views(db_path: &Path) {
+    let db = Database::read(db_path).expect("read database");
+    for kind in [ViewKind::TopDown, ViewKind::Callers, ViewKind::Flat] {
+        check_consistency(&ViewTree::from_database(&db, kind, &Selection::All));
+    }
+    for (args, kind) in [
+        (&["--json"][..], "top-down"),
+        (&["--json", "--callers"][..], "callers"),
+        (&["--json", "--flat"][..], "flat"),
+    ] {
+        check_schema(&view(db_path, args).json(), kind);
+    }
+}
+
+/// Folded output is well formed, sums to the samples, and inferno renders it.
+fn check_folded(dir: &Path, db: &Path) -> Vec<(String, u64)> {
+    let out = view(db, &["--folded"]);
+    let lines = folded_lines(&out.stdout);
+    let json = view(db, &["--json"]).json();
+    let samples = json["metrics"][0]["samples"].as_u64().unwrap();
+    assert_eq!(lines.iter().map(|(_, c)| c).sum::<u64>(), samples);
+    inferno_svg(&out.stdout, &dir.join("app.svg"));
+    lines
+}
+
+#[test]
+fn two_callers_split_two_to_one() {
+    let (dir, db) = pipeline("view_pipe_callers", "view_callers.c", &[], &["30000000"]);
+    check_all_views(&db);
+
+    // Callers view: work is called from from_a (line 17) and from_b (line 22), 2:1.
+    let json = view(&db, &["--callers", "--json"]).json();
+    let work = children(&json["root"])
+        .iter()
+        .find(|n| n["name"] == "work")
+        .expect("work is a top-level procedure");
+    let by_caller = |name: &str| {
+        children(work)
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("{name} calls work: {work}"))
+    };
+    let (a, b) = (by_caller("from_a"), by_caller("from_b"));
+    assert_eq!(
+        (a["call_line"].as_u64(), b["call_line"].as_u64()),
+        (Some(17), Some(22))
+    );
+    assert!(
+        ratio_near(incl(a), incl(b), 2.0, 0.2),
+        "2:1 split: {} vs {}",
+        incl(a),
+        incl(b)
+    );
+
+    // Top-down text: main's loop, then from_a above from_b, each calling work with its loop.
+    let text = view(&db, &["--threshold", "0"]);
+    let labels: Vec<String> = text.rows().into_iter().map(|(_, l)| l).collect();
+    let pos = |label: &str| {
+        labels
+            .iter()
+            .position(|l| l == label)
+            .unwrap_or_else(|| panic!("no row {label:?}:\n{}", text.stdout))
+    };
+    let main_loop = pos("loop at view_callers.c: 28");
+    let main = labels
+        .iter()
+        .position(|l| l == "main" || l.starts_with("main  ("));
+    assert!(main.is_some_and(|m| m < main_loop), "{}", text.stdout);
+    let (from_a, from_b) = (
+        pos("from_a  (view_callers.c: 29)"),
+        pos("from_b  (view_callers.c: 30)"),
+    );
+    assert!(main_loop < from_a && from_a < from_b, "{}", text.stdout);
+    assert!(labels[from_a..from_b]
+        .iter()
+        .any(|l| l == "work  (view_callers.c: 17)"));
+    assert!(labels[from_a..from_b]
+        .iter()
+        .any(|l| l == "loop at view_callers.c: 11"));
+
+    // Flat view: work's file and the loop inside it.
+    let flat = view(&db, &["--flat", "--json"]).json();
+    let lp = find(&flat["root"], &|n| n["kind"] == "loop" && n["line"] == 11).expect("loop");
+    assert!(lp["file"].as_str().unwrap().ends_with("view_callers.c"));
+
+    let lines = check_folded(&dir, &db);
+    let through = |caller: &str| -> u64 {
+        lines
+            .iter()
+            .filter(|(p, _)| p.contains(&format!(";{caller};work;loop at view_callers.c: 11")))
+            .map(|(_, c)| c)
+            .sum()
+    };
+    assert!(ratio_near(through("from_a"), through("from_b"), 2.0, 0.2));
+}
+
+#[test]
+fn three_threads_split_three_one_two() {
+    let (dir, db_path) = pipeline("view_pipe_threads", "view_threads.c", &["-pthread"], &[]);
+    check_all_views(&db_path);
+    let db = Database::read(&db_path).unwrap();
+    let mut by_entry = std::collections::BTreeMap::new();
+    for t in &db.threads {
+        let json = view(&db_path, &["--json", "--thread", &t.tid.to_string()]).json();
+        let entry = ["thread_three", "thread_one", "thread_two"]
+            .into_iter()
+            .find(|name| find(&json["root"], &|n| n["name"] == *name).is_some());
+        if let Some(entry) = entry {
+            by_entry.insert(entry, json["root"]["incl"][0].as_u64().unwrap());
+        }
+    }
+    let (three, one, two) = (
+        by_entry["thread_three"],
+        by_entry["thread_one"],
+        by_entry["thread_two"],
+    );
+    assert!(ratio_near(three, one, 3.0, 0.25), "3:1 {three} vs {one}");
+    assert!(ratio_near(two, one, 2.0, 0.25), "2:1 {two} vs {one}");
+    // The text view restricted to one thread shows only that thread's entry.
+    let tid = db
+        .threads
+        .iter()
+        .map(|t| t.tid.to_string())
+        .find(|tid| {
+            view(&db_path, &["--thread", tid])
+                .stdout
+                .contains("thread_one")
+        })
+        .expect("a thread running thread_one");
+    let text = view(&db_path, &["--thread", &tid, "--threshold", "0"]).stdout;
+    assert!(
+        !text.contains("thread_three") && !text.contains("thread_two"),
+        "{text}"
+    );
+    check_folded(&dir, &db_path);
+}
+
+#[test]
+fn stl_map_loops_and_inlined_frames() {
+    let (dir, db) = pipeline("view_pipe_stlmap", "stlmap.cc", &[], &["400000"]);
+    check_all_views(&db);
+    let text = view(&db, &[]);
+    let labels: Vec<String> = text.rows().into_iter().map(|(_, l)| l).collect();
+    // Both insertion loops of main, the second (8x the iterations) above the first.
+    let second = labels.iter().position(|l| l == "loop at stlmap.cc: 18");
+    let first = labels.iter().position(|l| l == "loop at stlmap.cc: 16");
+    assert!(second.is_some(), "second loop shown:\n{}", text.stdout);
+    if let (Some(s), Some(f)) = (second, first) {
+        assert!(s < f, "{}", text.stdout);
+    }
+    // Mp::add inlined into the loop body, called at line 19.
+    assert!(
+        labels
+            .iter()
+            .any(|l| l.starts_with("[I] Mp::add") && l.ends_with("(stlmap.cc: 19)")),
+        "{}",
+        text.stdout
+    );
+    let json = view(&db, &["--json"]).json();
+    let lp = find(&json["root"], &|n| n["kind"] == "loop" && n["line"] == 18).unwrap();
+    let add = find(lp, &|n| {
+        n["kind"] == "inlined" && n["name"].as_str().unwrap().contains("Mp::add")
+    })
+    .expect("inlined Mp::add under the loop");
+    assert_eq!(add["call_line"], 19);
+    assert!(
+        incl(lp) * 2 > incl(&json["root"]),
+        "the second loop is most of the time"
+    );
+    let lines = check_folded(&dir, &db);
+    assert!(
+        lines
+            .iter()
+            .any(|(p, _)| p.contains(";loop at stlmap.cc: 18;") && p.contains("_[i]")),
+        "loops and inlined frames in the folded stacks"
+    );
+}

@@ -1,0 +1,276 @@
+//! Shared checks for the `hpcview-rs` tests: running the tool, reading its text rows, the JSON
+//! contract, view consistency, folded-stack format and flame-graph rendering.
+
+#![allow(dead_code)] // each test file uses a different subset
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use correlate::viewtree::{NodeKind, ViewKind, ViewNode, ViewTree};
+use serde_json::Value;
+
+/// One `hpcview-rs` run.
+pub struct ViewRun {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Run `hpcview` on `db` with `args`; it must succeed.
+pub fn run_view(hpcview: &Path, db: &Path, args: &[&str]) -> ViewRun {
+    let out = Command::new(hpcview)
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("run hpcview-rs");
+    let run = ViewRun {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        out.status.success(),
+        "hpcview-rs {args:?} failed: {}",
+        run.stderr
+    );
+    run
+}
+
+impl ViewRun {
+    /// The text view's rows as (depth, label), read from the indentation under the `scope`
+    /// heading.
+    pub fn rows(&self) -> Vec<(usize, String)> {
+        let mut lines = self.stdout.lines();
+        let start = lines
+            .by_ref()
+            .find_map(|l| l.find("  scope").map(|i| i + 2))
+            .expect("a heading with `scope`");
+        lines
+            .filter(|l| l.len() > start)
+            .map(|l| {
+                let label = &l[start..];
+                let trimmed = label.trim_start();
+                ((label.len() - trimmed.len()) / 2, trimmed.to_string())
+            })
+            .collect()
+    }
+
+    /// The first text row whose label is exactly `label`.
+    pub fn row(&self, label: &str) -> Option<String> {
+        let rows = self.rows();
+        let i = rows.iter().position(|(_, l)| l == label)?;
+        self.stdout
+            .lines()
+            .filter(|l| l.trim_end().ends_with(label))
+            .nth(rows[..i].iter().filter(|(_, l)| l.ends_with(label)).count())
+            .map(str::to_string)
+    }
+
+    /// stdout parsed as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).expect("hpcview-rs --json prints JSON")
+    }
+}
+
+const KINDS: &[&str] = &[
+    "root",
+    "procedure",
+    "inlined",
+    "loop",
+    "statement",
+    "module",
+    "file",
+    "unknown",
+];
+const FIELDS: &[&str] = &[
+    "kind",
+    "name",
+    "incl",
+    "excl",
+    "children",
+    "module",
+    "file",
+    "line",
+    "end_line",
+    "call_file",
+    "call_line",
+];
+
+/// Check the `--json` contract of DESIGN.md: top-level `metrics`, `view`, `root`; every node with
+/// a known `kind`, a `name`, `incl`/`excl` arrays of one integer per metric, `children` sorted by
+/// inclusive cost, optional location fields of the right types, and nothing else.
+pub fn check_schema(json: &Value, view: &str) {
+    assert_eq!(json["view"], view);
+    let metrics = json["metrics"].as_array().expect("metrics array");
+    assert!(!metrics.is_empty());
+    for m in metrics {
+        assert!(m["name"].is_string() && m["unit"].is_string(), "{m}");
+        assert!(m["period"].is_u64() || m["period"].is_null(), "{m}");
+        assert!(m["total"].is_u64() && m["samples"].is_u64(), "{m}");
+    }
+    assert_eq!(json["root"]["kind"], "root");
+    check_node(&json["root"], metrics.len());
+}
+
+fn check_node(node: &Value, metrics: usize) {
+    let obj = node.as_object().expect("node is an object");
+    for key in obj.keys() {
+        assert!(
+            FIELDS.contains(&key.as_str()),
+            "unexpected field {key} in {node}"
+        );
+    }
+    assert!(
+        KINDS.contains(&node["kind"].as_str().expect("kind")),
+        "{node}"
+    );
+    assert!(node["name"].is_string());
+    for key in ["incl", "excl"] {
+        let arr = node[key].as_array().expect("incl/excl arrays");
+        assert_eq!(arr.len(), metrics);
+        assert!(arr.iter().all(Value::is_u64), "{node}");
+    }
+    for key in ["module", "file", "call_file"] {
+        assert!(
+            node.get(key).is_none_or(Value::is_string),
+            "{key} in {node}"
+        );
+    }
+    for key in ["line", "end_line", "call_line"] {
+        assert!(node.get(key).is_none_or(Value::is_u64), "{key} in {node}");
+    }
+    let children = node["children"].as_array().expect("children array");
+    let incl: Vec<u64> = children
+        .iter()
+        .map(|c| c["incl"][0].as_u64().unwrap())
+        .collect();
+    assert!(
+        incl.windows(2).all(|w| w[0] >= w[1]),
+        "children sorted by inclusive cost: {incl:?}"
+    );
+    for child in children {
+        check_node(child, metrics);
+    }
+}
+
+/// The consistency rules every view must keep, for every metric:
+/// top-down: a node's inclusive = what was sampled at it + its children's inclusive, and the
+/// root's inclusive = the metric total; flat: the modules' totals (the cost of their code, i.e.
+/// their exclusive values; inclusive values overlap when modules call each other, as `_start`
+/// in the executable calls libc, which calls `main`) sum to the total;
+/// callers: the top-level exclusive values sum to the total. In all views exclusive <= inclusive.
+///
+/// In the callers view an inlined function is a top-level entry of its own *and*, by DESIGN.md's
+/// definition, part of its host procedure's exclusive cost; so the sum runs over the procedure
+/// entries (procedures, unknown procedures, the kernel), and each inlined entry must fit within
+/// the total.
+pub fn check_consistency(view: &ViewTree) {
+    for (m, metric) in view.metrics.iter().enumerate() {
+        assert_eq!(view.root.incl[m], metric.total, "root inclusive = total");
+        view.root.walk(&mut |n: &ViewNode| {
+            assert!(
+                n.excl[m] <= n.incl[m],
+                "{} view: excl {} > incl {} at {} {}",
+                view.view.name(),
+                n.excl[m],
+                n.incl[m],
+                serde_json::to_value(n.kind).unwrap(),
+                n.name
+            );
+        });
+        let top = &view.root.children;
+        match view.view {
+            ViewKind::TopDown => check_top_down(&view.root, m),
+            ViewKind::Flat => {
+                assert!(top.iter().all(|c| c.kind == NodeKind::Module));
+                let sum: u64 = top.iter().map(|c| c.excl[m]).sum();
+                assert_eq!(sum, metric.total, "flat: module totals sum to the total");
+                assert!(top.iter().all(|c| c.incl[m] <= metric.total));
+            }
+            ViewKind::Callers => {
+                let (inlined, procedures): (Vec<&ViewNode>, Vec<&ViewNode>) =
+                    top.iter().partition(|c| c.kind == NodeKind::Inlined);
+                let sum: u64 = procedures.iter().map(|c| c.excl[m]).sum();
+                assert_eq!(
+                    sum, metric.total,
+                    "callers: top-level exclusive sums to the total"
+                );
+                assert!(inlined.iter().all(|c| c.excl[m] <= metric.total));
+            }
+        }
+    }
+}
+
+fn check_top_down(node: &ViewNode, m: usize) {
+    let own = node.own.get(m).map_or(0, |o| o.value);
+    assert_eq!(
+        node.incl[m],
+        own + node.children_inclusive(m),
+        "top-down: inclusive = own + children at {}",
+        node.name
+    );
+    for child in &node.children {
+        check_top_down(child, m);
+    }
+}
+
+/// Parse folded-stack output, checking every line's form: non-empty frames joined by `;`, one
+/// space, a positive integer count; no path twice.
+pub fn folded_lines(text: &str) -> Vec<(String, u64)> {
+    let mut seen = std::collections::HashSet::new();
+    text.lines()
+        .map(|line| {
+            let (path, count) = line.rsplit_once(' ').expect("`path count`");
+            let count: u64 = count
+                .parse()
+                .unwrap_or_else(|_| panic!("count in {line:?}"));
+            assert!(count > 0, "{line}");
+            assert!(
+                path.split(';').all(|f| !f.is_empty() && f.trim() == f),
+                "frames in {line:?}"
+            );
+            assert!(seen.insert(path.to_string()), "path twice: {path}");
+            (path.to_string(), count)
+        })
+        .collect()
+}
+
+/// The `inferno-flamegraph` binary: on PATH or in `~/.cargo/bin` (CI installs it with
+/// `cargo install inferno`).
+pub fn inferno() -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let home = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo/bin"));
+    on_path
+        .into_iter()
+        .chain(home)
+        .map(|d| d.join("inferno-flamegraph"))
+        .find(|p| p.is_file())
+        .expect("inferno-flamegraph not found: install it with `cargo install inferno`")
+}
+
+/// Render `folded` with inferno-flamegraph into `svg`; returns the SVG text.
+pub fn inferno_svg(folded: &str, svg: &Path) -> String {
+    let mut child = Command::new(inferno())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start inferno-flamegraph");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(folded.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "inferno-flamegraph failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(svg, &out.stdout).unwrap();
+    let text = String::from_utf8(out.stdout).expect("SVG is UTF-8");
+    assert!(text.contains("<svg"), "inferno wrote an SVG");
+    text
+}
