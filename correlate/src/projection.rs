@@ -190,17 +190,18 @@ pub fn callers(db: &Database, selection: &Selection) -> ViewTree {
         if !node.kind.is_frame() || is_zero(&m.incl[id]) {
             continue;
         }
-        let top = b.child(
-            0,
-            procedure_key(db, id as NodeId, node.kind),
-            id as NodeId,
-            None,
-        );
+        let key = procedure_key(db, id as NodeId, node.kind);
         if !outermost[id] {
-            // A nested recursive instance: its exclusive cost is new, its inclusive is not.
-            add_costs(&mut b.tree.nodes[top].excl, &m.excl[id]);
+            // A nested recursive instance: its inclusive cost is already counted; its exclusive
+            // cost is new unless it is inlined into an instance of itself within one activation
+            // (then that instance's exclusive already holds it).
+            if !inlined_into_itself(db, &frames, id as NodeId, &key) {
+                let top = b.child(0, key, id as NodeId, None);
+                add_costs(&mut b.tree.nodes[top].excl, &m.excl[id]);
+            }
             continue;
         }
+        let top = b.child(0, key, id as NodeId, None);
         b.add(top, id);
         let (mut callee, mut at) = (id as NodeId, top);
         while let Some(caller) = frames[callee as usize] {
@@ -340,6 +341,27 @@ fn frame_parents(db: &Database) -> Vec<Option<NodeId>> {
         };
     }
     out
+}
+
+/// Whether frame `id` lies, without an intervening call, inside a frame with the same key (a
+/// function inlined into itself, as recursive templates are).
+fn inlined_into_itself(
+    db: &Database,
+    frames: &[Option<NodeId>],
+    id: NodeId,
+    key: &ViewKey,
+) -> bool {
+    let mut at = id;
+    while !db.nodes[at as usize].kind.is_activation() {
+        let Some(parent) = frames[at as usize] else {
+            return false;
+        };
+        if procedure_key(db, parent, db.nodes[parent as usize].kind) == *key {
+            return true;
+        }
+        at = parent;
+    }
+    false
 }
 
 /// The call site (file, line) in the caller leading to frame `id`.
