@@ -168,6 +168,15 @@ impl Ended {
     }
 }
 
+/// A descriptor that becomes readable when process `pid` exits (`pidfd_open`, Linux 5.3+);
+/// `None` where the kernel lacks it (the caller then notices the exit at its next timeout).
+pub fn exit_fd(pid: Pid) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    // SAFETY: a non-negative result is a descriptor we now own.
+    (fd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) })
+}
+
 /// Whether the child has ended (without blocking).
 pub fn poll_child(pid: Pid) -> Option<Ended> {
     match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {

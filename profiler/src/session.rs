@@ -424,6 +424,8 @@ fn record_loop(
         open.fds().for_each(|fd| perf::set_enabled(fd, true));
     }
     let mut hung = vec![false; open.rings.len()];
+    // Readable when the child exits, so the end of the run is noticed at once.
+    let exit_fd = child.and_then(launch::exit_fd);
     let ended = loop {
         {
             let mut fds: Vec<PollFd> = vec![PollFd::new(signals.fd().as_fd(), PollFlags::POLLIN)];
@@ -431,6 +433,11 @@ fn record_loop(
             fds.extend(
                 live.iter()
                     .map(|&i| PollFd::new(open.rings[i].fd().as_fd(), PollFlags::POLLIN)),
+            );
+            fds.extend(
+                exit_fd
+                    .iter()
+                    .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
             );
             let _ = poll(&mut fds, PollTimeout::from(50u8));
             for (k, &i) in live.iter().enumerate() {
