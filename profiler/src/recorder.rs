@@ -8,8 +8,8 @@
 use framehop::x86_64::CacheX86_64;
 use fxhash::FxHashMap;
 use linux_perf_event_reader::{
-    CommOrExecRecord, CpuMode, EventRecord, ForkOrExitRecord, Mmap2Record, MmapRecord,
-    RawEventRecord, RecordParseInfo, RecordType, SampleRecord,
+    CommOrExecRecord, CpuMode, EventRecord, ForkOrExitRecord, Mmap2Record, RawEventRecord,
+    RecordParseInfo, RecordType, SampleRecord,
 };
 
 use crate::addr::Avma;
@@ -141,7 +141,6 @@ impl Recorder {
         match self.raw(rec, event).parse() {
             Ok(EventRecord::Sample(s)) => self.sample(&s, event),
             Ok(EventRecord::Mmap2(m)) => self.mmap2(&m),
-            Ok(EventRecord::Mmap(m)) => self.mmap(&m),
             Ok(EventRecord::Comm(c)) => self.comm(&c),
             Ok(EventRecord::Fork(f)) => self.fork(&f),
             Ok(EventRecord::Lost(l)) => self.stats.lost += l.count,
@@ -156,22 +155,6 @@ impl Recorder {
 
     fn mmap2(&mut self, m: &Mmap2Record<'_>) {
         if m.protection & libc::PROT_EXEC as u32 == 0 {
-            return;
-        }
-        let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-        self.map(
-            m.pid as u32,
-            MapEvent {
-                start: m.address,
-                len: m.length,
-                pgoff: m.page_offset,
-                path: &path,
-            },
-        );
-    }
-
-    fn mmap(&mut self, m: &MmapRecord<'_>) {
-        if !m.is_executable {
             return;
         }
         let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
