@@ -1,8 +1,8 @@
 //! The `--source FILE[:LINES]` output: source lines with their costs beside them.
 //!
 //! Costs come from the statements of a view (the flat view sums every calling context): a line's
-//! exclusive cost is what was sampled on that line itself, its inclusive cost adds the calls made
-//! from it. Without `LINES` the lines the profile touched are printed, with `...` between
+//! exclusive cost is what was sampled on that line itself; its inclusive cost adds the calls made
+//! from it, the code inlined from it, and, on a loop's header line, the whole loop. Without `LINES` the lines the profile touched are printed, with `...` between
 //! non-adjacent ones; with `LINES` (`N` or `N-M`) every line of that range is printed.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -93,6 +93,9 @@ pub fn file_costs(view: &ViewTree, query: &str) -> Result<FileCosts, SourceError
         if let (NodeKind::Statement, Some(f)) = (n.kind, &n.file) {
             files.insert(f.as_str());
         }
+        if let (NodeKind::Inlined, Some(f)) = (n.kind, &n.call_file) {
+            files.insert(f.as_str());
+        }
     });
     let matching: Vec<&str> = files
         .iter()
@@ -114,25 +117,59 @@ pub fn file_costs(view: &ViewTree, query: &str) -> Result<FileCosts, SourceError
             })
         }
     };
-    let metrics = view.metrics.len();
     let mut lines: BTreeMap<u32, LineCost> = BTreeMap::new();
-    view.root.walk(&mut |n: &ViewNode| {
-        let (NodeKind::Statement, Some(f), Some(line)) = (n.kind, &n.file, n.line) else {
-            return;
-        };
-        if *f != path {
-            return;
-        }
+    add_line_costs(
+        &view.root,
+        &path,
+        view.metrics.len(),
+        &mut Vec::new(),
+        &mut lines,
+    );
+    Ok(FileCosts { path, lines })
+}
+
+/// The source line of `path` a node's cost belongs to: a statement's own line, a loop's header
+/// line, or the call site of code inlined from that line.
+fn line_in(n: &ViewNode, path: &str) -> Option<u32> {
+    match n.kind {
+        NodeKind::Statement | NodeKind::Loop if n.file.as_deref() == Some(path) => n.line,
+        NodeKind::Inlined if n.call_file.as_deref() == Some(path) => n.call_line,
+        _ => None,
+    }
+}
+
+/// Add the costs below `n` to the lines of `path`. A line's inclusive cost counts each subtree
+/// once: not again below a scope already counted for that line (`active`), so code inlined into
+/// itself from one line (recursive templates) is not counted once per level.
+fn add_line_costs(
+    n: &ViewNode,
+    path: &str,
+    metrics: usize,
+    active: &mut Vec<u32>,
+    lines: &mut BTreeMap<u32, LineCost>,
+) {
+    let line = line_in(n, path);
+    if let Some(line) = line {
         let cost = lines.entry(line).or_insert_with(|| LineCost {
             incl: vec![0; metrics],
             excl: vec![0; metrics],
         });
         for m in 0..metrics {
-            cost.incl[m] += n.incl[m];
-            cost.excl[m] += n.excl[m];
+            if !active.contains(&line) {
+                cost.incl[m] += n.incl[m];
+            }
+            if n.kind == NodeKind::Statement {
+                cost.excl[m] += n.excl[m];
+            }
         }
-    });
-    Ok(FileCosts { path, lines })
+        active.push(line);
+    }
+    for child in &n.children {
+        add_line_costs(child, path, metrics, active, lines);
+    }
+    if line.is_some() {
+        active.pop();
+    }
 }
 
 /// Whether the recorded path `recorded` names the file the user asked for as `query`: the
@@ -309,6 +346,31 @@ mod tests {
             file_costs(&view(), "c.c"),
             Err(SourceError::NoSuchFile { known, .. }) if known == "/s/a.c, /s/b.c"
         ));
+    }
+
+    #[test]
+    fn inlined_calls_count_on_their_call_line_once() {
+        // h, inlined from a.c:7, holds b.c code and (recursively) h inlined again from a.c:7.
+        let mut inner = ViewNode::new(NodeKind::Inlined, "h", 1);
+        inner.call_file = Some("/s/a.c".into());
+        inner.call_line = Some(7);
+        inner.incl = vec![20];
+        inner.children = vec![statement("/s/b.c", 2, 20, 20)];
+        let mut outer = ViewNode::new(NodeKind::Inlined, "h", 1);
+        outer.call_file = Some("/s/a.c".into());
+        outer.call_line = Some(7);
+        outer.incl = vec![50];
+        outer.children = vec![statement("/s/b.c", 2, 30, 30), inner];
+        let mut v = view();
+        v.root.children.push(outer);
+        let costs = file_costs(&v, "a.c").unwrap();
+        assert_eq!(
+            costs.lines[&7].incl,
+            [50],
+            "the nested h is inside the outer one"
+        );
+        assert_eq!(costs.lines[&7].excl, [0], "no code of a.c:7 itself ran");
+        assert_eq!(costs.lines[&3].incl, [65], "other lines unchanged");
     }
 
     #[test]
