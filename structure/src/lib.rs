@@ -31,6 +31,7 @@
 //! assert_eq!(tree.ancestors(s).collect::<Vec<_>>(), vec![p]);
 //! ```
 
+pub mod aliens;
 pub mod analyze;
 pub mod binary;
 pub mod cfg;
@@ -46,7 +47,9 @@ pub mod scope;
 pub mod verify;
 pub mod writer;
 
-pub use analyze::{analyze_file, Analysis, DebugSource, Options, Summary};
+pub use analyze::{
+    analyze_file, analyze_file_with, Analysis, DebugSource, Heuristics, Options, Summary,
+};
 pub use error::StructureError;
 pub use reader::{read_structure, read_structure_file};
 pub use scope::{normalize_ranges, Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};

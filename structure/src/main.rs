@@ -6,7 +6,8 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use structure::{
-    analyze_file, write_structure_file, DebugSource, Options, StructureError, Summary,
+    analyze_file_with, write_structure_file, DebugSource, Heuristics, Options, StructureError,
+    Summary,
 };
 
 /// Recover procedures, inlined code, loop nests and source lines from an optimized x86-64 ELF
@@ -15,7 +16,8 @@ use structure::{
 ///
 /// Debug information is taken from the binary, from a separate file named by .gnu_debuglink,
 /// or from /usr/lib/debug/.build-id/. Without it, procedures come from the symbol table and
-/// loops from the code, with unknown lines.
+/// loops from the code, with unknown lines. With line tables but no inline records, inlined
+/// code is inferred from procedure bounds and the line map.
 #[derive(Parser)]
 #[command(
     name = "hpcstruct-rs",
@@ -34,6 +36,11 @@ struct Cli {
     /// Skip loop recovery (procedures, inlining and lines only).
     #[arg(long)]
     no_loops: bool,
+    /// Where DWARF has no inline records (old compilers, .debug_info stripped down to the line
+    /// table), do not infer inlined code from procedure bounds and the line map: leave such
+    /// code in its host procedure.
+    #[arg(long)]
+    no_inferred_inlining: bool,
 }
 
 fn main() -> ExitCode {
@@ -68,7 +75,10 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         threads: cli.jobs.unwrap_or(0),
         loops: !cli.no_loops,
     };
-    let analysis = analyze_file(&cli.binary, &options)?;
+    let heuristics = Heuristics {
+        line_map_aliens: !cli.no_inferred_inlining,
+    };
+    let analysis = analyze_file_with(&cli.binary, &options, &heuristics)?;
     let output = cli.output.clone().unwrap_or_else(|| {
         let base = cli
             .binary
@@ -94,8 +104,18 @@ fn print_summary(
         DebugSource::Separate(p) => format!("DWARF from {}", p.display()),
         DebugSource::None => "no DWARF: symbols only, lines unknown".to_string(),
     };
+    let inferred = if s.inferred_inlined > 0 {
+        format!(" ({} inferred from the line map)", s.inferred_inlined)
+    } else {
+        String::new()
+    };
+    let unitless = if s.unitless_line_programs > 0 {
+        format!(", {} line tables without unit", s.unitless_line_programs)
+    } else {
+        String::new()
+    };
     eprintln!(
-        "hpcstruct-rs: {}: {} procedures, {} inlined instances, {} loops, {} statements ({debug}, {} units); analysis {:.2} s, writing {:.2} s -> {}",
+        "hpcstruct-rs: {}: {} procedures, {} inlined instances{inferred}, {} loops, {} statements ({debug}, {} units{unitless}); analysis {:.2} s, writing {:.2} s -> {}",
         binary.display(),
         s.procedures,
         s.inlined,
