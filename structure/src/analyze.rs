@@ -79,6 +79,9 @@ pub struct Summary {
     pub inferred_inlined: usize,
     /// Loops in the tree.
     pub loops: usize,
+    /// The loops among them that are irreducible regions (several entries), kept in the tree
+    /// as loops headed by their first entry.
+    pub irreducible_loops: Vec<IrreducibleLoop>,
     /// Statements in the tree.
     pub statements: usize,
     /// DWARF compilation units read.
@@ -91,6 +94,19 @@ pub struct Summary {
     pub skipped: Vec<String>,
     /// Wall time of the analysis.
     pub elapsed: Duration,
+}
+
+/// An irreducible loop (a cycle with several entries), as reported in the [`Summary`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IrreducibleLoop {
+    /// The procedure holding it.
+    pub procedure: String,
+    /// Its begin line's file ("" if unknown) and line (0 if unknown).
+    pub file: String,
+    /// Its begin line.
+    pub line: u32,
+    /// Addresses where control enters it, header first (at least two).
+    pub entries: Vec<u64>,
 }
 
 /// The result of analysing one binary.
@@ -190,11 +206,13 @@ fn analyze_in_pool(
         skipped.extend(b.note.clone());
     }
     let inferred_inlined = assembler.inferred;
+    let irreducible_loops = std::mem::take(&mut assembler.irreducible);
     let mut tree = assembler.tree;
     tree.finish();
     let mut summary = summarize(&tree, info.units, debug_source, skipped, start.elapsed());
     summary.inferred_inlined = inferred_inlined;
     summary.unitless_line_programs = info.unitless_programs;
+    summary.irreducible_loops = irreducible_loops;
     Ok(Analysis { tree, summary })
 }
 
@@ -221,6 +239,7 @@ fn summarize(
         inlined: count(&|s| s.is_alien()),
         inferred_inlined: 0,
         loops: count(&|s| s.kind == ScopeKind::Loop),
+        irreducible_loops: Vec::new(),
         statements: count(&|s| s.kind == ScopeKind::Statement),
         units,
         unitless_line_programs: 0,
@@ -527,6 +546,8 @@ struct Assembler<'a> {
     unknown_file: FileId,
     /// Alien scopes added from inferred inlined calls.
     inferred: usize,
+    /// Irreducible loops added.
+    irreducible: Vec<IrreducibleLoop>,
 }
 
 impl<'a> Assembler<'a> {
@@ -541,6 +562,7 @@ impl<'a> Assembler<'a> {
             file_scopes: HashMap::new(),
             unknown_file,
             inferred: 0,
+            irreducible: Vec::new(),
         }
     }
 
@@ -583,7 +605,7 @@ impl<'a> Assembler<'a> {
         let id = self.tree.add(parent, scope);
         let calls = built.calls(plan);
         let before = self.tree.len();
-        self.add_children(calls, &built.local, 0, id);
+        self.add_children(&plan.name, calls, &built.local, 0, id);
         if built.inferred.is_some() {
             self.inferred += (before..self.tree.len())
                 .filter(|&i| self.tree.get(ScopeId(i as u32)).is_alien())
@@ -593,6 +615,7 @@ impl<'a> Assembler<'a> {
 
     fn add_children(
         &mut self,
+        procedure: &str,
         calls: &[InlineCall],
         local: &LocalTree,
         node: usize,
@@ -622,12 +645,21 @@ impl<'a> Assembler<'a> {
                     s.file = Some(self.file_id(file));
                     s.line = line;
                     s.entry = local.loop_headers.get(l).copied();
+                    let entries = &local.loop_entries[l];
+                    if entries.len() > 1 {
+                        self.irreducible.push(IrreducibleLoop {
+                            procedure: procedure.to_string(),
+                            file: s.file.map_or("", |f| self.tree.file_name(f)).to_string(),
+                            line,
+                            entries: entries.clone(),
+                        });
+                    }
                     s
                 }
                 None => continue,
             };
             let id = self.tree.add(parent, scope);
-            self.add_children(calls, local, c, id);
+            self.add_children(procedure, calls, local, c, id);
         }
     }
 

@@ -114,8 +114,13 @@ fn print_summary(
     } else {
         String::new()
     };
+    let irreducible = if s.irreducible_loops.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} irreducible)", s.irreducible_loops.len())
+    };
     eprintln!(
-        "hpcstruct-rs: {}: {} procedures, {} inlined instances{inferred}, {} loops, {} statements ({debug}, {} units{unitless}); analysis {:.2} s, writing {:.2} s -> {}",
+        "hpcstruct-rs: {}: {} procedures, {} inlined instances{inferred}, {} loops{irreducible}, {} statements ({debug}, {} units{unitless}); analysis {:.2} s, writing {:.2} s -> {}",
         binary.display(),
         s.procedures,
         s.inlined,
@@ -126,6 +131,7 @@ fn print_summary(
         writing.as_secs_f64(),
         output.display()
     );
+    print_irreducible(&s.irreducible_loops);
     if !s.skipped.is_empty() {
         eprintln!("hpcstruct-rs: skipped {} item(s):", s.skipped.len());
         for line in s.skipped.iter().take(20) {
@@ -134,5 +140,23 @@ fn print_summary(
         if s.skipped.len() > 20 {
             eprintln!("  ... and {} more", s.skipped.len() - 20);
         }
+    }
+}
+
+/// List irreducible loops (the first few): where they are and where control enters them.
+fn print_irreducible(loops: &[structure::IrreducibleLoop]) {
+    const SHOWN: usize = 10;
+    for l in loops.iter().take(SHOWN) {
+        let file = l.file.rsplit('/').next().unwrap_or(&l.file);
+        let entries: Vec<String> = l.entries.iter().map(|e| format!("{e:#x}")).collect();
+        eprintln!(
+            "  irreducible loop in {} at {file}:{}, entries {}",
+            l.procedure,
+            l.line,
+            entries.join(" ")
+        );
+    }
+    if loops.len() > SHOWN {
+        eprintln!("  ... and {} more irreducible loops", loops.len() - SHOWN);
     }
 }
