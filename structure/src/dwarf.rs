@@ -236,7 +236,13 @@ fn unitless_line_programs<'d>(
             .saturating_add(header.format().initial_length_size() as usize);
         if !used.contains(&offset) {
             let strings = |v| unitless_string(dwarf, v);
-            let files = file_table(&strings, "", header);
+            // DWARF 5 states the unit's directory as directory 0; earlier versions only in the
+            // unit, so their relative paths stay relative.
+            let comp_dir = (header.version() >= 5)
+                .then(|| header.directory(0).and_then(strings))
+                .flatten()
+                .unwrap_or_default();
+            let files = file_table(&strings, &comp_dir, header);
             match read_rows(program, in_code) {
                 Ok(rows) if !rows.is_empty() => out.push(UnitOutput {
                     files,
