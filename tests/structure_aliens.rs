@@ -35,9 +35,22 @@ fn sh(cmd: &str, args: &[&str], dir: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `struct_alien.c` at -O2 -g, and a copy whose DWARF is only the line table.
+/// `struct_alien.c` at -O2 -g, and a copy whose DWARF is only the line table. The source is
+/// named relative to the compiler's directory, so that the line table's directories are
+/// relative to the unit's directory too.
 fn full_and_line_only(dir: &Path) -> (PathBuf, PathBuf) {
-    let full = compile("struct_alien.c", dir, "full", &["-O2", "-g"]);
+    let full = dir.join("full");
+    let fixtures = fixture("struct_alien.c");
+    let tests_dir = fixtures.parent().and_then(Path::parent).unwrap();
+    let out = run(Command::new("gcc")
+        .args(["-O2", "-g", "fixtures/struct_alien.c", "-o"])
+        .arg(&full)
+        .current_dir(tests_dir));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     sh(
         "objcopy",
         &[
@@ -112,6 +125,14 @@ fn line_table_only_binary_gets_aliens_from_the_line_map() {
         inferred.summary
     );
     let (ex, inf) = (&exact.tree, &inferred.tree);
+    let header = fixture("struct_alien.h");
+    for tree in [ex, inf] {
+        assert!(
+            tree.files().iter().any(|f| Path::new(f) == header),
+            "absolute paths: {:?}",
+            tree.files()
+        );
+    }
 
     // Every line-table address of main and kernel: same procedure, and inlined (or not) from
     // the same file as the DWARF inline records say.
