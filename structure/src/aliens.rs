@@ -253,3 +253,45 @@ fn own_begin(plan: &ProcPlan, info: &DwarfInfo) -> Option<Begin> {
         clone: false,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn begin(line: u32, descriptor: bool) -> Begin {
+        Begin {
+            file: 0,
+            line,
+            descriptor,
+            clone: false,
+        }
+    }
+
+    #[test]
+    fn descriptor_bounds_are_decl_line_to_next_procedure() {
+        let mut b = Bounds::new(begin(20, true), 39);
+        assert!(b.admit(20) && b.admit(39) && b.admit(25));
+        assert!(!b.admit(19), "before the declaration");
+        assert!(!b.admit(40), "at the next procedure");
+    }
+
+    #[test]
+    fn fuzzy_bounds_grow_by_the_tolerances() {
+        let mut b = Bounds::new(begin(100, false), u32::MAX);
+        assert!(b.admit(98), "2 below joins");
+        assert!(b.admit(96), "and the bounds grew, so 2 below again");
+        assert!(!b.admit(93));
+        assert!(b.admit(200) && b.admit(300), "100 above, growing");
+        assert!(!b.admit(401));
+        let mut capped = Bounds::new(begin(100, false), 150);
+        assert!(!capped.admit(151), "never past the next procedure");
+    }
+
+    #[test]
+    fn compiler_made_parts_name_their_procedure() {
+        assert_eq!(clone_base("work.cold"), Some("work"));
+        assert_eq!(clone_base("_Z3fooi.part.0"), Some("_Z3fooi"));
+        assert_eq!(clone_base("main"), None);
+        assert_eq!(clone_base(".hidden"), None);
+    }
+}
