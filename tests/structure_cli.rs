@@ -158,3 +158,54 @@ fn separate_and_compressed_debug_info_are_found() {
     assert_eq!(zs.summary.inlined, with.summary.inlined);
     assert_eq!(zs.summary.loops, with.summary.loops);
 }
+
+#[test]
+fn irreducible_loops_are_kept_and_reported_with_their_entries() {
+    let dir = scratch_dir("structure_irreducible");
+    // At -O0 the goto into the loop body leaves a loop with two entries.
+    let bin = compile("struct_shapes.c", &dir, "shapes", &["-O0", "-g"]);
+    let a = analyze_file(&bin, &Options::default()).unwrap();
+    let want_line = std::fs::read_to_string(hpctoolkit_tests::fixture("struct_shapes.c"))
+        .unwrap()
+        .lines()
+        .position(|l| l.contains("@irreducible "))
+        .unwrap() as u32
+        + 1;
+    let reported = &a.summary.irreducible_loops;
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    let irr = &reported[0];
+    assert_eq!(
+        (irr.procedure.as_str(), irr.line),
+        ("irreducible", want_line)
+    );
+    assert!(irr.file.ends_with("struct_shapes.c"));
+    assert!(irr.entries.len() >= 2, "{irr:?}");
+    // The loop stays in the tree, headed by the first entry, and holds the other entries.
+    let tree = &a.tree;
+    let lp = tree
+        .ids()
+        .find(|&i| tree.get(i).kind == ScopeKind::Loop && tree.get(i).entry == Some(irr.entries[0]))
+        .expect("irreducible loop in the tree");
+    assert_eq!(tree.get(lp).line, want_line);
+    for &e in &irr.entries {
+        let stmt = tree.lookup(e).expect("entry in a statement");
+        assert!(
+            tree.ancestors(stmt).any(|x| x == lp),
+            "entry {e:#x} inside the loop"
+        );
+    }
+    let out = run(Command::new(tool("hpcstruct-rs"))
+        .arg(&bin)
+        .args(["-o", "shapes.hpcstruct"])
+        .current_dir(&dir));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("(1 irreducible)")
+            && stderr.contains(&format!(
+                "irreducible loop in irreducible at struct_shapes.c:{want_line}, entries {:#x} ",
+                irr.entries[0]
+            )),
+        "{stderr}"
+    );
+}

@@ -8,6 +8,7 @@
 //!    ([`crate::procedure`]), normalize ([`crate::normalize`]).
 //! 4. Assemble module > file > procedure and index addresses.
 
+use crate::aliens::SourceBounds;
 use crate::binary::{self, CodeSection, FunctionSymbol, MappedFile};
 use crate::dwarf::{self, DwarfInfo, InlineCall, Slice, NO_FILE};
 use crate::error::StructureError;
@@ -39,6 +40,23 @@ impl Default for Options {
     }
 }
 
+/// Heuristics of the analysis that a user rarely changes. Kept apart from [`Options`] so that
+/// new ones do not break callers that build `Options` with a struct literal.
+#[derive(Clone, Debug)]
+pub struct Heuristics {
+    /// Infer inlined code from procedure bounds and the line map where DWARF has no inline
+    /// records for it ([`crate::aliens`]); off: such code stays in its host procedure.
+    pub line_map_aliens: bool,
+}
+
+impl Default for Heuristics {
+    fn default() -> Self {
+        Heuristics {
+            line_map_aliens: true,
+        }
+    }
+}
+
 /// Where the debug information came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DebugSource {
@@ -57,18 +75,38 @@ pub struct Summary {
     pub procedures: usize,
     /// Inlined-call scopes in the tree.
     pub inlined: usize,
+    /// Of those, the ones inferred from the line map (no inline records in DWARF).
+    pub inferred_inlined: usize,
     /// Loops in the tree.
     pub loops: usize,
+    /// The loops among them that are irreducible regions (several entries), kept in the tree
+    /// as loops headed by their first entry.
+    pub irreducible_loops: Vec<IrreducibleLoop>,
     /// Statements in the tree.
     pub statements: usize,
     /// DWARF compilation units read.
     pub units: usize,
+    /// Line programs read without a unit (`.debug_info` stripped, or the unit unreadable).
+    pub unitless_line_programs: usize,
     /// Where the debug information came from.
     pub debug_source: DebugSource,
     /// Things skipped (corrupt units, undecodable code), one line each.
     pub skipped: Vec<String>,
     /// Wall time of the analysis.
     pub elapsed: Duration,
+}
+
+/// An irreducible loop (a cycle with several entries), as reported in the [`Summary`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IrreducibleLoop {
+    /// The procedure holding it.
+    pub procedure: String,
+    /// Its begin line's file ("" if unknown) and line (0 if unknown).
+    pub file: String,
+    /// Its begin line.
+    pub line: u32,
+    /// Addresses where control enters it, header first (at least two).
+    pub entries: Vec<u64>,
 }
 
 /// The result of analysing one binary.
@@ -81,6 +119,15 @@ pub struct Analysis {
 
 /// Analyse the ELF binary or shared library at `path`.
 pub fn analyze_file(path: &Path, options: &Options) -> Result<Analysis, StructureError> {
+    analyze_file_with(path, options, &Heuristics::default())
+}
+
+/// [`analyze_file`] with chosen [`Heuristics`].
+pub fn analyze_file_with(
+    path: &Path,
+    options: &Options,
+    heuristics: &Heuristics,
+) -> Result<Analysis, StructureError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(options.threads)
         .build()
@@ -88,10 +135,14 @@ pub fn analyze_file(path: &Path, options: &Options) -> Result<Analysis, Structur
             path: path.to_path_buf(),
             source: std::io::Error::other(e),
         })?;
-    pool.install(|| analyze_in_pool(path, options))
+    pool.install(|| analyze_in_pool(path, options, heuristics))
 }
 
-fn analyze_in_pool(path: &Path, options: &Options) -> Result<Analysis, StructureError> {
+fn analyze_in_pool(
+    path: &Path,
+    options: &Options,
+    heuristics: &Heuristics,
+) -> Result<Analysis, StructureError> {
     let start = Instant::now();
     let mapped = MappedFile::open(path)?;
     let file = mapped.parse()?;
@@ -101,7 +152,7 @@ fn analyze_in_pool(path: &Path, options: &Options) -> Result<Analysis, Structure
 
     let mut debug_source = DebugSource::None;
     let mut skipped = Vec::new();
-    let info = if binary::has_dwarf(&file) {
+    let info = if binary::has_debug_lines(&file) {
         debug_source = DebugSource::Embedded;
         read_debug_info(&file, &in_code)
     } else if let Some(debug) = open_separate_debug(path, &file, &mut skipped) {
@@ -110,11 +161,7 @@ fn analyze_in_pool(path: &Path, options: &Options) -> Result<Analysis, Structure
     } else {
         DwarfInfo::default()
     };
-    skipped.extend(
-        info.skipped_units
-            .iter()
-            .map(|(off, e)| format!("DWARF unit at .debug_info+{off:#x}: {e}")),
-    );
+    skipped.extend(info.skipped.iter().cloned());
     if info.procs.is_empty() && symbols.is_empty() {
         return Err(StructureError::NothingToAnalyse {
             path: path.to_path_buf(),
@@ -135,9 +182,18 @@ fn analyze_in_pool(path: &Path, options: &Options) -> Result<Analysis, Structure
         data: &data,
         noreturn: &noreturn,
     };
-    let built: Vec<(LocalTree, Option<String>)> = plans
-        .par_iter()
-        .map(|plan| build_procedure(plan, &info, &env, options))
+    let bounds = heuristics
+        .line_map_aliens
+        .then(|| SourceBounds::new(&plans, &symbols, &info));
+    let built: Vec<Built> = (0..plans.len())
+        .into_par_iter()
+        .map(|i| {
+            let inferred = bounds
+                .as_ref()
+                .filter(|_| lacks_inline_records(&plans[i], &info))
+                .map(|b| b.infer(&plans, i, &info));
+            build_procedure(&plans[i], inferred, &info, &env, options)
+        })
         .collect();
 
     let module_name = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -145,14 +201,29 @@ fn analyze_in_pool(path: &Path, options: &Options) -> Result<Analysis, Structure
     assembler
         .tree
         .set_shared_library(binary::is_shared_library(&file));
-    for (plan, (local, note)) in plans.iter().zip(&built) {
-        assembler.add_procedure(plan, local);
-        skipped.extend(note.clone());
+    for (plan, b) in plans.iter().zip(&built) {
+        assembler.add_procedure(plan, b);
+        skipped.extend(b.note.clone());
     }
+    let inferred_inlined = assembler.inferred;
+    let irreducible_loops = std::mem::take(&mut assembler.irreducible);
     let mut tree = assembler.tree;
     tree.finish();
-    let summary = summarize(&tree, info.units, debug_source, skipped, start.elapsed());
+    let mut summary = summarize(&tree, info.units, debug_source, skipped, start.elapsed());
+    summary.inferred_inlined = inferred_inlined;
+    summary.unitless_line_programs = info.unitless_programs;
+    summary.irreducible_loops = irreducible_loops;
     Ok(Analysis { tree, summary })
+}
+
+/// Whether a procedure's inlined code must be inferred: its DWARF unit has no inline records,
+/// or it has no DWARF descriptor and its lines come from a line program without a unit.
+fn lacks_inline_records(plan: &ProcPlan, info: &DwarfInfo) -> bool {
+    if plan.from_dwarf {
+        !plan.unit_has_inlines
+    } else {
+        info.is_unitless(plan.entry)
+    }
 }
 
 fn summarize(
@@ -166,9 +237,12 @@ fn summarize(
     Summary {
         procedures: count(&|s| s.kind == ScopeKind::Procedure),
         inlined: count(&|s| s.is_alien()),
+        inferred_inlined: 0,
         loops: count(&|s| s.kind == ScopeKind::Loop),
+        irreducible_loops: Vec::new(),
         statements: count(&|s| s.kind == ScopeKind::Statement),
         units,
+        unitless_line_programs: 0,
         debug_source,
         skipped,
         elapsed,
@@ -182,7 +256,7 @@ pub fn line_table_addresses(path: &Path) -> Result<Vec<u64>, StructureError> {
     let file = mapped.parse()?;
     let code = binary::code_sections(&file);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
-    let info = if binary::has_dwarf(&file) {
+    let info = if binary::has_debug_lines(&file) {
         read_debug_info(&file, &in_code)
     } else if let Some(debug) = open_separate_debug(path, &file, &mut Vec::new()) {
         read_debug_info(&debug.parse()?, &in_code)
@@ -212,7 +286,7 @@ fn open_separate_debug(
             }
         };
         match mapped.parse() {
-            Ok(f) if binary::has_dwarf(&f) => return Some(mapped),
+            Ok(f) if binary::has_debug_lines(&f) => return Some(mapped),
             Ok(_) => skipped.push(format!("{}: no DWARF in debug file", candidate.display())),
             Err(e) => skipped.push(format!("debug file {e}")),
         }
@@ -233,7 +307,7 @@ fn read_debug_info(file: &object::File<'_>, in_code: &(dyn Fn(u64) -> bool + Syn
     match loaded {
         Ok(dwarf) => dwarf::read_dwarf(&dwarf, in_code),
         Err(e) => DwarfInfo {
-            skipped_units: vec![(0, format!("DWARF sections unreadable: {e}"))],
+            skipped: vec![format!("DWARF sections unreadable: {e}")],
             ..DwarfInfo::default()
         },
     }
@@ -406,13 +480,31 @@ fn unclaimed(claimed: &BTreeMap<u64, u64>, r: Range<u64>) -> Vec<Range<u64>> {
     out
 }
 
-/// Build one procedure's local tree; the note says what was skipped, if anything.
+/// One procedure, built.
+struct Built {
+    local: LocalTree,
+    /// Inlined calls inferred from the line map, which replace the plan's (empty) ones.
+    inferred: Option<Vec<InlineCall>>,
+    /// What was skipped, if anything.
+    note: Option<String>,
+}
+
+impl Built {
+    /// The inlined calls that the local tree's alien steps index.
+    fn calls<'a>(&'a self, plan: &'a ProcPlan) -> &'a [InlineCall] {
+        self.inferred.as_deref().unwrap_or(&plan.inlines)
+    }
+}
+
+/// Build one procedure's local tree, with `inferred` inlined calls instead of the plan's if
+/// given.
 fn build_procedure(
     plan: &ProcPlan,
+    inferred: Option<Vec<InlineCall>>,
     info: &DwarfInfo,
     env: &LoopEnv<'_, '_>,
     options: &Options,
-) -> (LocalTree, Option<String>) {
+) -> Built {
     let (nest, note) = if options.loops {
         loopnest::find_loops(plan, info, env)
     } else {
@@ -422,8 +514,13 @@ fn build_procedure(
         .file
         .or_else(|| first_file(plan, info))
         .unwrap_or(NO_FILE);
-    let tree = procedure::build_local_tree(&plan.ranges, &plan.inlines, info, &nest, default_file);
-    (tree, note)
+    let calls = inferred.as_deref().unwrap_or(&plan.inlines);
+    let local = procedure::build_local_tree(&plan.ranges, calls, info, &nest, default_file);
+    Built {
+        local,
+        inferred,
+        note,
+    }
 }
 
 /// File of the first line row inside the procedure.
@@ -447,6 +544,10 @@ struct Assembler<'a> {
     /// Tree file id -> File scope.
     file_scopes: HashMap<FileId, ScopeId>,
     unknown_file: FileId,
+    /// Alien scopes added from inferred inlined calls.
+    inferred: usize,
+    /// Irreducible loops added.
+    irreducible: Vec<IrreducibleLoop>,
 }
 
 impl<'a> Assembler<'a> {
@@ -460,6 +561,8 @@ impl<'a> Assembler<'a> {
             files: HashMap::new(),
             file_scopes: HashMap::new(),
             unknown_file,
+            inferred: 0,
+            irreducible: Vec::new(),
         }
     }
 
@@ -485,7 +588,7 @@ impl<'a> Assembler<'a> {
         id
     }
 
-    fn add_procedure(&mut self, plan: &ProcPlan, local: &LocalTree) {
+    fn add_procedure(&mut self, plan: &ProcPlan, built: &Built) {
         let first_row = first_line(plan, self.info);
         let file = self.file_id(plan.file.or(first_row.map(|r| r.0)));
         let parent = self.file_scope(file);
@@ -500,10 +603,24 @@ impl<'a> Assembler<'a> {
         };
         scope.entry = Some(plan.entry);
         let id = self.tree.add(parent, scope);
-        self.add_children(plan, local, 0, id);
+        let calls = built.calls(plan);
+        let before = self.tree.len();
+        self.add_children(&plan.name, calls, &built.local, 0, id);
+        if built.inferred.is_some() {
+            self.inferred += (before..self.tree.len())
+                .filter(|&i| self.tree.get(ScopeId(i as u32)).is_alien())
+                .count();
+        }
     }
 
-    fn add_children(&mut self, plan: &ProcPlan, local: &LocalTree, node: usize, parent: ScopeId) {
+    fn add_children(
+        &mut self,
+        procedure: &str,
+        calls: &[InlineCall],
+        local: &LocalTree,
+        node: usize,
+        parent: ScopeId,
+    ) {
         let n = &local.nodes[node];
         for (&(file, line), ranges) in &n.stmts {
             let mut s = Scope::new(ScopeKind::Statement);
@@ -521,19 +638,28 @@ impl<'a> Assembler<'a> {
         children.sort_unstable();
         for (_, c) in children {
             let scope = match local.nodes[c].step {
-                Some(Step::Alien(i)) => self.alien_scope(&plan.inlines[i as usize]),
+                Some(Step::Alien(i)) => self.alien_scope(&calls[i as usize]),
                 Some(Step::Loop(l)) => {
                     let (file, line) = local.loop_lines[l];
                     let mut s = Scope::new(ScopeKind::Loop);
                     s.file = Some(self.file_id(file));
                     s.line = line;
                     s.entry = local.loop_headers.get(l).copied();
+                    let entries = &local.loop_entries[l];
+                    if entries.len() > 1 {
+                        self.irreducible.push(IrreducibleLoop {
+                            procedure: procedure.to_string(),
+                            file: s.file.map_or("", |f| self.tree.file_name(f)).to_string(),
+                            line,
+                            entries: entries.clone(),
+                        });
+                    }
                     s
                 }
                 None => continue,
             };
             let id = self.tree.add(parent, scope);
-            self.add_children(plan, local, c, id);
+            self.add_children(procedure, calls, local, c, id);
         }
     }
 

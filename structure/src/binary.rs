@@ -59,7 +59,17 @@ impl MappedFile {
 
 /// Whether `file` carries DWARF (a `.debug_info` section with content).
 pub fn has_dwarf(file: &object::File<'_>) -> bool {
-    file.section_by_name(".debug_info")
+    has_section(file, ".debug_info")
+}
+
+/// Whether `file` carries DWARF line tables (`.debug_info` or at least `.debug_line`): enough
+/// for lines, and for inlined code inferred from the line map.
+pub fn has_debug_lines(file: &object::File<'_>) -> bool {
+    has_dwarf(file) || has_section(file, ".debug_line")
+}
+
+fn has_section(file: &object::File<'_>, name: &str) -> bool {
+    file.section_by_name(name)
         .is_some_and(|s| s.size() > 0 && s.kind() != SectionKind::UninitializedData)
 }
 

@@ -1,11 +1,16 @@
 //! Reading DWARF: procedures (`DW_TAG_subprogram`), their trees of inlined calls
 //! (`DW_TAG_inlined_subroutine`) and the line table, one compilation unit at a time and in
 //! parallel. A unit that fails to parse is dropped and reported; the others are unaffected.
+//!
+//! Line programs that no readable unit refers to (`.debug_info` stripped, or the unit corrupt)
+//! are still read, by walking `.debug_line` from one program header to the next: their code
+//! then has lines but no procedures or inline records from DWARF, and [`crate::aliens`] infers
+//! its inlined code from the line map.
 
 use crate::demangle::demangle;
 use gimli::{AttributeValue, EndianSlice, LittleEndian};
 use rayon::prelude::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 /// The reader type over memory-mapped (or decompressed) section bytes.
@@ -79,10 +84,16 @@ pub struct DwarfInfo {
     pub rows: Vec<LineRow>,
     /// Concrete procedures.
     pub procs: Vec<DwarfProc>,
-    /// Units that could not be read: (offset in `.debug_info`, error).
-    pub skipped_units: Vec<(u64, String)>,
+    /// What could not be read (a unit, a line program), one message each, naming the section
+    /// offset.
+    pub skipped: Vec<String>,
     /// Number of units read.
     pub units: usize,
+    /// Line programs read without a unit (no `.debug_info`, or their unit unreadable).
+    pub unitless_programs: usize,
+    /// Address ranges (sorted) covered by the sequences of those line programs: code with lines
+    /// but without procedure or inline records.
+    pub unitless_code: Vec<Range<u64>>,
 }
 
 impl DwarfInfo {
@@ -97,13 +108,49 @@ impl DwarfInfo {
     pub fn first_row_from(&self, addr: u64) -> usize {
         self.rows.partition_point(|r| r.address < addr)
     }
+
+    /// The pieces of `range` with one line row each: `(sub-range, row)`, in address order,
+    /// skipping parts without line information.
+    pub fn rows_in(&self, range: Range<u64>) -> impl Iterator<Item = (Range<u64>, LineRow)> + '_ {
+        let first = self
+            .rows
+            .partition_point(|r| r.address <= range.start)
+            .saturating_sub(1);
+        self.rows[first..]
+            .iter()
+            .zip(
+                self.rows[first..]
+                    .iter()
+                    .skip(1)
+                    .map(|r| r.address)
+                    .chain([u64::MAX]),
+            )
+            .take_while(move |(row, _)| row.address < range.end)
+            .filter_map(move |(row, next)| {
+                let lo = row.address.max(range.start);
+                let hi = next.min(range.end);
+                (lo < hi && row.file != NO_FILE).then_some((lo..hi, *row))
+            })
+    }
+
+    /// Whether `addr` lies in code whose line program has no readable unit.
+    pub fn is_unitless(&self, addr: u64) -> bool {
+        let pos = self.unitless_code.partition_point(|r| r.start <= addr);
+        pos.checked_sub(1)
+            .is_some_and(|i| self.unitless_code[i].contains(&addr))
+    }
 }
 
-/// What one unit yields, with unit-local file indices.
+/// Rows of a line program: `(address, file, line, end_of_sequence)` with program-local files.
+type RawRows = Vec<(u64, u32, u32, bool)>;
+
+/// What one unit (or one line program without a unit) yields, with unit-local file indices.
 struct UnitOutput {
     files: Vec<String>,
-    rows: Vec<(u64, u32, u32, bool)>,
+    rows: RawRows,
     procs: Vec<DwarfProc>,
+    /// Offset of its line program in `.debug_line`, if it has one.
+    line_offset: Option<usize>,
 }
 
 /// Read all units of `dwarf`; `in_code` says whether an address lies in an executable section
@@ -120,41 +167,138 @@ pub fn read_dwarf(
             Ok(Some(h)) => headers.push(h),
             Ok(None) => break,
             Err(e) => {
-                skipped.push((
-                    0,
-                    format!("unit headers unreadable after unit {}: {e}", headers.len()),
+                skipped.push(format!(
+                    "DWARF unit headers unreadable after unit {}: {e}",
+                    headers.len()
                 ));
                 break;
             }
         }
     }
-    let outputs: Vec<Result<UnitOutput, (u64, String)>> = headers
-        .par_iter()
-        .map(|h| {
-            let offset = h.debug_info_offset().map_or(0, |o| o.0 as u64);
-            read_unit(dwarf, *h, in_code).map_err(|e| (offset, e.to_string()))
-        })
-        .collect();
-    merge_units(outputs, skipped, headers.len())
+    let mut outputs: Vec<UnitOutput> = Vec::with_capacity(headers.len());
+    for (h, result) in headers.iter().zip(
+        headers
+            .par_iter()
+            .map(|h| read_unit(dwarf, *h, in_code))
+            .collect::<Vec<_>>(),
+    ) {
+        match result {
+            Ok(out) => outputs.push(out),
+            Err(e) => {
+                let offset = h.debug_info_offset().map_or(0, |o| o.0);
+                skipped.push(format!("DWARF unit at .debug_info+{offset:#x}: {e}"));
+            }
+        }
+    }
+    let units = outputs.len();
+    let used: HashSet<usize> = outputs.iter().filter_map(|o| o.line_offset).collect();
+    let unitless = unitless_line_programs(dwarf, &used, in_code, &mut skipped);
+    let unitless_programs = unitless.len();
+    let unitless_code = sequence_ranges(unitless.iter().map(|o| &o.rows));
+    outputs.extend(unitless);
+    let mut info = merge_units(outputs, skipped, units);
+    info.unitless_programs = unitless_programs;
+    info.unitless_code = unitless_code;
+    info
+}
+
+/// The line programs of `.debug_line` that no read unit refers to (offsets not in `used`),
+/// found by walking the section header by header. A header that cannot be parsed ends the
+/// walk (the next one cannot be found); a program whose rows are corrupt is skipped.
+fn unitless_line_programs<'d>(
+    dwarf: &gimli::Dwarf<Slice<'d>>,
+    used: &HashSet<usize>,
+    in_code: &dyn Fn(u64) -> bool,
+    skipped: &mut Vec<String>,
+) -> Vec<UnitOutput> {
+    use gimli::Section;
+    let size = dwarf.debug_line.reader().len();
+    let mut out = Vec::new();
+    let mut offset = 0usize;
+    while offset < size {
+        // Without a unit the address size is unknown; DWARF 5 headers state it, and x86-64
+        // code uses 8 in any case.
+        let program = match dwarf
+            .debug_line
+            .program(gimli::DebugLineOffset(offset), 8, None, None)
+        {
+            Ok(p) => p,
+            Err(e) => {
+                skipped.push(format!(
+                    "line program at .debug_line+{offset:#x}: {e}; the rest of .debug_line is not read"
+                ));
+                break;
+            }
+        };
+        let header = program.header();
+        let next = offset
+            .saturating_add(header.unit_length())
+            .saturating_add(header.format().initial_length_size() as usize);
+        if !used.contains(&offset) {
+            let strings = |v| unitless_string(dwarf, v);
+            // DWARF 5 states the unit's directory as directory 0; earlier versions only in the
+            // unit, so their relative paths stay relative.
+            let comp_dir = (header.version() >= 5)
+                .then(|| header.directory(0).and_then(strings))
+                .flatten()
+                .unwrap_or_default();
+            let files = file_table(&strings, &comp_dir, header);
+            match read_rows(program, in_code) {
+                Ok(rows) if !rows.is_empty() => out.push(UnitOutput {
+                    files,
+                    rows,
+                    procs: Vec::new(),
+                    line_offset: Some(offset),
+                }),
+                Ok(_) => {}
+                Err(e) => skipped.push(format!("line program at .debug_line+{offset:#x}: {e}")),
+            }
+        }
+        offset = next;
+    }
+    out
+}
+
+/// A string attribute of a line program header read without a unit (no `.debug_str_offsets`
+/// base is known, so only inline strings and direct section references resolve).
+fn unitless_string<'d>(
+    dwarf: &gimli::Dwarf<Slice<'d>>,
+    value: AttributeValue<Slice<'d>>,
+) -> Option<String> {
+    let s = match value {
+        AttributeValue::String(s) => s,
+        AttributeValue::DebugLineStrRef(o) => dwarf.debug_line_str.get_str(o).ok()?,
+        AttributeValue::DebugStrRef(o) => dwarf.debug_str.get_str(o).ok()?,
+        _ => return None,
+    };
+    Some(s.to_string_lossy().into_owned())
+}
+
+/// The address ranges of the sequences in `programs`' rows, sorted and coalesced.
+fn sequence_ranges<'a>(programs: impl Iterator<Item = &'a RawRows>) -> Vec<Range<u64>> {
+    let mut out = Vec::new();
+    for rows in programs {
+        let mut start = None;
+        for &(address, _, _, end) in rows {
+            match (start, end) {
+                (None, false) => start = Some(address),
+                (Some(s), true) => {
+                    out.push(s..address);
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+    }
+    crate::scope::normalize_ranges(out)
 }
 
 /// Combine per-unit outputs: intern files globally, remap indices, merge line rows.
-fn merge_units(
-    outputs: Vec<Result<UnitOutput, (u64, String)>>,
-    mut skipped: Vec<(u64, String)>,
-    units: usize,
-) -> DwarfInfo {
+fn merge_units(outputs: Vec<UnitOutput>, skipped: Vec<String>, units: usize) -> DwarfInfo {
     let mut info = DwarfInfo::default();
     let mut file_ids: HashMap<String, u32> = HashMap::new();
-    let mut rows: Vec<(u64, u32, u32, bool)> = Vec::new();
+    let mut rows: RawRows = Vec::new();
     for out in outputs {
-        let out = match out {
-            Ok(o) => o,
-            Err(e) => {
-                skipped.push(e);
-                continue;
-            }
-        };
         let map: Vec<u32> = out
             .files
             .into_iter()
@@ -204,7 +348,7 @@ fn merge_units(
         }
     }
     info.rows = merged;
-    info.skipped_units = skipped;
+    info.skipped = skipped;
     info.units = units;
     info
 }
@@ -317,8 +461,22 @@ fn read_unit<'d>(
     in_code: &dyn Fn(u64) -> bool,
 ) -> gimli::Result<UnitOutput> {
     let unit = dwarf.unit(header)?;
+    let line_offset = unit.line_program.as_ref().map(|p| p.header().offset().0);
     let (files, rows) = match &unit.line_program {
-        Some(program) => read_lines(dwarf, &unit, program.clone(), in_code)?,
+        Some(program) => {
+            let strings = |v| {
+                dwarf
+                    .attr_string(&unit, v)
+                    .ok()
+                    .map(|s| s.to_string_lossy().into_owned())
+            };
+            let comp_dir = unit
+                .comp_dir
+                .map(|d| d.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let files = file_table(&strings, &comp_dir, program.header());
+            (files, read_rows(program.clone(), in_code)?)
+        }
         None => (Vec::new(), Vec::new()),
     };
     let mut reader = UnitReader {
@@ -398,7 +556,12 @@ fn read_unit<'d>(
     for p in &mut procs {
         p.unit_has_inlines = any_inline;
     }
-    Ok(UnitOutput { files, rows, procs })
+    Ok(UnitOutput {
+        files,
+        rows,
+        procs,
+        line_offset,
+    })
 }
 
 fn entry_pc(
@@ -412,18 +575,14 @@ fn entry_pc(
     dwarf.attr_address(unit, attr.value()).ok().flatten()
 }
 
-/// The unit's file table (index = DWARF file index) and its line rows
-/// `(address, file, line, end_of_sequence)`, dropping sequences outside the code.
-#[allow(clippy::type_complexity)]
-fn read_lines<'d>(
-    dwarf: &gimli::Dwarf<Slice<'d>>,
-    unit: &gimli::Unit<Slice<'d>>,
-    program: gimli::IncompleteLineProgram<Slice<'d>>,
+/// The line rows `(address, file, line, end_of_sequence)` of a program, dropping sequences
+/// outside the code.
+fn read_rows(
+    program: gimli::IncompleteLineProgram<Slice<'_>>,
     in_code: &dyn Fn(u64) -> bool,
-) -> gimli::Result<(Vec<String>, Vec<(u64, u32, u32, bool)>)> {
-    let files = file_table(dwarf, unit, program.header());
+) -> gimli::Result<RawRows> {
     let mut rows_out = Vec::new();
-    let mut sequence: Vec<(u64, u32, u32, bool)> = Vec::new();
+    let mut sequence: RawRows = Vec::new();
     let mut rows = program.rows();
     while let Some((_, row)) = rows.next_row()? {
         let line = row
@@ -442,32 +601,23 @@ fn read_lines<'d>(
             sequence.clear();
         }
     }
-    Ok((files, rows_out))
+    Ok(rows_out)
 }
 
-/// Full paths of the line program's files, indexed by DWARF file index.
+/// Full paths of a line program's files, indexed by DWARF file index; `string` resolves the
+/// header's string attributes, `comp_dir` is the unit's directory ("" if unknown).
 fn file_table<'d>(
-    dwarf: &gimli::Dwarf<Slice<'d>>,
-    unit: &gimli::Unit<Slice<'d>>,
+    string: &dyn Fn(AttributeValue<Slice<'d>>) -> Option<String>,
+    comp_dir: &str,
     header: &gimli::LineProgramHeader<Slice<'d>>,
 ) -> Vec<String> {
-    let string = |v: AttributeValue<Slice<'d>>| {
-        dwarf
-            .attr_string(unit, v)
-            .ok()
-            .map(|s| s.to_string_lossy().into_owned())
-    };
-    let comp_dir = unit
-        .comp_dir
-        .map(|d| d.to_string_lossy().into_owned())
-        .unwrap_or_default();
     // DWARF 5 numbers files from 0, earlier versions from 1 (index 0 unused).
     let base = if header.version() >= 5 { 0 } else { 1 };
     let mut out = vec![String::new(); base];
     for file in header.file_names() {
         let name = string(file.path_name()).unwrap_or_default();
         let dir = file.directory(header).and_then(string).unwrap_or_default();
-        out.push(join_path(&comp_dir, &dir, &name));
+        out.push(join_path(comp_dir, &dir, &name));
     }
     out
 }

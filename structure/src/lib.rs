@@ -6,6 +6,16 @@
 //! callers: the `hpcstruct-rs` binary, which writes the tree as an HPCToolkit structure file,
 //! and `hpcprof-rs`, which maps sampled addresses to their static context.
 //!
+//! ## What it reads
+//!
+//! The caller gives a path ([`analyze_file`]). Procedures come from DWARF and the symbol table,
+//! inlined calls from `DW_TAG_inlined_subroutine` records, lines from the line tables, loops
+//! from the decoded code. Where DWARF has line tables but no inline records (an old compiler,
+//! `.debug_info` stripped down to `.debug_line`, a corrupt unit), inlined code is inferred from
+//! procedure bounds and the line map ([`aliens`], the thesis's fallback). A corrupt unit is
+//! skipped and reported in [`Summary::skipped`]; bad files give a [`StructureError`] naming
+//! the file, never a panic.
+//!
 //! ## The scope tree
 //!
 //! [`ScopeTree`] is an arena of [`Scope`]s with parent links (module > file > procedure >
@@ -31,6 +41,7 @@
 //! assert_eq!(tree.ancestors(s).collect::<Vec<_>>(), vec![p]);
 //! ```
 
+pub mod aliens;
 pub mod analyze;
 pub mod binary;
 pub mod cfg;
@@ -46,7 +57,10 @@ pub mod scope;
 pub mod verify;
 pub mod writer;
 
-pub use analyze::{analyze_file, Analysis, DebugSource, Options, Summary};
+pub use analyze::{
+    analyze_file, analyze_file_with, Analysis, DebugSource, Heuristics, IrreducibleLoop, Options,
+    Summary,
+};
 pub use error::StructureError;
 pub use reader::{read_structure, read_structure_file};
 pub use scope::{normalize_ranges, Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};

@@ -112,7 +112,7 @@ fn describe<'i>(cfg: &Cfg, forest: &LoopForest, info: &DwarfInfo) -> LoopNest<'i
                 header: cfg.block(lp.header).start,
                 file: begin.map(|b| b.file),
                 line: begin.map_or(0, |b| b.line),
-                irreducible: lp.irreducible,
+                entries: lp.entries.iter().map(|&b| cfg.block(b).start).collect(),
             }
         })
         .collect();

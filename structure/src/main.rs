@@ -6,7 +6,8 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use structure::{
-    analyze_file, write_structure_file, DebugSource, Options, StructureError, Summary,
+    analyze_file_with, write_structure_file, DebugSource, Heuristics, Options, StructureError,
+    Summary,
 };
 
 /// Recover procedures, inlined code, loop nests and source lines from an optimized x86-64 ELF
@@ -15,7 +16,8 @@ use structure::{
 ///
 /// Debug information is taken from the binary, from a separate file named by .gnu_debuglink,
 /// or from /usr/lib/debug/.build-id/. Without it, procedures come from the symbol table and
-/// loops from the code, with unknown lines.
+/// loops from the code, with unknown lines. With line tables but no inline records, inlined
+/// code is inferred from procedure bounds and the line map.
 #[derive(Parser)]
 #[command(
     name = "hpcstruct-rs",
@@ -34,6 +36,11 @@ struct Cli {
     /// Skip loop recovery (procedures, inlining and lines only).
     #[arg(long)]
     no_loops: bool,
+    /// Where DWARF has no inline records (old compilers, .debug_info stripped down to the line
+    /// table), do not infer inlined code from procedure bounds and the line map: leave such
+    /// code in its host procedure.
+    #[arg(long)]
+    no_inferred_inlining: bool,
 }
 
 fn main() -> ExitCode {
@@ -68,7 +75,10 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         threads: cli.jobs.unwrap_or(0),
         loops: !cli.no_loops,
     };
-    let analysis = analyze_file(&cli.binary, &options)?;
+    let heuristics = Heuristics {
+        line_map_aliens: !cli.no_inferred_inlining,
+    };
+    let analysis = analyze_file_with(&cli.binary, &options, &heuristics)?;
     let output = cli.output.clone().unwrap_or_else(|| {
         let base = cli
             .binary
@@ -94,8 +104,23 @@ fn print_summary(
         DebugSource::Separate(p) => format!("DWARF from {}", p.display()),
         DebugSource::None => "no DWARF: symbols only, lines unknown".to_string(),
     };
+    let inferred = if s.inferred_inlined > 0 {
+        format!(" ({} inferred from the line map)", s.inferred_inlined)
+    } else {
+        String::new()
+    };
+    let unitless = if s.unitless_line_programs > 0 {
+        format!(", {} line tables without unit", s.unitless_line_programs)
+    } else {
+        String::new()
+    };
+    let irreducible = if s.irreducible_loops.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} irreducible)", s.irreducible_loops.len())
+    };
     eprintln!(
-        "hpcstruct-rs: {}: {} procedures, {} inlined instances, {} loops, {} statements ({debug}, {} units); analysis {:.2} s, writing {:.2} s -> {}",
+        "hpcstruct-rs: {}: {} procedures, {} inlined instances{inferred}, {} loops{irreducible}, {} statements ({debug}, {} units{unitless}); analysis {:.2} s, writing {:.2} s -> {}",
         binary.display(),
         s.procedures,
         s.inlined,
@@ -106,6 +131,7 @@ fn print_summary(
         writing.as_secs_f64(),
         output.display()
     );
+    print_irreducible(&s.irreducible_loops);
     if !s.skipped.is_empty() {
         eprintln!("hpcstruct-rs: skipped {} item(s):", s.skipped.len());
         for line in s.skipped.iter().take(20) {
@@ -114,5 +140,23 @@ fn print_summary(
         if s.skipped.len() > 20 {
             eprintln!("  ... and {} more", s.skipped.len() - 20);
         }
+    }
+}
+
+/// List irreducible loops (the first few): where they are and where control enters them.
+fn print_irreducible(loops: &[structure::IrreducibleLoop]) {
+    const SHOWN: usize = 10;
+    for l in loops.iter().take(SHOWN) {
+        let file = l.file.rsplit('/').next().unwrap_or(&l.file);
+        let entries: Vec<String> = l.entries.iter().map(|e| format!("{e:#x}")).collect();
+        eprintln!(
+            "  irreducible loop in {} at {file}:{}, entries {}",
+            l.procedure,
+            l.line,
+            entries.join(" ")
+        );
+    }
+    if loops.len() > SHOWN {
+        eprintln!("  ... and {} more irreducible loops", loops.len() - SHOWN);
     }
 }

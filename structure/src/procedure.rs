@@ -24,8 +24,9 @@ pub struct LoopDesc {
     pub file: Option<u32>,
     /// Begin line.
     pub line: u32,
-    /// Whether the loop has several entries (an irreducible region).
-    pub irreducible: bool,
+    /// Addresses where control enters the loop from outside, header first: more than one for
+    /// an irreducible region.
+    pub entries: Vec<u64>,
 }
 
 /// Chooses the begin line of a loop (by index) given a line lookup `address -> (file, line)`;
@@ -99,6 +100,8 @@ pub struct LocalTree {
     pub loop_lines: Vec<(Option<u32>, u32)>,
     /// Header address of each loop of the [`LoopNest`].
     pub loop_headers: Vec<u64>,
+    /// Entry addresses of each loop of the [`LoopNest`] (several: irreducible).
+    pub loop_entries: Vec<Vec<u64>>,
 }
 
 impl LocalTree {
@@ -156,6 +159,7 @@ pub fn build_local_tree(
         nodes: vec![Node::default()],
         loop_lines,
         loop_headers: nest.loops.iter().map(|l| l.header).collect(),
+        loop_entries: nest.loops.iter().map(|l| l.entries.clone()).collect(),
     };
     let mut index = HashMap::new();
     for ((seg, chain), loops) in segments.iter().zip(&chains).zip(&loop_chains) {

@@ -1,0 +1,254 @@
+//! Damaged inputs: a binary with one corrupt DWARF unit among two still yields the other
+//! unit's procedures with lines and inlining (and the damaged unit's code, with lines, from
+//! its line table); truncated and scribbled-over binaries give a result or a clean error,
+//! never a panic.
+
+use hpctoolkit_tests::{fixture, run, scratch_dir, tool};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use structure::{analyze_file, read_structure_file, Options, ScopeId, ScopeKind, ScopeTree};
+
+fn readelf(args: &[&str], file: &Path) -> String {
+    let out = run(Command::new("readelf").args(args).arg(file));
+    assert!(out.status.success(), "readelf {args:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// File offset of section `name` (from `readelf -S -W`).
+fn section_offset(file: &Path, name: &str) -> usize {
+    let table = readelf(&["-S", "-W"], file);
+    let line = table
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == name))
+        .unwrap_or_else(|| panic!("no section {name}"));
+    // "[Nr] Name Type Address Off Size ...": the offset follows the address.
+    let words: Vec<&str> = line.split(']').nth(1).unwrap().split_whitespace().collect();
+    usize::from_str_radix(words[3], 16).unwrap()
+}
+
+/// Where the unit compiled from `source` sits in `.debug_info`: (unit offset, offset of the
+/// DIE of its procedure `proc_`), both relative to the section.
+fn unit_of(file: &Path, source: &str, proc_: &str) -> (usize, usize) {
+    let dump = readelf(&["--debug-dump=info"], file);
+    let hex = |s: &str| usize::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    let mut unit = None;
+    let mut found_unit = None;
+    let mut die = None;
+    let mut last_die = 0;
+    for line in dump.lines() {
+        if let Some(rest) = line.trim().strip_prefix("Compilation Unit @ offset ") {
+            unit = Some(hex(rest.trim_end_matches(':')));
+        } else if let Some((_, rest)) = line.trim().split_once("><") {
+            last_die = hex(rest.split('>').next().unwrap());
+        } else if line.contains("DW_AT_name") && line.trim_end().ends_with(source) {
+            found_unit = unit;
+        } else if found_unit.is_some()
+            && die.is_none()
+            && line.contains("DW_AT_name")
+            && line.trim_end().ends_with(&format!(": {proc_}"))
+        {
+            die = Some(last_die);
+        }
+    }
+    (found_unit.expect("unit"), die.expect("procedure DIE"))
+}
+
+fn procedure(tree: &ScopeTree, name: &str) -> ScopeId {
+    tree.procedures()
+        .find(|&p| tree.get(p).name == name)
+        .unwrap_or_else(|| panic!("no procedure {name}"))
+}
+
+fn lines_below(tree: &ScopeTree, scope: ScopeId, kind: ScopeKind) -> Vec<u32> {
+    tree.descendants(scope)
+        .into_iter()
+        .filter(|&d| tree.get(d).kind == kind)
+        .map(|d| tree.get(d).line)
+        .collect()
+}
+
+fn marker(source: &str, name: &str) -> u32 {
+    let text = std::fs::read_to_string(fixture(source)).unwrap();
+    let tag = format!("@{name} ");
+    text.lines()
+        .position(|l| l.contains(&tag))
+        .map(|i| i as u32 + 1)
+        .unwrap_or_else(|| panic!("marker @{name}"))
+}
+
+fn two_units(dir: &Path) -> PathBuf {
+    let out = dir.join("units");
+    let status = Command::new("gcc")
+        .args(["-O2", "-g"])
+        .arg(fixture("struct_units_main.c"))
+        .arg(fixture("struct_units_work.c"))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    out
+}
+
+#[test]
+fn a_corrupt_unit_is_skipped_and_the_other_recovered() {
+    let dir = scratch_dir("structure_corrupt_unit");
+    let good = two_units(&dir);
+    let bytes = std::fs::read(&good).unwrap();
+    let info = section_offset(&good, ".debug_info");
+    let (unit, work_die) = unit_of(&good, "struct_units_work.c", "work");
+    // DWARF 5, 32-bit: the root DIE follows a 12-byte unit header.
+    let corruptions: [(&str, usize, &[u8], &str); 3] = [
+        (
+            "root DIE abbreviation",
+            unit + 12,
+            &[0x7e],
+            "DWARF unit at .debug_info+",
+        ),
+        (
+            "procedure DIE abbreviation",
+            work_die,
+            &[0x7e],
+            "DWARF unit at .debug_info+",
+        ),
+        (
+            "unit length",
+            unit,
+            &[0xf0, 0xff, 0xff, 0xff],
+            "unit headers unreadable",
+        ),
+    ];
+    for (what, at, patch, message) in corruptions {
+        let mut damaged = bytes.clone();
+        damaged[info + at..info + at + patch.len()].copy_from_slice(patch);
+        let path = dir.join("damaged");
+        std::fs::write(&path, &damaged).unwrap();
+        let out = run(Command::new(tool("hpcstruct-rs"))
+            .arg(&path)
+            .args(["-o", "damaged.hpcstruct"])
+            .current_dir(&dir));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{what}: {stderr}");
+        assert!(
+            stderr.contains("skipped") && stderr.contains(message),
+            "{what}: the skipped unit is reported: {stderr}"
+        );
+        if message.ends_with('+') {
+            assert!(stderr.contains(&format!("+{unit:#x}")), "{what}: {stderr}");
+        }
+        let tree = &read_structure_file(&dir.join("damaged.hpcstruct")).unwrap()[0];
+
+        // The intact unit: procedures, lines, loops and inline records as compiled.
+        let main = procedure(tree, "main");
+        let fill = marker("struct_units_main.c", "main_fill");
+        assert!(
+            lines_below(tree, main, ScopeKind::Loop).contains(&fill),
+            "{what}"
+        );
+        assert!(
+            tree.descendants(main)
+                .iter()
+                .any(|&d| tree.get(d).is_alien() && tree.get(d).name == "total"),
+            "{what}: main's inline record for total"
+        );
+
+        // The damaged unit: its procedure from the symbol table, its lines from its line
+        // program read without the unit, its loops from the code.
+        let work = procedure(tree, "work");
+        let stmts = lines_below(tree, work, ScopeKind::Statement);
+        assert!(
+            stmts.iter().filter(|&&l| l > 0).count() >= 3,
+            "{what}: {stmts:?}"
+        );
+        let loops = lines_below(tree, work, ScopeKind::Loop);
+        let inner = marker("struct_units_work.c", "work_inner");
+        assert!(
+            loops.iter().any(|&l| l.abs_diff(inner) <= 1),
+            "{what}: {loops:?}"
+        );
+    }
+}
+
+/// A tiny deterministic generator (xorshift) for the scribbles.
+struct Scribbler(u64);
+
+impl Scribbler {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn truncated_and_scribbled_binaries_never_panic() {
+    let dir = scratch_dir("structure_fuzzish");
+    let good = two_units(&dir);
+    let bytes = std::fs::read(&good).unwrap();
+    let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
+    for len in [
+        0,
+        4,
+        16,
+        63,
+        64,
+        200,
+        1000,
+        bytes.len() / 2,
+        bytes.len() - 1,
+    ] {
+        cases.push((format!("truncated to {len}"), bytes[..len].to_vec()));
+    }
+    let mut rng = Scribbler(0x9e37_79b9_7f4a_7c15);
+    let sections = [
+        ".debug_info",
+        ".debug_abbrev",
+        ".debug_line",
+        ".debug_str",
+        ".text",
+    ];
+    let mut targets: Vec<(String, usize)> = sections
+        .iter()
+        .map(|s| (s.to_string(), section_offset(&good, s)))
+        .collect();
+    targets.push(("ELF header".into(), 0));
+    targets.push(("program headers".into(), 64));
+    let shoff = u64::from_le_bytes(bytes[0x28..0x30].try_into().unwrap()) as usize;
+    targets.push(("section headers".into(), shoff));
+    for (name, base) in &targets {
+        for round in 0..4 {
+            let mut damaged = bytes.clone();
+            let start = base + (rng.next() % 96) as usize;
+            let len = 1 + (rng.next() % 16) as usize;
+            for b in damaged.iter_mut().skip(start).take(len) {
+                *b = rng.next() as u8;
+            }
+            cases.push((
+                format!("{name} +{start:#x} x{len} (round {round})"),
+                damaged,
+            ));
+        }
+    }
+    assert!(cases.len() >= 40);
+    let path = dir.join("case");
+    let mut results = (0, 0);
+    for (what, data) in &cases {
+        std::fs::write(&path, data).unwrap();
+        let outcome = std::panic::catch_unwind(|| analyze_file(&path, &Options::default()));
+        match outcome {
+            Ok(Ok(_)) => results.0 += 1,
+            Ok(Err(e)) => {
+                let message = e.to_string();
+                assert!(
+                    message.contains("case"),
+                    "{what}: error names the file: {message}"
+                );
+                results.1 += 1;
+            }
+            Err(_) => panic!("{what}: the analysis panicked"),
+        }
+    }
+    // Truncated headers cannot be analysed; most scribbles in DWARF or code still can.
+    assert!(results.0 > 0 && results.1 > 0, "{results:?}");
+}
