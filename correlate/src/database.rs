@@ -149,21 +149,6 @@ pub enum NodeKind {
 }
 
 impl NodeKind {
-    /// The `kind` string of the `hpcview-rs --json` contract. The partial-paths root is a
-    /// `root`, the kernel pseudo-frame a `procedure`, unknown procedures `unknown`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeKind::Root | NodeKind::Partial => "root",
-            NodeKind::Procedure | NodeKind::Kernel => "procedure",
-            NodeKind::Inlined => "inlined",
-            NodeKind::Loop => "loop",
-            NodeKind::Statement => "statement",
-            NodeKind::Unknown => "unknown",
-            NodeKind::Module => "module",
-            NodeKind::File => "file",
-        }
-    }
-
     /// Whether the node is a frame a call chain is made of: a procedure activation, an inlined
     /// frame, an unknown procedure or the kernel. Loops and statements are not frames.
     pub fn is_frame(self) -> bool {

@@ -27,7 +27,7 @@ use profiler::session::{self, Options, RunError, Target};
                   does not exist; 2 for bad options or events; 1 if the measurement failed."
 )]
 struct Cli {
-    /// Event to sample, NAME[@PERIOD|@fFREQUENCY]; repeat for several metrics
+    /// Event to sample, `NAME[@PERIOD|@fFREQUENCY]`; repeat for several metrics
     /// (default: cycles@f1000, falling back to cpu-clock where there is no PMU)
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     events: Vec<String>,

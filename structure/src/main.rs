@@ -27,7 +27,7 @@ use structure::{
 struct Cli {
     /// The executable or shared library to analyse.
     binary: PathBuf,
-    /// Output file [default: ./<basename of BINARY>.hpcstruct].
+    /// Output file [default: `./BASENAME.hpcstruct`, BASENAME being the binary's file name].
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Worker threads [default: all cores].
@@ -44,17 +44,8 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
+    // clap exits with status 2 on a usage error, 0 for --help and --version.
+    let cli = Cli::parse();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
