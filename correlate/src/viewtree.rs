@@ -72,7 +72,9 @@ pub struct MetricInfo {
     pub name: String,
     /// Unit of the values: `ns` for clocks, `events` otherwise.
     pub unit: String,
-    /// Events per sample when sampled with a fixed period; `null` when sampled at a frequency.
+    /// Events per sample: the fixed period, or for a clock sampled at a frequency its period in
+    /// ns (1e9 / frequency); `null` for other events sampled at a frequency (the kernel varies
+    /// their period).
     pub period: Option<u64>,
     /// The metric's total over the view, in `unit` (the root's inclusive value).
     pub total: u64,
@@ -250,6 +252,8 @@ impl ViewTree {
                 unit: m.unit.clone(),
                 period: match m.sampling {
                     Sampling::Period(p) => Some(p),
+                    // The kernel turns a clock's frequency into a fixed period in ns.
+                    Sampling::Frequency(hz) if m.unit == "ns" && hz > 0 => Some(1_000_000_000 / hz),
                     Sampling::Frequency(_) => None,
                 },
                 total: total.value,

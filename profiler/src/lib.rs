@@ -29,7 +29,7 @@
 //!
 //! let opts = Options {
 //!     events: vec![EventSpec::parse("cpu-clock@f1000").unwrap()],
-//!     stack_size: 32768,
+//!     stack_size: profiler::perf::DEFAULT_STACK_SIZE,
 //!     ring_pages: None,
 //!     target: Target::Launch(vec!["./app".into()]),
 //! };

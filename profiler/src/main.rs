@@ -9,7 +9,7 @@ use clap::Parser;
 
 use profiler::db::Profile;
 use profiler::events::EventSpec;
-use profiler::perf::MAX_STACK_SIZE;
+use profiler::perf::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE};
 use profiler::report;
 use profiler::session::{self, Options, RunError, Target};
 
@@ -37,7 +37,7 @@ struct Cli {
     output: PathBuf,
 
     /// Bytes of user stack copied with each sample, for unwinding (8..=65528)
-    #[arg(long, value_name = "BYTES", default_value_t = 32768)]
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_STACK_SIZE)]
     stack_size: u32,
 
     /// Sample buffer per CPU in KiB, a power of two (default: 2048 as root, 512 otherwise)

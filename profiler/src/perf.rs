@@ -20,6 +20,10 @@ pub const REG_SP: u64 = 7;
 pub const REG_IP: u64 = 8;
 /// The largest user-stack copy the kernel accepts.
 pub const MAX_STACK_SIZE: u32 = 65528;
+/// The default user-stack copy per sample. Every sample occupies this much ring space whatever
+/// the stack's real depth, so it trades unwinding depth against data rate; deeper stacks are
+/// completed from the thread's previous path where possible.
+pub const DEFAULT_STACK_SIZE: u32 = 16384;
 
 /// How every event of a run is opened.
 #[derive(Debug, Clone, Copy)]

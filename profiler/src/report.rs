@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use crate::db::{Cct, Frame, NodeId, Profile, Sampling};
 use crate::events::{EventClass, EventSpec, KNOWN_EVENTS};
-use crate::perf::{self, AttrOptions};
+use crate::perf::{self, AttrOptions, DEFAULT_STACK_SIZE};
 
 /// The summary printed on stderr at the end of a run.
 pub fn summary(profile: &Profile, duration_s: f64, output: &str, notes: &[String]) -> String {
@@ -110,7 +110,7 @@ pub fn list_events() -> String {
     let paranoid = perf::kernel_setting("perf_event_paranoid").unwrap_or(0);
     let _ = writeln!(
         out,
-        "\nEvery sample also copies the user stack (--stack-size, default 32768 bytes) for unwinding.\n\
+        "\nEvery sample also copies the user stack (--stack-size, default {DEFAULT_STACK_SIZE} bytes) for unwinding.\n\
          Syntax: -e NAME, NAME@PERIOD or NAME@fFREQUENCY (default @f1000; at most {max} Hz here).\n\
          `cycles` falls back to cpu-clock where there is no PMU. kernel.perf_event_paranoid is {paranoid}."
     );
