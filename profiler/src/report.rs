@@ -33,6 +33,13 @@ pub fn summary(profile: &Profile, duration_s: f64, output: &str, notes: &[String
         s.partial,
         partial_pct
     );
+    if s.samples == 0 {
+        let _ = writeln!(
+            out,
+            "  warning: no samples were taken: the run was shorter than the sampling interval or the \
+             events never occurred (a higher rate such as -e cpu-clock@f10000 may help)"
+        );
+    }
     if s.stitched > 0 {
         let _ = writeln!(
             out,
