@@ -1,8 +1,11 @@
-//! Demangling link names of C++ and Rust functions into the names people read.
+//! Demangling link names of C++, Rust and Fortran functions into the names people read.
 
 /// The readable form of link name `name`: Rust (v0 and legacy) without the hash, C++ with its
-/// parameter list, anything else unchanged.
+/// parameter list, gfortran module procedures as `module::procedure`, anything else unchanged.
 pub fn demangle(name: &str) -> String {
+    if let Some((module, procedure)) = fortran_module_procedure(name) {
+        return format!("{module}::{procedure}");
+    }
     if is_rust(name) {
         if let Ok(d) = rustc_demangle::try_demangle(name) {
             return format!("{d:#}");
@@ -16,6 +19,12 @@ pub fn demangle(name: &str) -> String {
         }
     }
     name.to_string()
+}
+
+/// gfortran names a procedure `p` of module `m` `__m_MOD_p`.
+fn fortran_module_procedure(name: &str) -> Option<(&str, &str)> {
+    let (module, procedure) = name.strip_prefix("__")?.split_once("_MOD_")?;
+    (!module.is_empty() && !procedure.is_empty()).then_some((module, procedure))
 }
 
 /// Rust v0 names start with `_R`; legacy ones are `_ZN...17h<16 hex digits>E`.
@@ -45,6 +54,11 @@ mod tests {
             "core::fmt::write"
         );
         assert_eq!(demangle("main"), "main");
+        assert_eq!(
+            demangle("__kernels_MOD_matmul_naive"),
+            "kernels::matmul_naive"
+        );
+        assert_eq!(demangle("__MOD_x"), "__MOD_x");
         assert_eq!(demangle("_Zbogus"), "_Zbogus");
     }
 }
