@@ -26,13 +26,15 @@ pub fn scratch_dir(test: &str) -> PathBuf {
     dir
 }
 
-/// Compile fixture `source` (C if it ends in `.c`, Fortran if in `.f90`, C++ otherwise) with
-/// `flags` into `out_dir/out_name`, panicking with the compiler's message if it fails.
+/// Compile fixture `source` (C if it ends in `.c`, Fortran if in `.f90`, Rust if in `.rs`, C++
+/// otherwise) with `flags` into `out_dir/out_name`, panicking with the compiler's message if it
+/// fails.
 pub fn compile(source: &str, out_dir: &Path, out_name: &str, flags: &[&str]) -> PathBuf {
     let src = fixture(source);
     let compiler = match source.rsplit('.').next() {
         Some("c") => "gcc",
         Some("f90") => "gfortran",
+        Some("rs") => "rustc",
         _ => "g++",
     };
     let out = out_dir.join(out_name);
