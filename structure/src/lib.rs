@@ -48,6 +48,7 @@ pub mod cfg;
 pub mod demangle;
 pub mod dwarf;
 pub mod error;
+pub mod focus;
 pub mod loopnest;
 pub mod loops;
 pub mod normalize;
@@ -62,6 +63,7 @@ pub use analyze::{
     Summary,
 };
 pub use error::StructureError;
+pub use focus::{analyze_focused, analyze_focused_with, Coverage};
 pub use reader::{read_structure, read_structure_file};
 pub use scope::{normalize_ranges, Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 pub use writer::{write_structure, write_structure_file};
