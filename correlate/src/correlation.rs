@@ -490,3 +490,91 @@ pub fn summary_text(summary: &Summary, output: &Path) -> String {
     }
     text
 }
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use structure::{normalize_ranges, Scope, ScopeKind};
+
+    /// A stand-in for the structure analysis: one 16-byte procedure (with one statement) at
+    /// each asked address rounded down to 16, covering exactly those; records what it was
+    /// asked.
+    fn analyse(asked: &Mutex<Vec<Vec<u64>>>, path: &Path, addresses: &[u64]) -> Analysis {
+        asked.lock().unwrap().push(addresses.to_vec());
+        let mut tree = ScopeTree::new(&path.display().to_string());
+        let mut bases: Vec<u64> = addresses.iter().map(|a| a & !0xf).collect();
+        bases.dedup();
+        for &base in &bases {
+            let mut p = Scope::new(ScopeKind::Procedure);
+            p.entry = Some(base);
+            let p = tree.add(tree.root(), p);
+            let mut s = Scope::new(ScopeKind::Statement);
+            s.line = base as u32;
+            s.ranges = vec![base..base + 16];
+            tree.add(p, s);
+        }
+        tree.finish();
+        let covered = bases.iter().map(|&b| b..b + 16).collect();
+        Analysis {
+            tree,
+            summary: Default::default(),
+            coverage: Coverage::Ranges(normalize_ranges(covered)),
+        }
+    }
+
+    #[test]
+    fn cache_is_reused_when_it_covers_else_the_union_is_analysed() {
+        let dir = std::env::temp_dir().join(format!("hpcprof-recover-test-{}", std::process::id()));
+        let asked = Mutex::new(Vec::new());
+        let analyser = |path: &Path, addresses: &[u64]| Ok(analyse(&asked, path, addresses));
+        let options = Options {
+            inputs: Vec::new(),
+            cache: Some(StructureCache::at(dir.clone())),
+            analyser: &analyser,
+        };
+        let bin = Path::new("/bin/app");
+        let key = Some("b-0123");
+        let run = |addresses: &[u64]| {
+            let (found, warning) = recover(bin, key, addresses, &options);
+            assert_eq!(warning, None);
+            found
+        };
+        let first = run(&[0x105, 0x203]);
+        assert_eq!(first.source, StructureSource::OnTheFly);
+        assert_eq!(first.analysed, 2);
+
+        let again = run(&[0x10f, 0x200]);
+        assert_eq!(again.source, StructureSource::Cache, "covered: no analysis");
+        assert_eq!(asked.lock().unwrap().len(), 1);
+
+        let wider = run(&[0x305]);
+        assert_eq!(wider.source, StructureSource::OnTheFly);
+        assert_eq!(
+            asked.lock().unwrap()[1],
+            vec![0x100, 0x200, 0x305],
+            "the new address with the cached procedures' entries"
+        );
+        assert_eq!(wider.analysed, 3);
+
+        let all = run(&[0x101, 0x20f, 0x30a]);
+        assert_eq!(all.source, StructureSource::Cache, "the union was stored");
+        let tree = all.tree.unwrap();
+        for a in [0x101, 0x20f, 0x30a] {
+            let stmt = tree.lookup(a).expect("cached tree answers");
+            assert_eq!(tree.get(stmt).line, (a & !0xf) as u32);
+        }
+        let uncached = Options {
+            cache: None,
+            ..options
+        };
+        let (found, _) = recover(bin, key, &[0x101], &uncached);
+        assert_eq!(
+            found.source,
+            StructureSource::OnTheFly,
+            "--no-cache analyses"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -59,18 +59,19 @@ impl Default for Heuristics {
 }
 
 /// Where the debug information came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum DebugSource {
     /// The binary itself.
     Embedded,
     /// A separate debug file.
     Separate(PathBuf),
     /// None found: symbols only.
+    #[default]
     None,
 }
 
-/// Counts and notes about one analysis, for the user.
-#[derive(Clone, Debug)]
+/// Counts and notes about one analysis, for the user (the default: nothing found).
+#[derive(Clone, Debug, Default)]
 pub struct Summary {
     /// Procedures recovered.
     pub procedures: usize,
