@@ -162,3 +162,20 @@ fn focused_agrees_on_libstdcxx_without_dwarf() {
     };
     assert_agree(&lib, 0xfeed_beef_1357_9bdf, 300);
 }
+
+#[test]
+fn focus_on_nothing_builds_nothing_and_bad_files_are_named() {
+    let dir = scratch_dir("structure_focus_edges");
+    let bin = compile("stlmap.cc", &dir, "stlmap", &["-O2", "-g"]);
+    let empty = analyze_focused(&bin, &[], &Options::default()).unwrap();
+    assert_eq!(empty.tree.procedures().count(), 0);
+    assert_eq!(empty.coverage, Coverage::Ranges(Vec::new()));
+    assert!(!empty.coverage.covers(0x1000));
+
+    let text = dir.join("not-elf");
+    std::fs::write(&text, "plain text, not a binary").unwrap();
+    let err = analyze_focused(&text, &[0x1000], &Options::default())
+        .err()
+        .expect("a text file is not analysed");
+    assert!(err.to_string().contains("not-elf"), "{err}");
+}

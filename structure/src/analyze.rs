@@ -180,7 +180,11 @@ fn analyze_in_pool(
         _ if binary::has_debug_lines(&file) => (DebugSource::Embedded, Some(&file)),
         _ => (DebugSource::None, None),
     };
-    let sections = dwarf_file.map(dwarf_sections).unwrap_or_default();
+    // A focus on no address needs no debug information: nothing will be looked up.
+    let sections = dwarf_file
+        .filter(|_| focus.is_none_or(|a| !a.is_empty()))
+        .map(dwarf_sections)
+        .unwrap_or_default();
     let dwarf = load_dwarf(&sections);
 
     let (plans, selected, info, coverage) = match focus {
@@ -197,7 +201,7 @@ fn analyze_in_pool(
         }
         Some(addresses) => {
             let mut units = dwarf::UnitsOnDemand::new(&dwarf, &in_code);
-            if units.is_empty() && symbols.is_empty() {
+            if units.is_empty() && symbols.is_empty() && !addresses.is_empty() {
                 return Err(StructureError::NothingToAnalyse {
                     path: path.to_path_buf(),
                 });

@@ -16,6 +16,16 @@
 //! skipped and reported in [`Summary::skipped`]; bad files give a [`StructureError`] naming
 //! the file, never a panic.
 //!
+//! ## Whole module or focused
+//!
+//! [`analyze_file`] builds every procedure of the module. [`analyze_focused`] takes the path
+//! and a set of link-time addresses (a profile's samples and return addresses) and builds only
+//! the procedures holding them, reading only the DWARF units whose address ranges meet them:
+//! for a profile that touches a few dozen procedures of libc, a small fraction of the work.
+//! For every asked address its tree answers exactly as the whole-module tree does (same
+//! procedure, inlined calls, loops, line); [`Analysis::coverage`] says which addresses that
+//! holds for, so a caller can cache the tree and know when it still serves ([`focus`]).
+//!
 //! ## The scope tree
 //!
 //! [`ScopeTree`] is an arena of [`Scope`]s with parent links (module > file > procedure >
