@@ -343,10 +343,11 @@ fn open_separate_debug(
     None
 }
 
-/// The (decompressed) DWARF sections of `file` that the analysis reads.
+/// The (decompressed) DWARF sections of `file` that the analysis reads, decompressed in
+/// parallel.
 fn dwarf_sections<'d>(file: &object::File<'d>) -> HashMap<gimli::SectionId, Cow<'d, [u8]>> {
     gimli_section_ids()
-        .into_iter()
+        .into_par_iter()
         .map(|id| (id, binary::section_data(file, id.name())))
         .collect()
 }
