@@ -6,49 +6,12 @@
 
 use std::path::{Path, PathBuf};
 
+mod structure_support;
+
 use hpctoolkit_tests::{compile, scratch_dir};
 use structure::analyze::line_table_addresses;
-use structure::{analyze_file, analyze_focused, Coverage, Options, ScopeId, ScopeKind, ScopeTree};
-
-/// One scope of a lookup's context, with files as paths (trees intern files differently).
-#[derive(Debug, PartialEq, Eq)]
-struct Frame {
-    kind: String,
-    name: String,
-    file: Option<String>,
-    line: u32,
-    entry: Option<u64>,
-    call: Option<(Option<String>, u32)>,
-}
-
-/// What `tree` says about `addr`: the statement found and its ancestors up to the procedure.
-fn context(tree: &ScopeTree, addr: u64) -> Option<Vec<Frame>> {
-    let stmt = tree.lookup(addr)?;
-    let frame = |id: ScopeId| {
-        let s = tree.get(id);
-        let call = match s.kind {
-            ScopeKind::Alien {
-                call_file,
-                call_line,
-            } => Some((call_file.map(|f| tree.file_name(f).to_string()), call_line)),
-            _ => None,
-        };
-        Frame {
-            kind: format!("{:?}", std::mem::discriminant(&s.kind)),
-            name: s.name.clone(),
-            file: tree.scope_file(id).map(str::to_string),
-            line: s.line,
-            entry: s.entry,
-            call,
-        }
-    };
-    Some(
-        std::iter::once(stmt)
-            .chain(tree.ancestors(stmt))
-            .map(frame)
-            .collect(),
-    )
-}
+use structure::{analyze_file, analyze_focused, Coverage, Options, ScopeTree};
+use structure_support::context;
 
 /// A small deterministic generator (xorshift64*), so failures reproduce.
 struct Rng(u64);

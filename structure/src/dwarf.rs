@@ -322,10 +322,42 @@ impl<'a, 'd> UnitsOnDemand<'a, 'd> {
             u.tried = true;
             match result {
                 Ok(out) => u.output = Some(out),
-                Err(e) => self.skipped.push(unit_error(&u.header, &e)),
+                Err(e) => {
+                    self.skipped.push(unit_error(&u.header, &e));
+                    self.read_line_program_alone(i, in_code);
+                }
             }
         }
         any
+    }
+
+    /// Read the line program of unit `i`, whose entries are corrupt, as a line program without
+    /// a unit: what [`read_dwarf`] does with it.
+    fn read_line_program_alone(&mut self, i: usize, in_code: &dyn Fn(u64) -> bool) {
+        let Some(offset) = self.units[i]
+            .unit
+            .line_program
+            .as_ref()
+            .map(|p| p.header().offset())
+        else {
+            return;
+        };
+        let program = match self.dwarf.debug_line.program(offset, 8, None, None) {
+            Ok(p) => p,
+            Err(e) => {
+                let at = offset.0;
+                self.skipped
+                    .push(format!("line program at .debug_line+{at:#x}: {e}"));
+                return;
+            }
+        };
+        let read = unitless_program(self.dwarf, program, offset.0, in_code, &mut self.skipped);
+        if let Some(out) = read {
+            let at = self
+                .unitless
+                .partition_point(|o| o.line_offset < out.line_offset);
+            self.unitless.insert(at, out);
+        }
     }
 
     /// The procedures of the units read so far.
@@ -407,28 +439,44 @@ fn unitless_line_programs<'d>(
             .saturating_add(header.unit_length())
             .saturating_add(header.format().initial_length_size() as usize);
         if !used.contains(&offset) {
-            let strings = |v| unitless_string(dwarf, v);
-            // DWARF 5 states the unit's directory as directory 0; earlier versions only in the
-            // unit, so their relative paths stay relative.
-            let comp_dir = (header.version() >= 5)
-                .then(|| header.directory(0).and_then(strings))
-                .flatten()
-                .unwrap_or_default();
-            let files = file_table(&strings, &comp_dir, header);
-            match read_rows(program, in_code) {
-                Ok(rows) if !rows.is_empty() => out.push(UnitOutput {
-                    files,
-                    rows,
-                    procs: Vec::new(),
-                    line_offset: Some(offset),
-                }),
-                Ok(_) => {}
-                Err(e) => skipped.push(format!("line program at .debug_line+{offset:#x}: {e}")),
-            }
+            out.extend(unitless_program(dwarf, program, offset, in_code, skipped));
         }
         offset = next;
     }
     out
+}
+
+/// The files and rows of the line program at `.debug_line+offset`, read without its unit;
+/// `None` if it has no rows in the code (or they are corrupt: reported in `skipped`).
+fn unitless_program<'d>(
+    dwarf: &gimli::Dwarf<Slice<'d>>,
+    program: gimli::IncompleteLineProgram<Slice<'d>>,
+    offset: usize,
+    in_code: &dyn Fn(u64) -> bool,
+    skipped: &mut Vec<String>,
+) -> Option<UnitOutput> {
+    let header = program.header();
+    let strings = |v| unitless_string(dwarf, v);
+    // DWARF 5 states the unit's directory as directory 0; earlier versions only in the unit,
+    // so their relative paths stay relative.
+    let comp_dir = (header.version() >= 5)
+        .then(|| header.directory(0).and_then(strings))
+        .flatten()
+        .unwrap_or_default();
+    let files = file_table(&strings, &comp_dir, header);
+    match read_rows(program, in_code) {
+        Ok(rows) if !rows.is_empty() => Some(UnitOutput {
+            files,
+            rows,
+            procs: Vec::new(),
+            line_offset: Some(offset),
+        }),
+        Ok(_) => None,
+        Err(e) => {
+            skipped.push(format!("line program at .debug_line+{offset:#x}: {e}"));
+            None
+        }
+    }
 }
 
 /// A string attribute of a line program header read without a unit (no `.debug_str_offsets`
