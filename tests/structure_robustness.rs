@@ -3,6 +3,8 @@
 //! its line table); truncated and scribbled-over binaries give a result or a clean error,
 //! never a panic.
 
+mod structure_support;
+
 use hpctoolkit_tests::{fixture, run, scratch_dir, tool};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -137,6 +139,12 @@ fn a_corrupt_unit_is_skipped_and_the_other_recovered() {
             assert!(stderr.contains(&format!("+{unit:#x}")), "{what}: {stderr}");
         }
         let tree = &read_structure_file(&dir.join("damaged.hpcstruct")).unwrap()[0];
+
+        // Focused analysis treats the damaged unit as the whole-module analysis does.
+        let whole = analyze_file(&path, &Options::default()).unwrap().tree;
+        let starts: Vec<u64> = whole.address_index().iter().map(|r| r.0).collect();
+        let resolved = structure_support::assert_focused_agrees(&path, &starts);
+        assert_eq!(resolved, starts.len(), "{what}");
 
         // The intact unit: procedures, lines, loops and inline records as compiled.
         let main = procedure(tree, "main");

@@ -5,9 +5,16 @@
 //! `~/.cache/hpctoolkit-rs/structure/`), one file per binary, named by its GNU build-id or,
 //! without one, by a hash of its path, size and modification time. Each file is a magic, a
 //! format version, the version of the tools that wrote it (a newer analyser invalidates old
-//! entries) and the postcard-encoded [`ScopeTree`]. Entries that fail to decode are treated as
-//! missing and replaced; writes go through a temporary file and a rename, so concurrent runs
-//! never see half an entry.
+//! entries) and the postcard-encoded [`Coverage`] and [`ScopeTree`]. Entries that fail to
+//! decode are treated as missing and replaced; writes go through a temporary file and a
+//! rename, so concurrent runs never see half an entry.
+//!
+//! Trees recovered on the fly are *focused* (`structure::analyze_focused`): they hold only the
+//! procedures that a profile sampled, and their coverage says which addresses they answer for.
+//! A run reuses an entry when its coverage holds every address the run looks up; otherwise it
+//! analyses the procedures of its own addresses together with those of the entry (their
+//! entries are asked again) and stores that union, so one binary's entry grows with the
+//! profiles correlated against it and soon serves them all.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
@@ -15,12 +22,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use structure::ScopeTree;
+use structure::{Coverage, ScopeTree};
 
 /// The first bytes of every cache entry.
 const MAGIC: [u8; 8] = *b"HPCSCACH";
-/// The entry format version.
-const VERSION: u32 = 1;
+/// The entry format version (2: coverage before the tree).
+const VERSION: u32 = 2;
 /// The tools' version; entries from another version are ignored.
 const TOOLS: &str = env!("CARGO_PKG_VERSION");
 
@@ -69,8 +76,8 @@ impl StructureCache {
         self.dir.join(format!("{key}.struct"))
     }
 
-    /// The tree cached under `key`, if there is a valid entry.
-    pub fn load(&self, key: &str) -> Option<ScopeTree> {
+    /// The tree cached under `key` and the addresses it covers, if there is a valid entry.
+    pub fn load(&self, key: &str) -> Option<(ScopeTree, Coverage)> {
         let bytes = fs::read(self.entry(key)).ok()?;
         let body = bytes.strip_prefix(&MAGIC)?;
         let (version, body) = body.split_at_checked(4)?;
@@ -81,17 +88,18 @@ impl StructureCache {
         if tools != TOOLS.as_bytes() {
             return None;
         }
-        postcard::from_bytes(body).ok()
+        let (coverage, tree): (Coverage, ScopeTree) = postcard::from_bytes(body).ok()?;
+        Some((tree, coverage))
     }
 
-    /// Store `tree` under `key`, replacing any previous entry.
-    pub fn store(&self, key: &str, tree: &ScopeTree) -> std::io::Result<()> {
+    /// Store `tree`, which answers for `coverage`, under `key`, replacing any previous entry.
+    pub fn store(&self, key: &str, tree: &ScopeTree, coverage: &Coverage) -> std::io::Result<()> {
         fs::create_dir_all(&self.dir)?;
         let mut bytes = Vec::with_capacity(1 << 16);
         bytes.extend_from_slice(&MAGIC);
         bytes.extend_from_slice(&VERSION.to_le_bytes());
         bytes.extend_from_slice(TOOLS.as_bytes());
-        let bytes = postcard::to_extend(tree, bytes)
+        let bytes = postcard::to_extend(&(coverage, tree), bytes)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
         let target = self.entry(key);
         let tmp = self.dir.join(format!("{key}.tmp{}", std::process::id()));
@@ -131,9 +139,11 @@ mod tests {
         let key = StructureCache::key(Path::new("/bin/x"), Some(&[0xab, 0x01])).unwrap();
         assert_eq!(key, "b-ab01");
         assert!(cache.load(&key).is_none());
-        cache.store(&key, &tree).unwrap();
-        let back = cache.load(&key).unwrap();
+        let coverage = Coverage::Ranges(vec![0x10..0x20]);
+        cache.store(&key, &tree, &coverage).unwrap();
+        let (back, covered) = cache.load(&key).unwrap();
         assert_eq!(back.lookup(0x18), Some(s));
+        assert_eq!(covered, coverage);
         fs::write(cache.entry(&key), b"HPCSCACH\x01\0\0\0garbage").unwrap();
         assert!(cache.load(&key).is_none(), "corrupt entry is a miss");
         fs::remove_dir_all(dir).unwrap();

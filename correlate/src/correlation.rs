@@ -4,6 +4,11 @@
 //! threads, finds each module's structure (a structure file matched by path, the on-disk cache,
 //! or on-the-fly analysis, in parallel), enriches every calling context and returns the
 //! database with a [`Summary`].
+//!
+//! On-the-fly analysis is focused: the analyser gets the addresses the enrichment will look up
+//! in the module (sampled IPs, and `ra - 1` of return addresses) and recovers only the
+//! procedures holding them (`structure::analyze_focused`), which answers those lookups exactly
+//! as a whole-module analysis would. See [`crate::cache`] for how such trees are reused.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +17,7 @@ use std::time::{Duration, Instant};
 use fxhash::FxHashMap;
 use profiler::db::{Cost, Profile};
 use rayon::prelude::*;
-use structure::{ScopeTree, StructureError};
+use structure::{Analysis, Coverage, ScopeTree, StructureError};
 
 use crate::cache::StructureCache;
 use crate::database::{Database, MetricDesc, ModuleDesc, ModuleId, StructureSource};
@@ -20,8 +25,9 @@ use crate::enrich::{Enricher, ProfileMapping};
 use crate::error::CorrelateError;
 use crate::inputs::{self, InputKind, StructureFile};
 
-/// Recovers a binary's structure on the fly (normally the `structure` crate's analysis).
-pub type Analyser<'a> = dyn Fn(&Path) -> Result<ScopeTree, StructureError> + Sync + 'a;
+/// Recovers a binary's structure on the fly, at least for the given link-time addresses
+/// (sorted, distinct): normally `structure::analyze_focused`.
+pub type Analyser<'a> = dyn Fn(&Path, &[u64]) -> Result<Analysis, StructureError> + Sync + 'a;
 
 /// What to correlate and how.
 pub struct Options<'a> {
@@ -38,6 +44,8 @@ pub struct Options<'a> {
 pub struct Summary {
     /// Every module with the source of its structure.
     pub modules: Vec<(String, StructureSource)>,
+    /// Procedures recovered on the fly in this run (over all modules analysed).
+    pub analysed_procedures: usize,
     /// Distinct calling contexts (nodes of the enriched tree).
     pub contexts: usize,
     /// Metrics with their totals.
@@ -96,18 +104,26 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
     let (metrics, metric_maps) = merge_metrics(&read, &profiles)?;
     let (modules, module_maps) = merge_modules(&read);
     let mut warnings = Vec::new();
-    let found = find_structures(&modules, &structure_files, options, &mut warnings)?;
+    let addresses = module_addresses(&read, &module_maps, modules.len());
+    let found = find_structures(
+        &modules,
+        &addresses,
+        &structure_files,
+        options,
+        &mut warnings,
+    )?;
+    let analysed_procedures = found.iter().map(|f| f.analysed).sum();
 
     let module_descs: Vec<ModuleDesc> = modules
         .iter()
         .zip(&found)
-        .map(|(m, (source, _))| ModuleDesc {
+        .map(|(m, f)| ModuleDesc {
             path: m.path.clone(),
             build_id: m.build_id.clone(),
-            structure: source.clone(),
+            structure: f.source.clone(),
         })
         .collect();
-    let trees: Vec<Option<&ScopeTree>> = found.iter().map(|(_, t)| t.as_ref()).collect();
+    let trees: Vec<Option<&ScopeTree>> = found.iter().map(|f| f.tree.as_ref()).collect();
     let mut enricher = Enricher::new(metrics, module_descs, &trees);
     for (i, profile) in read.iter().enumerate() {
         let map = ProfileMapping {
@@ -131,6 +147,7 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
             .iter()
             .map(|m| (m.path.clone(), m.structure.clone()))
             .collect(),
+        analysed_procedures,
         contexts: db.nodes.len(),
         metrics: db.metrics.clone(),
         unknown_addresses: db.stats.unknown_addresses,
@@ -201,6 +218,38 @@ fn merge_modules(profiles: &[Profile]) -> (Vec<profiler::db::ModuleInfo>, Vec<Ve
     (modules, maps)
 }
 
+/// Per database module, the addresses the enrichment will look up in it (sorted, distinct):
+/// what an on-the-fly analysis must answer for.
+fn module_addresses(
+    profiles: &[Profile],
+    module_maps: &[Vec<ModuleId>],
+    modules: usize,
+) -> Vec<Vec<u64>> {
+    let mut out = vec![Vec::new(); modules];
+    for (profile, map) in profiles.iter().zip(module_maps) {
+        for node in profile.threads.iter().flat_map(|t| &t.cct.nodes) {
+            if let profiler::db::Frame::Code { module, addr, kind } = node.frame {
+                if let Some(&m) = map.get(module as usize) {
+                    out[m as usize].push(crate::enrich::lookup_address(addr.0, kind));
+                }
+            }
+        }
+    }
+    for a in &mut out {
+        a.sort_unstable();
+        a.dedup();
+    }
+    out
+}
+
+/// A module's structure: where it came from, the tree, and how many procedures were analysed
+/// on the fly for it.
+struct Found {
+    source: StructureSource,
+    tree: Option<ScopeTree>,
+    analysed: usize,
+}
+
 /// How a module's structure will be obtained.
 enum Plan<'s> {
     /// A tree from a structure file.
@@ -215,10 +264,11 @@ enum Plan<'s> {
 /// owned when recovered).
 fn find_structures(
     modules: &[profiler::db::ModuleInfo],
+    addresses: &[Vec<u64>],
     files: &[StructureFile],
     options: &Options<'_>,
     warnings: &mut Vec<String>,
-) -> Result<Vec<(StructureSource, Option<ScopeTree>)>, CorrelateError> {
+) -> Result<Vec<Found>, CorrelateError> {
     let mut used = vec![vec![false; 0]; files.len()];
     for (u, f) in used.iter_mut().zip(files) {
         *u = vec![false; f.trees.len()];
@@ -236,23 +286,34 @@ fn find_structures(
             });
         }
     }
-    let results: Vec<(StructureSource, Option<ScopeTree>, Option<String>)> = plans
+    let results: Vec<(Found, Option<String>)> = plans
         .into_par_iter()
-        .map(|p| match p {
+        .zip(addresses)
+        .map(|(p, addresses)| match p {
             Plan::File(path, tree) => (
-                StructureSource::File(path.display().to_string()),
-                Some(tree.clone()),
+                Found {
+                    source: StructureSource::File(path.display().to_string()),
+                    tree: Some(tree.clone()),
+                    analysed: 0,
+                },
                 None,
             ),
-            Plan::None(why) => (StructureSource::None(why), None, None),
-            Plan::Recover(binary, key) => recover(&binary, key.as_deref(), options),
+            Plan::None(why) => (
+                Found {
+                    source: StructureSource::None(why),
+                    tree: None,
+                    analysed: 0,
+                },
+                None,
+            ),
+            Plan::Recover(binary, key) => recover(&binary, key.as_deref(), addresses, options),
         })
         .collect();
     Ok(results
         .into_iter()
-        .map(|(source, tree, warning)| {
+        .map(|(found, warning)| {
             warnings.extend(warning);
-            (source, tree)
+            found
         })
         .collect())
 }
@@ -321,39 +382,78 @@ fn plan<'s>(
     ))
 }
 
-/// Recover one binary's structure: from the cache if present, else by analysis (then cached).
-/// Returns the source, the tree and a warning if something went wrong.
+/// Recover one binary's structure for `addresses`: from the cache if its entry covers them all,
+/// else by focused analysis of those addresses' procedures and the entry's (the union is then
+/// cached). Returns what was found and a warning if something went wrong.
 fn recover(
     binary: &Path,
     key: Option<&str>,
+    addresses: &[u64],
     options: &Options<'_>,
-) -> (StructureSource, Option<ScopeTree>, Option<String>) {
+) -> (Found, Option<String>) {
     let cache = options.cache.as_ref().zip(key);
-    if let Some(tree) = cache.and_then(|(c, k)| c.load(k)) {
-        return (StructureSource::Cache, Some(tree), None);
+    let cached = cache.and_then(|(c, k)| c.load(k));
+    let mut wanted = addresses.to_vec();
+    if let Some((tree, coverage)) = cached {
+        if addresses.iter().all(|&a| coverage.covers(a)) {
+            let found = Found {
+                source: StructureSource::Cache,
+                tree: Some(tree),
+                analysed: 0,
+            };
+            return (found, None);
+        }
+        wanted.extend(revisit(&tree, &coverage));
+        wanted.sort_unstable();
+        wanted.dedup();
     }
-    match (options.analyser)(binary) {
-        Ok(tree) => {
+    match (options.analyser)(binary, &wanted) {
+        Ok(analysis) => {
             let warning = cache.and_then(|(c, k)| {
-                c.store(k, &tree)
+                c.store(k, &analysis.tree, &analysis.coverage)
                     .err()
                     .map(|e| format!("cannot write structure cache in {}: {e}", c.dir().display()))
             });
-            (StructureSource::OnTheFly, Some(tree), warning)
+            let found = Found {
+                source: StructureSource::OnTheFly,
+                analysed: analysis.tree.procedures().count(),
+                tree: Some(analysis.tree),
+            };
+            (found, warning)
         }
-        Err(e) => (
-            StructureSource::None(e.to_string()),
-            None,
-            Some(e.to_string()),
-        ),
+        Err(e) => {
+            let found = Found {
+                source: StructureSource::None(e.to_string()),
+                tree: None,
+                analysed: 0,
+            };
+            (found, Some(e.to_string()))
+        }
     }
+}
+
+/// Addresses that make a new focused analysis cover what a cached tree covered: the entry of
+/// each of its procedures and the start of each covered range (addresses in no procedure).
+fn revisit<'t>(tree: &'t ScopeTree, coverage: &'t Coverage) -> impl Iterator<Item = u64> + 't {
+    let starts = match coverage {
+        Coverage::Ranges(r) => r.as_slice(),
+        Coverage::Module => &[],
+    };
+    tree.procedures()
+        .filter_map(|p| tree.get(p).entry)
+        .chain(starts.iter().map(|r| r.start))
 }
 
 /// The one-paragraph summary `hpcprof-rs` prints on stderr.
 pub fn summary_text(summary: &Summary, output: &Path) -> String {
     let (file, fly, cache, none) = summary.module_counts();
+    let focused = if fly > 0 {
+        format!(" (focused: {} procedures)", summary.analysed_procedures)
+    } else {
+        String::new()
+    };
     let mut text = format!(
-        "hpcprof-rs: {} modules correlated (structure from file {file}, on the fly {fly}, cache {cache}, none {none}); {} contexts",
+        "hpcprof-rs: {} modules correlated (structure from file {file}, on the fly {fly}{focused}, cache {cache}, none {none}); {} contexts",
         summary.modules.len(),
         summary.contexts
     );
@@ -389,4 +489,92 @@ pub fn summary_text(summary: &Summary, output: &Path) -> String {
         text.push_str(&format!("\nwarning: {w}"));
     }
     text
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use structure::{normalize_ranges, Scope, ScopeKind};
+
+    /// A stand-in for the structure analysis: one 16-byte procedure (with one statement) at
+    /// each asked address rounded down to 16, covering exactly those; records what it was
+    /// asked.
+    fn analyse(asked: &Mutex<Vec<Vec<u64>>>, path: &Path, addresses: &[u64]) -> Analysis {
+        asked.lock().unwrap().push(addresses.to_vec());
+        let mut tree = ScopeTree::new(&path.display().to_string());
+        let mut bases: Vec<u64> = addresses.iter().map(|a| a & !0xf).collect();
+        bases.dedup();
+        for &base in &bases {
+            let mut p = Scope::new(ScopeKind::Procedure);
+            p.entry = Some(base);
+            let p = tree.add(tree.root(), p);
+            let mut s = Scope::new(ScopeKind::Statement);
+            s.line = base as u32;
+            s.ranges = vec![base..base + 16];
+            tree.add(p, s);
+        }
+        tree.finish();
+        let covered = bases.iter().map(|&b| b..b + 16).collect();
+        Analysis {
+            tree,
+            summary: Default::default(),
+            coverage: Coverage::Ranges(normalize_ranges(covered)),
+        }
+    }
+
+    #[test]
+    fn cache_is_reused_when_it_covers_else_the_union_is_analysed() {
+        let dir = std::env::temp_dir().join(format!("hpcprof-recover-test-{}", std::process::id()));
+        let asked = Mutex::new(Vec::new());
+        let analyser = |path: &Path, addresses: &[u64]| Ok(analyse(&asked, path, addresses));
+        let options = Options {
+            inputs: Vec::new(),
+            cache: Some(StructureCache::at(dir.clone())),
+            analyser: &analyser,
+        };
+        let bin = Path::new("/bin/app");
+        let key = Some("b-0123");
+        let run = |addresses: &[u64]| {
+            let (found, warning) = recover(bin, key, addresses, &options);
+            assert_eq!(warning, None);
+            found
+        };
+        let first = run(&[0x105, 0x203]);
+        assert_eq!(first.source, StructureSource::OnTheFly);
+        assert_eq!(first.analysed, 2);
+
+        let again = run(&[0x10f, 0x200]);
+        assert_eq!(again.source, StructureSource::Cache, "covered: no analysis");
+        assert_eq!(asked.lock().unwrap().len(), 1);
+
+        let wider = run(&[0x305]);
+        assert_eq!(wider.source, StructureSource::OnTheFly);
+        assert_eq!(
+            asked.lock().unwrap()[1],
+            vec![0x100, 0x200, 0x305],
+            "the new address with the cached procedures' entries"
+        );
+        assert_eq!(wider.analysed, 3);
+
+        let all = run(&[0x101, 0x20f, 0x30a]);
+        assert_eq!(all.source, StructureSource::Cache, "the union was stored");
+        let tree = all.tree.unwrap();
+        for a in [0x101, 0x20f, 0x30a] {
+            let stmt = tree.lookup(a).expect("cached tree answers");
+            assert_eq!(tree.get(stmt).line, (a & !0xf) as u32);
+        }
+        let uncached = Options {
+            cache: None,
+            ..options
+        };
+        let (found, _) = recover(bin, key, &[0x101], &uncached);
+        assert_eq!(
+            found.source,
+            StructureSource::OnTheFly,
+            "--no-cache analyses"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -237,7 +237,7 @@ impl<'a> Enricher<'a> {
 }
 
 /// The address to look up for a frame: the IP itself, or `ra - 1` (inside the call).
-fn lookup_address(addr: u64, kind: AddrKind) -> u64 {
+pub(crate) fn lookup_address(addr: u64, kind: AddrKind) -> u64 {
     match kind {
         AddrKind::Ip => addr,
         AddrKind::Return => addr.saturating_sub(1),

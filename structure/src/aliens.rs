@@ -223,7 +223,7 @@ fn link_name(plan: &ProcPlan) -> &str {
 
 /// The procedure a compiler-made part or copy belongs to: `f` for `f.cold`, `f.part.0`,
 /// `f.constprop.0`, `f.isra.0`, ...
-fn clone_base(link_name: &str) -> Option<&str> {
+pub(crate) fn clone_base(link_name: &str) -> Option<&str> {
     let (base, _) = link_name.split_once('.')?;
     (!base.is_empty()).then_some(base)
 }

@@ -12,6 +12,7 @@ use crate::aliens::SourceBounds;
 use crate::binary::{self, CodeSection, FunctionSymbol, MappedFile};
 use crate::dwarf::{self, DwarfInfo, InlineCall, Slice, NO_FILE};
 use crate::error::StructureError;
+use crate::focus::{self, Coverage};
 use crate::loopnest::{self, LoopEnv};
 use crate::procedure::{self, LocalTree, Step};
 use crate::scope::{normalize_ranges, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
@@ -58,18 +59,19 @@ impl Default for Heuristics {
 }
 
 /// Where the debug information came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum DebugSource {
     /// The binary itself.
     Embedded,
     /// A separate debug file.
     Separate(PathBuf),
     /// None found: symbols only.
+    #[default]
     None,
 }
 
-/// Counts and notes about one analysis, for the user.
-#[derive(Clone, Debug)]
+/// Counts and notes about one analysis, for the user (the default: nothing found).
+#[derive(Clone, Debug, Default)]
 pub struct Summary {
     /// Procedures recovered.
     pub procedures: usize,
@@ -115,6 +117,10 @@ pub struct Analysis {
     pub tree: ScopeTree,
     /// What was found and skipped.
     pub summary: Summary,
+    /// The addresses for which `tree` answers as a whole-module analysis would: everything
+    /// for [`analyze_file`], the analysed procedures and the asked addresses for
+    /// [`crate::focus::analyze_focused`].
+    pub coverage: Coverage,
 }
 
 /// Analyse the ELF binary or shared library at `path`.
@@ -128,6 +134,17 @@ pub fn analyze_file_with(
     options: &Options,
     heuristics: &Heuristics,
 ) -> Result<Analysis, StructureError> {
+    analyze(path, options, heuristics, None)
+}
+
+/// Analyse `path` in a pool of `options.threads` workers: the whole module, or with `focus`
+/// only the procedures holding those addresses.
+pub(crate) fn analyze(
+    path: &Path,
+    options: &Options,
+    heuristics: &Heuristics,
+    focus: Option<&[u64]>,
+) -> Result<Analysis, StructureError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(options.threads)
         .build()
@@ -135,13 +152,14 @@ pub fn analyze_file_with(
             path: path.to_path_buf(),
             source: std::io::Error::other(e),
         })?;
-    pool.install(|| analyze_in_pool(path, options, heuristics))
+    pool.install(|| analyze_in_pool(path, options, heuristics, focus))
 }
 
 fn analyze_in_pool(
     path: &Path,
     options: &Options,
     heuristics: &Heuristics,
+    focus: Option<&[u64]>,
 ) -> Result<Analysis, StructureError> {
     let start = Instant::now();
     let mapped = MappedFile::open(path)?;
@@ -150,27 +168,50 @@ fn analyze_in_pool(
     let symbols = binary::function_symbols(&file, &code);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
 
-    let mut debug_source = DebugSource::None;
     let mut skipped = Vec::new();
-    let info = if binary::has_debug_lines(&file) {
-        debug_source = DebugSource::Embedded;
-        read_debug_info(&file, &in_code)
-    } else if let Some(debug) = open_separate_debug(path, &file, &mut skipped) {
-        debug_source = DebugSource::Separate(debug.path.clone());
-        read_debug_info(&debug.parse()?, &in_code)
+    let separate = if binary::has_debug_lines(&file) {
+        None
     } else {
-        DwarfInfo::default()
+        open_separate_debug(path, &file, &mut skipped)
+    };
+    let separate_file = separate.as_ref().map(MappedFile::parse).transpose()?;
+    let (debug_source, dwarf_file) = match (&separate, &separate_file) {
+        (Some(m), Some(f)) => (DebugSource::Separate(m.path.clone()), Some(f)),
+        _ if binary::has_debug_lines(&file) => (DebugSource::Embedded, Some(&file)),
+        _ => (DebugSource::None, None),
+    };
+    // A focus on no address needs no debug information: nothing will be looked up.
+    let sections = dwarf_file
+        .filter(|_| focus.is_none_or(|a| !a.is_empty()))
+        .map(dwarf_sections)
+        .unwrap_or_default();
+    let dwarf = load_dwarf(&sections);
+
+    let (plans, selected, info, coverage) = match focus {
+        None => {
+            let mut info = dwarf::read_dwarf(&dwarf, &in_code);
+            if info.procs.is_empty() && symbols.is_empty() {
+                return Err(StructureError::NothingToAnalyse {
+                    path: path.to_path_buf(),
+                });
+            }
+            let plans = plan_procedures(std::mem::take(&mut info.procs), &symbols, &code);
+            let selected = (0..plans.len()).collect();
+            (plans, selected, info, Coverage::Module)
+        }
+        Some(addresses) => {
+            let mut units = dwarf::UnitsOnDemand::new(&dwarf, &in_code);
+            if units.is_empty() && symbols.is_empty() && !addresses.is_empty() {
+                return Err(StructureError::NothingToAnalyse {
+                    path: path.to_path_buf(),
+                });
+            }
+            let s = focus::select(&mut units, &symbols, &code, addresses, heuristics, &in_code);
+            (s.plans, s.selected, s.info, s.coverage)
+        }
     };
     skipped.extend(info.skipped.iter().cloned());
-    if info.procs.is_empty() && symbols.is_empty() {
-        return Err(StructureError::NothingToAnalyse {
-            path: path.to_path_buf(),
-        });
-    }
 
-    let mut info = info;
-    let plans = plan_procedures(std::mem::take(&mut info.procs), &symbols, &code);
-    let info = info;
     let data = binary::data_sections(&file);
     let noreturn: HashSet<u64> = symbols
         .iter()
@@ -185,9 +226,9 @@ fn analyze_in_pool(
     let bounds = heuristics
         .line_map_aliens
         .then(|| SourceBounds::new(&plans, &symbols, &info));
-    let built: Vec<Built> = (0..plans.len())
-        .into_par_iter()
-        .map(|i| {
+    let built: Vec<Built> = selected
+        .par_iter()
+        .map(|&i| {
             let inferred = bounds
                 .as_ref()
                 .filter(|_| lacks_inline_records(&plans[i], &info))
@@ -201,8 +242,8 @@ fn analyze_in_pool(
     assembler
         .tree
         .set_shared_library(binary::is_shared_library(&file));
-    for (plan, b) in plans.iter().zip(&built) {
-        assembler.add_procedure(plan, b);
+    for (&i, b) in selected.iter().zip(&built) {
+        assembler.add_procedure(&plans[i], b);
         skipped.extend(b.note.clone());
     }
     let inferred_inlined = assembler.inferred;
@@ -213,12 +254,16 @@ fn analyze_in_pool(
     summary.inferred_inlined = inferred_inlined;
     summary.unitless_line_programs = info.unitless_programs;
     summary.irreducible_loops = irreducible_loops;
-    Ok(Analysis { tree, summary })
+    Ok(Analysis {
+        tree,
+        summary,
+        coverage,
+    })
 }
 
 /// Whether a procedure's inlined code must be inferred: its DWARF unit has no inline records,
 /// or it has no DWARF descriptor and its lines come from a line program without a unit.
-fn lacks_inline_records(plan: &ProcPlan, info: &DwarfInfo) -> bool {
+pub(crate) fn lacks_inline_records(plan: &ProcPlan, info: &DwarfInfo) -> bool {
     if plan.from_dwarf {
         !plan.unit_has_inlines
     } else {
@@ -256,13 +301,17 @@ pub fn line_table_addresses(path: &Path) -> Result<Vec<u64>, StructureError> {
     let file = mapped.parse()?;
     let code = binary::code_sections(&file);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
-    let info = if binary::has_debug_lines(&file) {
-        read_debug_info(&file, &in_code)
-    } else if let Some(debug) = open_separate_debug(path, &file, &mut Vec::new()) {
-        read_debug_info(&debug.parse()?, &in_code)
+    let separate = if binary::has_debug_lines(&file) {
+        None
     } else {
-        DwarfInfo::default()
+        open_separate_debug(path, &file, &mut Vec::new())
     };
+    let separate_file = separate.as_ref().map(MappedFile::parse).transpose()?;
+    let dwarf_file = separate_file
+        .as_ref()
+        .or(binary::has_debug_lines(&file).then_some(&file));
+    let sections = dwarf_file.map(dwarf_sections).unwrap_or_default();
+    let info = dwarf::read_dwarf(&load_dwarf(&sections), &in_code);
     Ok(info
         .rows
         .iter()
@@ -294,26 +343,29 @@ fn open_separate_debug(
     None
 }
 
-/// Load the DWARF sections of `file` (decompressing as needed) and read them.
-fn read_debug_info(file: &object::File<'_>, in_code: &(dyn Fn(u64) -> bool + Sync)) -> DwarfInfo {
-    let mut sections: HashMap<gimli::SectionId, Cow<'_, [u8]>> = HashMap::new();
-    for id in gimli_section_ids() {
-        sections.insert(id, binary::section_data(file, id.name()));
-    }
-    let loaded: Result<gimli::Dwarf<Slice<'_>>, gimli::Error> = gimli::Dwarf::load(|id| {
-        let data: &[u8] = sections.get(&id).map_or(&[], |c| c.as_ref());
-        Ok(gimli::EndianSlice::new(data, gimli::LittleEndian))
-    });
-    match loaded {
-        Ok(dwarf) => dwarf::read_dwarf(&dwarf, in_code),
-        Err(e) => DwarfInfo {
-            skipped: vec![format!("DWARF sections unreadable: {e}")],
-            ..DwarfInfo::default()
-        },
-    }
+/// The (decompressed) DWARF sections of `file` that the analysis reads, decompressed in
+/// parallel.
+fn dwarf_sections<'d>(file: &object::File<'d>) -> HashMap<gimli::SectionId, Cow<'d, [u8]>> {
+    gimli_section_ids()
+        .into_par_iter()
+        .map(|id| (id, binary::section_data(file, id.name())))
+        .collect()
 }
 
-fn gimli_section_ids() -> [gimli::SectionId; 12] {
+/// A gimli view of `sections` (absent sections read as empty).
+fn load_dwarf<'s>(
+    sections: &'s HashMap<gimli::SectionId, Cow<'_, [u8]>>,
+) -> gimli::Dwarf<Slice<'s>> {
+    gimli::Dwarf::load(|id| {
+        let data: &[u8] = sections.get(&id).map_or(&[], |c| c.as_ref());
+        Ok::<_, std::convert::Infallible>(gimli::EndianSlice::new(data, gimli::LittleEndian))
+    })
+    .unwrap_or_else(|never| match never {})
+}
+
+/// The sections the reader uses: locations (`.debug_loc*`, large) are never read, so they are
+/// not decompressed.
+fn gimli_section_ids() -> [gimli::SectionId; 10] {
     use gimli::SectionId::*;
     [
         DebugAbbrev,
@@ -326,8 +378,6 @@ fn gimli_section_ids() -> [gimli::SectionId; 12] {
         DebugStr,
         DebugStrOffsets,
         DebugTypes,
-        DebugLoc,
-        DebugLocLists,
     ]
 }
 
@@ -355,7 +405,7 @@ pub struct ProcPlan {
 }
 
 /// Reconcile DWARF procedures with function symbols into disjoint procedures.
-fn plan_procedures(
+pub(crate) fn plan_procedures(
     mut procs: Vec<dwarf::DwarfProc>,
     symbols: &[FunctionSymbol],
     code: &[CodeSection<'_>],
@@ -412,19 +462,7 @@ fn plan_procedures(
         if is_claimed(&claimed, s.address) {
             continue;
         }
-        let section_end = code
-            .iter()
-            .find(|c| c.contains(s.address))
-            .map_or(s.address, |c| c.address + c.bytes.len() as u64);
-        let next = symbols
-            .get(i + 1)
-            .map_or(section_end, |n| n.address.min(section_end));
-        let end = if s.size > 0 {
-            (s.address + s.size).min(section_end)
-        } else {
-            next
-        };
-        let ranges = unclaimed(&claimed, s.address..end);
+        let ranges = unclaimed(&claimed, symbol_extent(symbols, i, code));
         let Some(first) = ranges.first() else {
             continue;
         };
@@ -448,6 +486,28 @@ fn plan_procedures(
     }
     plans.sort_by_key(|p| p.entry);
     plans
+}
+
+/// The code that symbol `symbols[i]` names: its size if known, else up to the next symbol,
+/// never past its section.
+pub(crate) fn symbol_extent(
+    symbols: &[FunctionSymbol],
+    i: usize,
+    code: &[CodeSection<'_>],
+) -> Range<u64> {
+    let s = &symbols[i];
+    let section_end = code
+        .iter()
+        .find(|c| c.contains(s.address))
+        .map_or(s.address, |c| c.address + c.bytes.len() as u64);
+    let end = if s.size > 0 {
+        s.address.saturating_add(s.size).min(section_end)
+    } else {
+        symbols
+            .get(i + 1)
+            .map_or(section_end, |n| n.address.min(section_end))
+    };
+    s.address..end
 }
 
 fn is_claimed(claimed: &BTreeMap<u64, u64>, addr: u64) -> bool {

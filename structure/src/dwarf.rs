@@ -145,6 +145,7 @@ impl DwarfInfo {
 type RawRows = Vec<(u64, u32, u32, bool)>;
 
 /// What one unit (or one line program without a unit) yields, with unit-local file indices.
+#[derive(Clone)]
 struct UnitOutput {
     files: Vec<String>,
     rows: RawRows,
@@ -159,8 +160,32 @@ pub fn read_dwarf(
     dwarf: &gimli::Dwarf<Slice<'_>>,
     in_code: &(dyn Fn(u64) -> bool + Sync),
 ) -> DwarfInfo {
-    let mut headers = Vec::new();
     let mut skipped = Vec::new();
+    let headers = unit_headers(dwarf, &mut skipped);
+    let mut outputs: Vec<UnitOutput> = Vec::with_capacity(headers.len());
+    for (h, result) in headers.iter().zip(
+        headers
+            .par_iter()
+            .map(|h| read_unit(dwarf, *h, in_code))
+            .collect::<Vec<_>>(),
+    ) {
+        match result {
+            Ok(out) => outputs.push(out),
+            Err(e) => skipped.push(unit_error(h, &e)),
+        }
+    }
+    let units = outputs.len();
+    let used: HashSet<usize> = outputs.iter().filter_map(|o| o.line_offset).collect();
+    let unitless = unitless_line_programs(dwarf, &used, in_code, &mut skipped);
+    merge_with_unitless(outputs, unitless, skipped, units)
+}
+
+/// The headers of all units of `.debug_info`; a header that cannot be read ends the list.
+fn unit_headers<'d>(
+    dwarf: &gimli::Dwarf<Slice<'d>>,
+    skipped: &mut Vec<String>,
+) -> Vec<gimli::UnitHeader<Slice<'d>>> {
+    let mut headers = Vec::new();
     let mut iter = dwarf.units();
     loop {
         match iter.next() {
@@ -175,24 +200,22 @@ pub fn read_dwarf(
             }
         }
     }
-    let mut outputs: Vec<UnitOutput> = Vec::with_capacity(headers.len());
-    for (h, result) in headers.iter().zip(
-        headers
-            .par_iter()
-            .map(|h| read_unit(dwarf, *h, in_code))
-            .collect::<Vec<_>>(),
-    ) {
-        match result {
-            Ok(out) => outputs.push(out),
-            Err(e) => {
-                let offset = h.debug_info_offset().map_or(0, |o| o.0);
-                skipped.push(format!("DWARF unit at .debug_info+{offset:#x}: {e}"));
-            }
-        }
-    }
-    let units = outputs.len();
-    let used: HashSet<usize> = outputs.iter().filter_map(|o| o.line_offset).collect();
-    let unitless = unitless_line_programs(dwarf, &used, in_code, &mut skipped);
+    headers
+}
+
+/// The message for a unit that could not be read.
+fn unit_error(header: &gimli::UnitHeader<Slice<'_>>, e: &gimli::Error) -> String {
+    let offset = header.debug_info_offset().map_or(0, |o| o.0);
+    format!("DWARF unit at .debug_info+{offset:#x}: {e}")
+}
+
+/// Merge the outputs of units (in unit order) and of line programs without a unit.
+fn merge_with_unitless(
+    mut outputs: Vec<UnitOutput>,
+    unitless: Vec<UnitOutput>,
+    skipped: Vec<String>,
+    units: usize,
+) -> DwarfInfo {
     let unitless_programs = unitless.len();
     let unitless_code = sequence_ranges(unitless.iter().map(|o| &o.rows));
     outputs.extend(unitless);
@@ -200,6 +223,187 @@ pub fn read_dwarf(
     info.unitless_programs = unitless_programs;
     info.unitless_code = unitless_code;
     info
+}
+
+/// The DWARF of a module, read unit by unit on demand.
+///
+/// Building it indexes every unit by the address ranges of its root entry (`DW_AT_low_pc` /
+/// `DW_AT_high_pc` or `DW_AT_ranges`, which DWARF requires of every unit with code), which
+/// costs only the unit headers and root entries. [`UnitsOnDemand::read_covering`] then reads
+/// the entries and line programs of just the units whose ranges meet a region, and
+/// [`UnitsOnDemand::info`] merges what was read exactly as [`read_dwarf`] merges all units
+/// (same unit order, so rows at one address resolve the same way). Line programs without a
+/// unit are always read: their code has no unit to be found by. A unit whose root entry names
+/// no ranges holds no code and is never read.
+pub struct UnitsOnDemand<'a, 'd> {
+    dwarf: &'a gimli::Dwarf<Slice<'d>>,
+    units: Vec<IndexedUnit<'d>>,
+    unitless: Vec<UnitOutput>,
+    skipped: Vec<String>,
+}
+
+/// One unit of [`UnitsOnDemand`].
+struct IndexedUnit<'d> {
+    header: gimli::UnitHeader<Slice<'d>>,
+    unit: gimli::Unit<Slice<'d>>,
+    /// Its code ranges, sorted and coalesced.
+    ranges: Vec<Range<u64>>,
+    /// Its output once read, or `None` before (or if reading failed: `tried` is then set).
+    output: Option<UnitOutput>,
+    tried: bool,
+}
+
+impl<'a, 'd> UnitsOnDemand<'a, 'd> {
+    /// Index the units of `dwarf` (in parallel) and read its line programs without a unit.
+    pub fn new(
+        dwarf: &'a gimli::Dwarf<Slice<'d>>,
+        in_code: &(dyn Fn(u64) -> bool + Sync),
+    ) -> UnitsOnDemand<'a, 'd> {
+        let mut skipped = Vec::new();
+        let headers = unit_headers(dwarf, &mut skipped);
+        let indexed: Vec<gimli::Result<IndexedUnit<'d>>> = headers
+            .par_iter()
+            .map(|&header| {
+                let unit = dwarf.unit(header)?;
+                let ranges = root_ranges(dwarf, &unit, in_code)?;
+                Ok(IndexedUnit {
+                    header,
+                    unit,
+                    ranges,
+                    output: None,
+                    tried: false,
+                })
+            })
+            .collect();
+        let mut units = Vec::with_capacity(indexed.len());
+        for (h, result) in headers.iter().zip(indexed) {
+            match result {
+                Ok(u) => units.push(u),
+                Err(e) => skipped.push(unit_error(h, &e)),
+            }
+        }
+        let used: HashSet<usize> = units
+            .iter()
+            .filter_map(|u| u.unit.line_program.as_ref())
+            .map(|p| p.header().offset().0)
+            .collect();
+        let unitless = unitless_line_programs(dwarf, &used, in_code, &mut skipped);
+        UnitsOnDemand {
+            dwarf,
+            units,
+            unitless,
+            skipped,
+        }
+    }
+
+    /// Whether the module has no units and no line programs at all.
+    pub fn is_empty(&self) -> bool {
+        self.units.is_empty() && self.unitless.is_empty()
+    }
+
+    /// Read (in parallel) every unit not read yet whose ranges meet `region` (sorted,
+    /// disjoint). Returns whether any unit was read.
+    pub fn read_covering(
+        &mut self,
+        region: &[Range<u64>],
+        in_code: &(dyn Fn(u64) -> bool + Sync),
+    ) -> bool {
+        let dwarf = self.dwarf;
+        let fresh: Vec<(usize, gimli::Result<UnitOutput>)> = self
+            .units
+            .par_iter()
+            .enumerate()
+            .filter(|(_, u)| !u.tried && crate::scope::ranges_meet(region, &u.ranges))
+            .map(|(i, u)| (i, read_parsed_unit(dwarf, &u.unit, in_code)))
+            .collect();
+        let any = !fresh.is_empty();
+        for (i, result) in fresh {
+            let u = &mut self.units[i];
+            u.tried = true;
+            match result {
+                Ok(out) => u.output = Some(out),
+                Err(e) => {
+                    self.skipped.push(unit_error(&u.header, &e));
+                    self.read_line_program_alone(i, in_code);
+                }
+            }
+        }
+        any
+    }
+
+    /// Read the line program of unit `i`, whose entries are corrupt, as a line program without
+    /// a unit: what [`read_dwarf`] does with it.
+    fn read_line_program_alone(&mut self, i: usize, in_code: &dyn Fn(u64) -> bool) {
+        let Some(offset) = self.units[i]
+            .unit
+            .line_program
+            .as_ref()
+            .map(|p| p.header().offset())
+        else {
+            return;
+        };
+        let program = match self.dwarf.debug_line.program(offset, 8, None, None) {
+            Ok(p) => p,
+            Err(e) => {
+                let at = offset.0;
+                self.skipped
+                    .push(format!("line program at .debug_line+{at:#x}: {e}"));
+                return;
+            }
+        };
+        let read = unitless_program(self.dwarf, program, offset.0, in_code, &mut self.skipped);
+        if let Some(out) = read {
+            let at = self
+                .unitless
+                .partition_point(|o| o.line_offset < out.line_offset);
+            self.unitless.insert(at, out);
+        }
+    }
+
+    /// The procedures of the units read so far.
+    pub fn procs(&self) -> impl Iterator<Item = &DwarfProc> + use<'_, 'a, 'd> {
+        self.units
+            .iter()
+            .filter_map(|u| u.output.as_ref())
+            .flat_map(|o| &o.procs)
+    }
+
+    /// The code ranges of every unit whose line program names one of `files` (full paths):
+    /// the units that may hold procedures declared in those files.
+    pub fn ranges_of_units_naming(&self, files: &HashSet<String>) -> Vec<Range<u64>> {
+        let dwarf = self.dwarf;
+        let ranges: Vec<Range<u64>> = self
+            .units
+            .par_iter()
+            .filter(|u| unit_files(dwarf, &u.unit).iter().any(|f| files.contains(f)))
+            .flat_map_iter(|u| u.ranges.iter().cloned())
+            .collect();
+        crate::scope::normalize_ranges(ranges)
+    }
+
+    /// Everything read so far, merged as [`read_dwarf`] merges all units.
+    pub fn info(&self) -> DwarfInfo {
+        let outputs: Vec<UnitOutput> = self.units.iter().filter_map(|u| u.output.clone()).collect();
+        let units = outputs.len();
+        merge_with_unitless(outputs, self.unitless.clone(), self.skipped.clone(), units)
+    }
+}
+
+/// The code ranges of a unit's root entry, sorted and coalesced (empty without range
+/// attributes).
+fn root_ranges<'d>(
+    dwarf: &gimli::Dwarf<Slice<'d>>,
+    unit: &gimli::Unit<Slice<'d>>,
+    in_code: &dyn Fn(u64) -> bool,
+) -> gimli::Result<Vec<Range<u64>>> {
+    let mut out = Vec::new();
+    let mut iter = dwarf.unit_ranges(unit)?;
+    while let Some(r) = iter.next()? {
+        if r.begin < r.end && in_code(r.begin) {
+            out.push(r.begin..r.end);
+        }
+    }
+    Ok(crate::scope::normalize_ranges(out))
 }
 
 /// The line programs of `.debug_line` that no read unit refers to (offsets not in `used`),
@@ -235,28 +439,44 @@ fn unitless_line_programs<'d>(
             .saturating_add(header.unit_length())
             .saturating_add(header.format().initial_length_size() as usize);
         if !used.contains(&offset) {
-            let strings = |v| unitless_string(dwarf, v);
-            // DWARF 5 states the unit's directory as directory 0; earlier versions only in the
-            // unit, so their relative paths stay relative.
-            let comp_dir = (header.version() >= 5)
-                .then(|| header.directory(0).and_then(strings))
-                .flatten()
-                .unwrap_or_default();
-            let files = file_table(&strings, &comp_dir, header);
-            match read_rows(program, in_code) {
-                Ok(rows) if !rows.is_empty() => out.push(UnitOutput {
-                    files,
-                    rows,
-                    procs: Vec::new(),
-                    line_offset: Some(offset),
-                }),
-                Ok(_) => {}
-                Err(e) => skipped.push(format!("line program at .debug_line+{offset:#x}: {e}")),
-            }
+            out.extend(unitless_program(dwarf, program, offset, in_code, skipped));
         }
         offset = next;
     }
     out
+}
+
+/// The files and rows of the line program at `.debug_line+offset`, read without its unit;
+/// `None` if it has no rows in the code (or they are corrupt: reported in `skipped`).
+fn unitless_program<'d>(
+    dwarf: &gimli::Dwarf<Slice<'d>>,
+    program: gimli::IncompleteLineProgram<Slice<'d>>,
+    offset: usize,
+    in_code: &dyn Fn(u64) -> bool,
+    skipped: &mut Vec<String>,
+) -> Option<UnitOutput> {
+    let header = program.header();
+    let strings = |v| unitless_string(dwarf, v);
+    // DWARF 5 states the unit's directory as directory 0; earlier versions only in the unit,
+    // so their relative paths stay relative.
+    let comp_dir = (header.version() >= 5)
+        .then(|| header.directory(0).and_then(strings))
+        .flatten()
+        .unwrap_or_default();
+    let files = file_table(&strings, &comp_dir, header);
+    match read_rows(program, in_code) {
+        Ok(rows) if !rows.is_empty() => Some(UnitOutput {
+            files,
+            rows,
+            procs: Vec::new(),
+            line_offset: Some(offset),
+        }),
+        Ok(_) => None,
+        Err(e) => {
+            skipped.push(format!("line program at .debug_line+{offset:#x}: {e}"));
+            None
+        }
+    }
 }
 
 /// A string attribute of a line program header read without a unit (no `.debug_str_offsets`
@@ -460,28 +680,26 @@ fn read_unit<'d>(
     header: gimli::UnitHeader<Slice<'d>>,
     in_code: &dyn Fn(u64) -> bool,
 ) -> gimli::Result<UnitOutput> {
-    let unit = dwarf.unit(header)?;
+    read_parsed_unit(dwarf, &dwarf.unit(header)?, in_code)
+}
+
+/// [`read_unit`] for a unit whose header and root are already parsed.
+fn read_parsed_unit<'d>(
+    dwarf: &gimli::Dwarf<Slice<'d>>,
+    unit: &gimli::Unit<Slice<'d>>,
+    in_code: &dyn Fn(u64) -> bool,
+) -> gimli::Result<UnitOutput> {
     let line_offset = unit.line_program.as_ref().map(|p| p.header().offset().0);
     let (files, rows) = match &unit.line_program {
-        Some(program) => {
-            let strings = |v| {
-                dwarf
-                    .attr_string(&unit, v)
-                    .ok()
-                    .map(|s| s.to_string_lossy().into_owned())
-            };
-            let comp_dir = unit
-                .comp_dir
-                .map(|d| d.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let files = file_table(&strings, &comp_dir, program.header());
-            (files, read_rows(program.clone(), in_code)?)
-        }
+        Some(program) => (
+            unit_files(dwarf, unit),
+            read_rows(program.clone(), in_code)?,
+        ),
         None => (Vec::new(), Vec::new()),
     };
     let mut reader = UnitReader {
         dwarf,
-        unit: &unit,
+        unit,
         decls: HashMap::new(),
     };
     let mut procs: Vec<DwarfProc> = Vec::new();
@@ -501,7 +719,7 @@ fn read_unit<'d>(
                     Open::Nothing
                 } else {
                     let decl = reader.decl_of(entry, 0);
-                    let entry_pc = entry_pc(dwarf, &unit, entry)
+                    let entry_pc = entry_pc(dwarf, unit, entry)
                         .filter(|pc| ranges.iter().any(|r| r.contains(pc)));
                     let name = decl.display_name();
                     procs.push(DwarfProc {
@@ -562,6 +780,24 @@ fn read_unit<'d>(
         procs,
         line_offset,
     })
+}
+
+/// Full paths of the files of `unit`'s line program (empty without one).
+fn unit_files<'d>(dwarf: &gimli::Dwarf<Slice<'d>>, unit: &gimli::Unit<Slice<'d>>) -> Vec<String> {
+    let Some(program) = &unit.line_program else {
+        return Vec::new();
+    };
+    let strings = |v| {
+        dwarf
+            .attr_string(unit, v)
+            .ok()
+            .map(|s| s.to_string_lossy().into_owned())
+    };
+    let comp_dir = unit
+        .comp_dir
+        .map(|d| d.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    file_table(&strings, &comp_dir, program.header())
 }
 
 fn entry_pc(

@@ -418,6 +418,17 @@ pub fn normalize_ranges(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
     out
 }
 
+/// Whether any of `ranges` overlaps `region` (sorted and disjoint, as [`normalize_ranges`]
+/// makes it). O(k log n) for k ranges and n region pieces.
+pub fn ranges_meet(region: &[Range<u64>], ranges: &[Range<u64>]) -> bool {
+    ranges.iter().any(|r| {
+        let i = region.partition_point(|g| g.end <= r.start);
+        region
+            .get(i)
+            .is_some_and(|g| g.start < r.end && r.start < r.end)
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::single_range_in_vec_init)]
 mod tests {
@@ -494,6 +505,18 @@ mod tests {
         assert_eq!(back.lookup(0x118), Some(s2));
         let again = back.intern_file("a.c");
         assert_eq!(again, FileId(0));
+    }
+
+    #[test]
+    fn ranges_meet_only_on_overlap() {
+        let region = [0x10..0x20, 0x40..0x50];
+        assert!(ranges_meet(&region, &[0x1f..0x30]));
+        assert!(ranges_meet(&region, &[0x00..0x08, 0x48..0x49]));
+        assert!(
+            !ranges_meet(&region, &[0x20..0x40]),
+            "touching is not meeting"
+        );
+        assert!(!ranges_meet(&region, &[0x50..0x60, 0x15..0x15]));
     }
 
     #[test]

@@ -15,8 +15,9 @@ use correlate::error::CorrelateError;
 ///
 /// Inputs are recognised by content, in any order. Structure files (from hpcstruct-rs or
 /// HPCToolkit's hpcstruct) are matched to load modules by path; every module without one is
-/// analysed on the fly, in parallel, and the result cached (under $XDG_CACHE_HOME/hpctoolkit-rs
-/// or ~/.cache/hpctoolkit-rs) so the next run on the same binaries is fast. Several profiles
+/// analysed on the fly, in parallel, and only in the procedures the profiles sampled
+/// ("focused"); the result is cached (under $XDG_CACHE_HOME/hpctoolkit-rs or
+/// ~/.cache/hpctoolkit-rs) so the next run on the same binaries is fast. Several profiles
 /// (threads, processes, runs) are summed into one tree.
 #[derive(Parser, Debug)]
 #[command(name = "hpcprof-rs", version)]
@@ -67,12 +68,12 @@ fn run(args: &Args) -> anyhow::Result<()> {
         } else {
             StructureCache::standard()
         },
-        analyser: &|path: &Path| {
+        analyser: &|path: &Path, addresses: &[u64]| {
             let options = structure::analyze::Options {
                 threads: args.threads.unwrap_or(0),
                 loops: true,
             };
-            structure::analyze::analyze_file(path, &options).map(|a| a.tree)
+            structure::analyze_focused(path, addresses, &options)
         },
     };
     let first_profile = first_profile(&args.inputs);
