@@ -152,7 +152,7 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
         metrics: db.metrics.clone(),
         unknown_addresses: db.stats.unknown_addresses,
         unknown_samples: db.stats.unknown_samples,
-        warnings,
+        warnings: distinct(warnings),
         elapsed: start.elapsed(),
     };
     Ok((db, summary))
@@ -430,6 +430,14 @@ fn recover(
             (found, Some(e.to_string()))
         }
     }
+}
+
+/// `warnings` without repeats (a cache directory that cannot be written is said once, not once
+/// per module), in their first order.
+fn distinct(mut warnings: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    warnings.retain(|w| seen.insert(w.clone()));
+    warnings
 }
 
 /// Addresses that make a new focused analysis cover what a cached tree covered: the entry of
