@@ -164,6 +164,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             "the command was killed by signal {sig} (exit status {status})"
         ));
     }
+    notes.push(own_cpu_note());
     let profile = session::into_profile(measurement);
     let written = write_output(&profile, &cli.output, &mut notes)?;
     if !cli.quiet {
@@ -182,6 +183,24 @@ impl From<RunError> for Failure {
             error: error.into(),
         }
     }
+}
+
+/// What measuring cost: hpcrun-rs's own CPU time (user + system), beside the command's.
+fn own_cpu_note() -> String {
+    let cpu = |who| {
+        nix::sys::resource::getrusage(who)
+            .map(|u| {
+                let t =
+                    |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+                t(u.user_time()) + t(u.system_time())
+            })
+            .unwrap_or(0.0)
+    };
+    format!(
+        "hpcrun-rs used {:.3} s of CPU; the command {:.3} s",
+        cpu(nix::sys::resource::UsageWho::RUSAGE_SELF),
+        cpu(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+    )
 }
 
 fn parse_events(texts: &[String]) -> Result<Vec<EventSpec>> {
