@@ -21,6 +21,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How to analyse.
@@ -218,10 +219,15 @@ fn analyze_in_pool(
         .filter(|s| loopnest::NORETURN_NAMES.contains(&s.name.as_str()))
         .map(|s| s.address)
         .collect();
+    let link_names: HashMap<u64, &str> = symbols
+        .iter()
+        .map(|s| (s.address, s.link_name.as_str()))
+        .collect();
     let env = LoopEnv {
         code: &code,
         data: &data,
         noreturn: &noreturn,
+        link_names: &link_names,
     };
     let bounds = heuristics
         .line_map_aliens
@@ -402,6 +408,8 @@ pub struct ProcPlan {
     pub unit_has_inlines: bool,
     /// Whether it came from DWARF (else from the symbol table only).
     pub from_dwarf: bool,
+    /// The functions its DWARF unit declares never to return.
+    pub noreturn_callees: Arc<dwarf::NoReturn>,
 }
 
 /// Reconcile DWARF procedures with function symbols into disjoint procedures.
@@ -456,6 +464,7 @@ pub(crate) fn plan_procedures(
             inlines: p.inlines,
             unit_has_inlines: p.unit_has_inlines,
             from_dwarf: true,
+            noreturn_callees: p.noreturn_callees,
         });
     }
     for (i, s) in symbols.iter().enumerate() {
@@ -482,6 +491,7 @@ pub(crate) fn plan_procedures(
             inlines: Vec::new(),
             unit_has_inlines: false,
             from_dwarf: false,
+            noreturn_callees: Arc::default(),
         });
     }
     plans.sort_by_key(|p| p.entry);

@@ -12,6 +12,7 @@ use gimli::{AttributeValue, EndianSlice, LittleEndian};
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
+use std::sync::Arc;
 
 /// The reader type over memory-mapped (or decompressed) section bytes.
 pub type Slice<'d> = EndianSlice<'d, LittleEndian>;
@@ -73,6 +74,27 @@ pub struct DwarfProc {
     pub inlines: Vec<InlineCall>,
     /// Whether the unit it comes from had any inline records at all.
     pub unit_has_inlines: bool,
+    /// The functions its unit declares never to return: calls to them end a block.
+    pub noreturn_callees: Arc<NoReturn>,
+}
+
+/// The functions one unit declares never to return (`DW_AT_noreturn`). Taken per unit, so that
+/// a whole-module and a focused analysis of a procedure see the same set.
+#[derive(Debug, Default)]
+pub struct NoReturn {
+    /// Link names (else names) of declarations and definitions, to match symbols.
+    pub names: Vec<String>,
+    /// Entry addresses of the unit's own definitions (which may have no symbol).
+    pub entries: Vec<u64>,
+}
+
+impl NoReturn {
+    /// Whether a call to `target`, whose symbol (if any) has link name `link_name`, never
+    /// returns by this unit's declarations.
+    pub fn contains(&self, target: u64, link_name: Option<&str>) -> bool {
+        self.entries.contains(&target)
+            || link_name.is_some_and(|n| self.names.iter().any(|c| c == n))
+    }
 }
 
 /// Everything read from the DWARF of one module.
@@ -705,6 +727,7 @@ fn read_parsed_unit<'d>(
     let mut procs: Vec<DwarfProc> = Vec::new();
     let mut stack: Vec<(isize, Open)> = Vec::new();
     let mut any_inline = false;
+    let mut unit_noreturn = NoReturn::default();
     let mut cursor = unit.entries();
     while let Some(entry) = cursor.next_dfs()? {
         let depth = entry.depth();
@@ -714,6 +737,12 @@ fn read_parsed_unit<'d>(
         let context = stack.last().map_or(Open::Nothing, |&(_, o)| o);
         let open = match entry.tag() {
             gimli::DW_TAG_subprogram => {
+                let noreturn =
+                    entry.attr_value(gimli::DW_AT_noreturn) == Some(AttributeValue::Flag(true));
+                if noreturn {
+                    let decl = reader.decl_of(entry, 0);
+                    unit_noreturn.names.extend(decl.link_name.or(decl.name));
+                }
                 let ranges = reader.ranges(entry, in_code)?;
                 if ranges.is_empty() {
                     Open::Nothing
@@ -731,7 +760,11 @@ fn read_parsed_unit<'d>(
                         line: decl.line,
                         inlines: Vec::new(),
                         unit_has_inlines: false,
+                        noreturn_callees: Arc::default(),
                     });
+                    if noreturn {
+                        unit_noreturn.entries.push(procs[procs.len() - 1].entry);
+                    }
                     Open::Code(procs.len() - 1, None)
                 }
             }
@@ -771,8 +804,10 @@ fn read_parsed_unit<'d>(
             stack.push((depth, open));
         }
     }
+    let noreturn_callees = Arc::new(unit_noreturn);
     for p in &mut procs {
         p.unit_has_inlines = any_inline;
+        p.noreturn_callees = noreturn_callees.clone();
     }
     Ok(UnitOutput {
         files,

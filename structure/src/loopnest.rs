@@ -8,7 +8,7 @@ use crate::cfg::{Cfg, CfgEnv, CodeRange};
 use crate::dwarf::DwarfInfo;
 use crate::loops::{LoopForest, LOOP_BEGIN_TOLERANCE};
 use crate::procedure::{LoopDesc, LoopNest};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// What loop recovery needs to know about the whole binary.
 pub struct LoopEnv<'a, 'd> {
@@ -16,8 +16,11 @@ pub struct LoopEnv<'a, 'd> {
     pub code: &'a [CodeSection<'d>],
     /// All sections with file contents (for jump tables).
     pub data: &'a [CodeSection<'d>],
-    /// Entry addresses of functions that never return.
+    /// Entry addresses of functions that never return, known by name.
     pub noreturn: &'a HashSet<u64>,
+    /// The link name of the function symbol at each entry address (to match a procedure's
+    /// unit's `DW_AT_noreturn` declarations).
+    pub link_names: &'a HashMap<u64, &'a str>,
 }
 
 impl LoopEnv<'_, '_> {
@@ -82,7 +85,12 @@ pub fn find_loops<'i>(
     if ranges.is_empty() {
         return (LoopNest::default(), note);
     }
-    let is_noreturn = |a: u64| env.noreturn.contains(&a);
+    let is_noreturn = |a: u64| {
+        env.noreturn.contains(&a)
+            || plan
+                .noreturn_callees
+                .contains(a, env.link_names.get(&a).copied())
+    };
     let read_data = |a: u64, n: usize| env.read(a, n);
     let cfg_env = CfgEnv {
         is_noreturn: &is_noreturn,
