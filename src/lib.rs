@@ -18,6 +18,24 @@ pub fn fixture(name: &str) -> PathBuf {
     workspace_root().join("tests/fixtures").join(name)
 }
 
+/// The line (1-based) of the one `@name` marker in fixture `source`: a comment that marks the
+/// source line a test checks (a loop's begin line, a call site).
+pub fn marker(source: &str, name: &str) -> u32 {
+    let text = std::fs::read_to_string(fixture(source)).expect("read fixture");
+    let tag = format!("@{name}");
+    let is_tag_at = |line: &str, i: usize| {
+        !line[i + tag.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+    };
+    let hits: Vec<u32> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.match_indices(&tag).any(|(i, _)| is_tag_at(l, i)))
+        .map(|(i, _)| i as u32 + 1)
+        .collect();
+    assert_eq!(hits.len(), 1, "marker @{name} in {source}: lines {hits:?}");
+    hits[0]
+}
+
 /// A fresh, empty scratch directory for one test, under the target directory.
 pub fn scratch_dir(test: &str) -> PathBuf {
     let dir = target_dir().join("test-scratch").join(test);

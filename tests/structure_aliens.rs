@@ -3,27 +3,13 @@
 //! the same-file helper as aliens inside their callers, with loops in place, as the full DWARF
 //! does; and units that have DWARF descriptors but no inlining must not grow false aliens.
 
-use hpctoolkit_tests::{compile, fixture, run, scratch_dir, tool};
+use hpctoolkit_tests::{compile, fixture, marker, run, scratch_dir, tool};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use structure::{
     analyze_file, analyze_file_with, read_structure_file, Heuristics, Options, ScopeId, ScopeKind,
     ScopeTree,
 };
-
-/// Line of the `@name` marker in fixture `source`.
-fn marker(source: &str, name: &str) -> u32 {
-    let text = std::fs::read_to_string(fixture(source)).unwrap();
-    let tag = format!("@{name} ");
-    let hits: Vec<u32> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| l.contains(&tag))
-        .map(|(i, _)| i as u32 + 1)
-        .collect();
-    assert_eq!(hits.len(), 1, "marker @{name} in {source}");
-    hits[0]
-}
 
 fn sh(cmd: &str, args: &[&str], dir: &Path) -> String {
     let out = run(Command::new(cmd).args(args).current_dir(dir));

@@ -2,24 +2,10 @@
 //! chains and call sites against the source's markers, and every inline chain against
 //! `addr2line -i -f`.
 
-use hpctoolkit_tests::{compile, fixture, scratch_dir};
+use hpctoolkit_tests::{compile, fixture, marker, scratch_dir};
 use std::path::Path;
 use structure::loops::LOOP_BEGIN_TOLERANCE;
 use structure::{analyze_file, verify, Options, ScopeId, ScopeKind, ScopeTree};
-
-/// Line of the `@name` marker in fixture `source`.
-fn marker(source: &str, name: &str) -> u32 {
-    let text = std::fs::read_to_string(fixture(source)).unwrap();
-    let tag = format!("@{name} ");
-    let hits: Vec<u32> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| l.contains(&tag))
-        .map(|(i, _)| i as u32 + 1)
-        .collect();
-    assert_eq!(hits.len(), 1, "marker @{name} in {source}");
-    hits[0]
-}
 
 fn analyze(binary: &Path) -> ScopeTree {
     analyze_file(binary, &Options::default())

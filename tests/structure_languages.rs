@@ -4,16 +4,9 @@
 
 use std::path::Path;
 
-use hpctoolkit_tests::{compile, fixture, scratch_dir};
+use hpctoolkit_tests::{compile, marker, scratch_dir};
 use structure::loops::LOOP_BEGIN_TOLERANCE;
 use structure::{analyze_file, Options, ScopeKind};
-
-/// Line of the `@name` marker in fixture `source`.
-fn marker(source: &str, name: &str) -> u32 {
-    let text = std::fs::read_to_string(fixture(source)).unwrap();
-    let tag = format!("@{name}");
-    text.lines().position(|l| l.contains(&tag)).expect("marker") as u32 + 1
-}
 
 /// Analyse `exe`, find procedure `name`, check its link name with `link_ok`, and check that it
 /// has a loop at each (depth, marker) of `nest`, within the thesis's tolerance.

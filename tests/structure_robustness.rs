@@ -5,7 +5,7 @@
 
 mod structure_support;
 
-use hpctoolkit_tests::{fixture, run, scratch_dir, tool};
+use hpctoolkit_tests::{fixture, marker, run, scratch_dir, tool};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use structure::{analyze_file, read_structure_file, Options, ScopeId, ScopeKind, ScopeTree};
@@ -67,15 +67,6 @@ fn lines_below(tree: &ScopeTree, scope: ScopeId, kind: ScopeKind) -> Vec<u32> {
         .filter(|&d| tree.get(d).kind == kind)
         .map(|d| tree.get(d).line)
         .collect()
-}
-
-fn marker(source: &str, name: &str) -> u32 {
-    let text = std::fs::read_to_string(fixture(source)).unwrap();
-    let tag = format!("@{name} ");
-    text.lines()
-        .position(|l| l.contains(&tag))
-        .map(|i| i as u32 + 1)
-        .unwrap_or_else(|| panic!("marker @{name}"))
 }
 
 fn two_units(dir: &Path) -> PathBuf {

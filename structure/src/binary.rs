@@ -138,27 +138,25 @@ impl<'d> CodeSection<'d> {
 
 /// The executable sections of `file` with file contents, sorted by address.
 pub fn code_sections<'d>(file: &object::File<'d>) -> Vec<CodeSection<'d>> {
-    let mut out: Vec<CodeSection<'d>> = file
-        .sections()
-        .filter(|s| s.kind() == SectionKind::Text)
-        .filter_map(|s| {
-            let bytes = s.data().ok()?;
-            (!bytes.is_empty()).then_some(CodeSection {
-                address: s.address(),
-                bytes,
-            })
-        })
-        .collect();
-    out.sort_by_key(|s| s.address);
-    out
+    sections_where(file, |s| s.kind() == SectionKind::Text)
 }
 
 /// All allocated sections with file contents (code and data), sorted by address: what the
 /// CFG builder may read jump tables from.
 pub fn data_sections<'d>(file: &object::File<'d>) -> Vec<CodeSection<'d>> {
+    sections_where(file, |s| {
+        s.address() != 0 && s.kind() != SectionKind::UninitializedData
+    })
+}
+
+/// The non-empty sections of `file` that `keep` accepts, sorted by address.
+fn sections_where<'d>(
+    file: &object::File<'d>,
+    keep: impl Fn(&object::Section<'d, '_>) -> bool,
+) -> Vec<CodeSection<'d>> {
     let mut out: Vec<CodeSection<'d>> = file
         .sections()
-        .filter(|s| s.address() != 0 && s.kind() != SectionKind::UninitializedData)
+        .filter(|s| keep(s))
         .filter_map(|s| {
             let bytes = s.data().ok()?;
             (!bytes.is_empty()).then_some(CodeSection {
