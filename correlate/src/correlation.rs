@@ -346,8 +346,11 @@ fn plan<'s>(
         [one] => Some(*one),
         _ => None,
     });
-    let binary = Path::new(&m.path);
-    let is_file = !m.path.starts_with('[') && binary.is_file();
+    let vdso = (m.path == "[vdso]")
+        .then(|| m.build_id.as_deref().and_then(inputs::own_vdso_image))
+        .flatten();
+    let binary = vdso.as_deref().unwrap_or(Path::new(&m.path));
+    let is_file = (vdso.is_some() || !m.path.starts_with('[')) && binary.is_file();
     let facts = is_file.then(|| inputs::binary_facts(binary).ok()).flatten();
     if let Some(c) = chosen {
         let tree = tree_of(c);

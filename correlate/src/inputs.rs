@@ -119,6 +119,22 @@ pub struct BinaryFacts {
     pub functions: Vec<(u64, String)>,
 }
 
+/// A file holding this machine's `[vdso]` image, if its build-id is `build_id` (the kernel maps
+/// the same image into every process, so a profile taken under this kernel can use ours). The
+/// image is written once to the temporary directory, named by its build-id.
+pub fn own_vdso_image(build_id: &[u8]) -> Option<std::path::PathBuf> {
+    let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
+    let path = std::env::temp_dir().join(format!("hpcprof-rs-vdso-{hex}.so"));
+    if !path.is_file() {
+        let image = profiler::image::own_vdso()?;
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, image).ok()?;
+        std::fs::rename(&tmp, &path).ok()?;
+    }
+    let facts = binary_facts(&path).ok()?;
+    (facts.build_id.as_deref() == Some(build_id)).then_some(path)
+}
+
 /// Read the build-id and function symbols of the ELF file at `path`.
 pub fn binary_facts(path: &Path) -> Result<BinaryFacts, CorrelateError> {
     let bad = |why: String| CorrelateError::Binary {
