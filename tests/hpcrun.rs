@@ -459,3 +459,36 @@ fn stacks_deeper_than_the_copy_are_completed_from_the_previous_path() {
     );
     assert!(deepest >= 25, "deepest completed path has {deepest} levels");
 }
+
+#[test]
+fn attaching_to_another_users_process_is_refused_clearly() {
+    if !nix_is_root() {
+        return; // needs a process of another user: root's
+    }
+    let dir = std::env::temp_dir().join(format!("hpcrun-attach-nobody-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let open = |p: &Path, mode| {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
+    };
+    open(&dir, 0o777);
+    let hpcrun = dir.join("hpcrun-rs");
+    std::fs::copy(tool("hpcrun-rs"), &hpcrun).unwrap();
+    open(&hpcrun, 0o755);
+    let spin = compile("run_spin.c", &dir, "run_spin", CFLAGS);
+    let mut target = Command::new(&spin).arg("100000000000").spawn().unwrap();
+    let out = run(Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&hpcrun)
+        .arg("-o")
+        .arg(dir.join("x.db"))
+        .arg("-p")
+        .arg(target.id().to_string()));
+    let _ = target.kill();
+    let _ = target.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("belongs to another user"), "{stderr}");
+    assert!(!dir.join("x.db").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -238,6 +238,22 @@ fn open_ring(
     }
 }
 
+/// At paranoid <= 2 the kernel lets users profile their own processes: a permission refusal to
+/// attach then means the process is not ours to trace, whatever the generic explanation says.
+fn explain_for_target(e: RunError, target: &Target) -> RunError {
+    match (e, target) {
+        (RunError::Permission(_), Target::Attach(pid))
+            if perf::kernel_setting("perf_event_paranoid") <= Some(2) =>
+        {
+            RunError::Permission(format!(
+                "permission denied attaching to process {pid}: it belongs to another user or \
+                 cannot be traced; run hpcrun-rs as its owner or as root"
+            ))
+        }
+        (e, _) => e,
+    }
+}
+
 /// Ns since the Unix epoch.
 fn now_ns() -> u64 {
     SystemTime::now()
@@ -364,7 +380,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
             if let Some(c) = child {
                 c.abandon();
             }
-            return Err(e);
+            return Err(explain_for_target(e, &opts.target));
         }
     };
     let mut recorder = Recorder::new(
