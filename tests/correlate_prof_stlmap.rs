@@ -46,6 +46,12 @@ fn second_loop_holds_the_inlined_add_and_the_tree_search_loop() {
     };
     let second = loop_at(lines[1])
         .unwrap_or_else(|| panic!("the second for loop is a loop under main:\n{picture}"));
+    // The loop's body is the one line after its `for` (the map insertion).
+    assert_eq!(
+        t.nodes[second].end_line,
+        Some(lines[1] + 1),
+        "end line of the second loop:\n{picture}"
+    );
     let second_cost = samples(&t.nodes[second]);
     let first_cost = loop_at(lines[0]).map_or(0, |l| samples(&t.nodes[l]));
     assert!(

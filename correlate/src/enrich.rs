@@ -41,6 +41,8 @@ pub struct Enricher<'a> {
     /// Per module: database file id of each of its tree's file ids.
     file_maps: Vec<FxHashMap<u32, FileId>>,
     expansions: FxHashMap<(ModuleId, u64), Rc<[NodeKey]>>,
+    /// End line of each procedure, inlined or loop scope already seen, per module.
+    end_lines: FxHashMap<(ModuleId, ScopeId), Option<u32>>,
     unknown: FxHashSet<(Option<ModuleId>, u64)>,
 }
 
@@ -61,6 +63,7 @@ impl<'a> Enricher<'a> {
             files: FxHashMap::default(),
             structures,
             expansions: FxHashMap::default(),
+            end_lines: FxHashMap::default(),
             unknown: FxHashSet::default(),
         }
     }
@@ -204,13 +207,20 @@ impl<'a> Enricher<'a> {
                 NodeKind::Procedure | NodeKind::Inlined => scope.name.clone(),
                 _ => String::new(),
             };
+            let end_line = match kind {
+                NodeKind::Statement => None,
+                _ => *self
+                    .end_lines
+                    .entry((module, id))
+                    .or_insert_with(|| last_line(tree, id, file)),
+            };
             keys.push(NodeKey {
                 kind,
                 name,
                 module: Some(module),
                 file: file.map(|f| self.file(module, tree, f)),
                 line: (scope.line != 0).then_some(scope.line),
-                end_line: None,
+                end_line,
                 call_file: call_file.map(|f| self.file(module, tree, f)),
                 call_line: call_line.filter(|&l| l != 0),
             });
@@ -252,6 +262,28 @@ fn procedure_file(tree: &ScopeTree, proc_: ScopeId) -> Option<structure::FileId>
         (parent.kind == ScopeKind::File).then_some(())?;
         parent.file
     })
+}
+
+/// The last line of scope `id`'s own code in `file` (its effective file): the largest line of
+/// the statements below it in that file, not counting code inlined into it (its own end line
+/// where the structure does not record one).
+fn last_line(tree: &ScopeTree, id: ScopeId, file: Option<structure::FileId>) -> Option<u32> {
+    let mut stack: Vec<(ScopeId, Option<structure::FileId>)> =
+        tree.get(id).children.iter().map(|&c| (c, file)).collect();
+    let mut last = None;
+    while let Some((s, inherited)) = stack.pop() {
+        let scope = tree.get(s);
+        let f = scope.file.or(inherited);
+        match scope.kind {
+            ScopeKind::Alien { .. } => continue,
+            ScopeKind::Statement if f == file && scope.line != 0 => {
+                last = last.max(Some(scope.line))
+            }
+            _ => {}
+        }
+        stack.extend(scope.children.iter().map(|&c| (c, f)));
+    }
+    last
 }
 
 #[cfg(test)]
