@@ -131,6 +131,9 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         }
     };
     check_output(&cli.output).map_err(usage)?;
+    if let (Target::Attach(pid), false) = (&target, cli.quiet) {
+        eprintln!("hpcrun-rs: sampling process {pid} until it exits or Ctrl-C");
+    }
     let opts = Options {
         events,
         stack_size: cli.stack_size,
