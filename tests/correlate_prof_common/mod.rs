@@ -11,10 +11,15 @@ use hpctoolkit_tests::{run, run_ok, tool};
 
 /// Run `bin args` under `hpcrun-rs` at 1 kHz cpu-clock, writing `dir/NAME.db`.
 pub fn measure(bin: &Path, args: &[&str], dir: &Path, name: &str) -> PathBuf {
+    measure_with("cpu-clock@f1000", bin, args, dir, name)
+}
+
+/// Run `bin args` under `hpcrun-rs -e EVENT`, writing `dir/NAME.db`.
+pub fn measure_with(event: &str, bin: &Path, args: &[&str], dir: &Path, name: &str) -> PathBuf {
     let out = dir.join(format!("{name}.db"));
     run_ok(
         Command::new(tool("hpcrun-rs"))
-            .args(["-q", "-e", "cpu-clock@f1000", "-o"])
+            .args(["-q", "-e", event, "-o"])
             .arg(&out)
             .arg(bin)
             .args(args)
