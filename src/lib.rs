@@ -48,8 +48,13 @@ pub fn scratch_dir(test: &str) -> PathBuf {
 /// otherwise) with `flags` into `out_dir/out_name`, panicking with the compiler's message if it
 /// fails.
 pub fn compile(source: &str, out_dir: &Path, out_name: &str, flags: &[&str]) -> PathBuf {
-    let src = fixture(source);
-    let compiler = match source.rsplit('.').next() {
+    compile_all(&[source], out_dir, out_name, flags)
+}
+
+/// Compile and link several fixture sources of one language into `out_dir/out_name` (see
+/// [`compile`]).
+pub fn compile_all(sources: &[&str], out_dir: &Path, out_name: &str, flags: &[&str]) -> PathBuf {
+    let compiler = match sources[0].rsplit('.').next() {
         Some("c") => "gcc",
         Some("f90") => "gfortran",
         Some("rs") => "rustc",
@@ -58,15 +63,14 @@ pub fn compile(source: &str, out_dir: &Path, out_name: &str, flags: &[&str]) -> 
     let out = out_dir.join(out_name);
     let output = Command::new(compiler)
         .args(flags)
-        .arg(&src)
+        .args(sources.iter().map(|s| fixture(s)))
         .arg("-o")
         .arg(&out)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
     assert!(
         output.status.success(),
-        "{compiler} {flags:?} {} failed:\n{}",
-        src.display(),
+        "{compiler} {flags:?} {sources:?} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     out

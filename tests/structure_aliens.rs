@@ -3,7 +3,7 @@
 //! the same-file helper as aliens inside their callers, with loops in place, as the full DWARF
 //! does; and units that have DWARF descriptors but no inlining must not grow false aliens.
 
-use hpctoolkit_tests::{compile, fixture, marker, run, scratch_dir, tool};
+use hpctoolkit_tests::{compile, compile_all, fixture, marker, run, scratch_dir, tool};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use structure::{
@@ -237,16 +237,8 @@ fn units_without_inlining_get_no_false_aliens() {
     let dir = scratch_dir("structure_aliens_o0");
     // At -O0 nothing is inlined in these two units: no inline records, every procedure bounded
     // by its declaration and the next procedure of its file.
-    let out = dir.join("units");
-    let status = Command::new("gcc")
-        .args(["-O0", "-g"])
-        .arg(fixture("struct_units_main.c"))
-        .arg(fixture("struct_units_work.c"))
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let units = ["struct_units_main.c", "struct_units_work.c"];
+    let out = compile_all(&units, &dir, "units", &["-O0", "-g"]);
     let a = analyze_file(&out, &Options::default()).unwrap();
     assert_eq!(a.summary.units, 2);
     assert_eq!(a.summary.inlined, 0, "{:?}", a.summary);

@@ -11,7 +11,7 @@ mod structure_support;
 use hpctoolkit_tests::{compile, scratch_dir};
 use structure::analyze::line_table_addresses;
 use structure::{analyze_file, analyze_focused, Coverage, Options, ScopeTree};
-use structure_support::context;
+use structure_support::{assert_focused_agrees, context};
 
 /// A small deterministic generator (xorshift64*), so failures reproduce.
 struct Rng(u64);
@@ -51,23 +51,10 @@ fn addresses(binary: &Path, full: &ScopeTree, seed: u64, n: usize) -> Vec<u64> {
 /// Analyse `binary` whole and focused on `n`-ish addresses; assert they agree on each, and
 /// that the focused tree is smaller and covers every asked address.
 fn assert_agree(binary: &Path, seed: u64, n: usize) {
-    let options = Options::default();
-    let full = analyze_file(binary, &options).unwrap();
+    let full = analyze_file(binary, &Options::default()).unwrap();
     assert_eq!(full.coverage, Coverage::Module);
     let asked = addresses(binary, &full.tree, seed, n);
-    let focused = analyze_focused(binary, &asked, &options).unwrap();
-    let mut resolved = 0;
-    for &a in &asked {
-        let want = context(&full.tree, a);
-        resolved += usize::from(want.is_some());
-        assert_eq!(
-            context(&focused.tree, a),
-            want,
-            "{}: focused and full analysis disagree at {a:#x}",
-            binary.display()
-        );
-        assert!(focused.coverage.covers(a), "{a:#x} not covered");
-    }
+    let (focused, resolved) = assert_focused_agrees(binary, &full, &asked);
     assert!(
         resolved * 2 > asked.len(),
         "{}: only {resolved} of {} addresses resolve; the check would be vacuous",

@@ -5,7 +5,7 @@
 
 mod structure_support;
 
-use hpctoolkit_tests::{fixture, marker, run, scratch_dir, tool};
+use hpctoolkit_tests::{compile_all, marker, run, scratch_dir, tool};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use structure::{analyze_file, read_structure_file, Options, ScopeId, ScopeKind, ScopeTree};
@@ -70,17 +70,8 @@ fn lines_below(tree: &ScopeTree, scope: ScopeId, kind: ScopeKind) -> Vec<u32> {
 }
 
 fn two_units(dir: &Path) -> PathBuf {
-    let out = dir.join("units");
-    let status = Command::new("gcc")
-        .args(["-O2", "-g"])
-        .arg(fixture("struct_units_main.c"))
-        .arg(fixture("struct_units_work.c"))
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    out
+    let units = ["struct_units_main.c", "struct_units_work.c"];
+    compile_all(&units, dir, "units", &["-O2", "-g"])
 }
 
 #[test]
@@ -132,9 +123,9 @@ fn a_corrupt_unit_is_skipped_and_the_other_recovered() {
         let tree = &read_structure_file(&dir.join("damaged.hpcstruct")).unwrap()[0];
 
         // Focused analysis treats the damaged unit as the whole-module analysis does.
-        let whole = analyze_file(&path, &Options::default()).unwrap().tree;
-        let starts: Vec<u64> = whole.address_index().iter().map(|r| r.0).collect();
-        let resolved = structure_support::assert_focused_agrees(&path, &starts);
+        let full = analyze_file(&path, &Options::default()).unwrap();
+        let starts: Vec<u64> = full.tree.address_index().iter().map(|r| r.0).collect();
+        let (_, resolved) = structure_support::assert_focused_agrees(&path, &full, &starts);
         assert_eq!(resolved, starts.len(), "{what}");
 
         // The intact unit: procedures, lines, loops and inline records as compiled.

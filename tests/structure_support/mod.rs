@@ -5,7 +5,7 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 use std::path::Path;
-use structure::{analyze_file, analyze_focused, Options, ScopeId, ScopeKind, ScopeTree};
+use structure::{analyze_focused, Analysis, Options, ScopeId, ScopeKind, ScopeTree};
 
 /// One scope of a lookup's context, with files as paths (trees intern files differently).
 #[derive(Debug, PartialEq, Eq)]
@@ -60,12 +60,15 @@ pub fn context(tree: &ScopeTree, addr: u64) -> Option<Vec<Frame>> {
     )
 }
 
-/// Assert that focused analysis of `binary` on `addresses` answers each of them as the
-/// whole-module analysis does; returns how many resolve to a statement.
-pub fn assert_focused_agrees(binary: &Path, addresses: &[u64]) -> usize {
-    let options = Options::default();
-    let full = analyze_file(binary, &options).unwrap();
-    let focused = analyze_focused(binary, addresses, &options).unwrap();
+/// Analyse `binary` focused on `addresses` and assert that the result covers each address and
+/// answers it as `full`, the whole-module analysis, does. Returns the focused analysis and how
+/// many addresses resolve to a statement.
+pub fn assert_focused_agrees(
+    binary: &Path,
+    full: &Analysis,
+    addresses: &[u64],
+) -> (Analysis, usize) {
+    let focused = analyze_focused(binary, addresses, &Options::default()).unwrap();
     let mut resolved = 0;
     for &a in addresses {
         let want = context(&full.tree, a);
@@ -76,6 +79,7 @@ pub fn assert_focused_agrees(binary: &Path, addresses: &[u64]) -> usize {
             "{}: focused and full analysis disagree at {a:#x}",
             binary.display()
         );
+        assert!(focused.coverage.covers(a), "{a:#x} not covered");
     }
-    resolved
+    (focused, resolved)
 }
