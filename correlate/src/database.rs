@@ -15,6 +15,7 @@
 //! thread; every metric a view shows (inclusive, exclusive, the callers and flat trees) is
 //! computed from them by [`crate::projection`], so the views cannot disagree.
 
+use std::collections::hash_map::Entry;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -229,6 +230,42 @@ pub struct NodeKey {
     pub call_line: Option<u32>,
 }
 
+impl NodeKey {
+    /// The key of a node known only by kind and name (the root, `<partial call paths>`,
+    /// `<kernel>`, unknown procedures): no module or source position.
+    pub fn pseudo(kind: NodeKind, name: impl Into<String>) -> NodeKey {
+        NodeKey {
+            kind,
+            name: name.into(),
+            module: None,
+            file: None,
+            line: None,
+            end_line: None,
+            call_file: None,
+            call_line: None,
+        }
+    }
+}
+
+impl Node {
+    /// A node below `parent` with identity `key` and no costs yet.
+    fn from_key(parent: NodeId, key: NodeKey) -> Node {
+        Node {
+            parent,
+            children: Vec::new(),
+            kind: key.kind,
+            name: key.name,
+            module: key.module,
+            file: key.file,
+            line: key.line,
+            end_line: key.end_line,
+            call_file: key.call_file,
+            call_line: key.call_line,
+            costs: Vec::new(),
+        }
+    }
+}
+
 /// Which threads a view covers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Selection {
@@ -311,35 +348,11 @@ impl Database {
             modules: Vec::new(),
             files: Vec::new(),
             threads: Vec::new(),
-            nodes: vec![Node {
-                parent: 0,
-                children: Vec::new(),
-                kind: NodeKind::Root,
-                name: "<program root>".to_string(),
-                module: None,
-                file: None,
-                line: None,
-                end_line: None,
-                call_file: None,
-                call_line: None,
-                costs: Vec::new(),
-            }],
+            nodes: vec![Node::from_key(
+                0,
+                NodeKey::pseudo(NodeKind::Root, "<program root>"),
+            )],
             stats: DbStats::default(),
-        }
-    }
-
-    /// The merge identity of a node.
-    pub fn key(&self, id: NodeId) -> NodeKey {
-        let n = &self.nodes[id as usize];
-        NodeKey {
-            kind: n.kind,
-            name: n.name.clone(),
-            module: n.module,
-            file: n.file,
-            line: n.line,
-            end_line: n.end_line,
-            call_file: n.call_file,
-            call_line: n.call_line,
         }
     }
 
@@ -387,26 +400,15 @@ impl Database {
     /// Add a child of `parent` with identity `key`, or return the existing child with that key.
     /// `index` maps (parent, key) to child and must be used for every insertion into this tree.
     pub fn child(&mut self, index: &mut ChildIndex, parent: NodeId, key: NodeKey) -> NodeId {
-        if let Some(&id) = index.map.get(&(parent, key.clone())) {
-            return id;
+        match index.map.entry((parent, key)) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                let id = self.nodes.len() as NodeId;
+                self.nodes.push(Node::from_key(parent, e.key().1.clone()));
+                self.nodes[parent as usize].children.push(id);
+                *e.insert(id)
+            }
         }
-        let id = self.nodes.len() as NodeId;
-        self.nodes.push(Node {
-            parent,
-            children: Vec::new(),
-            kind: key.kind,
-            name: key.name.clone(),
-            module: key.module,
-            file: key.file,
-            line: key.line,
-            end_line: key.end_line,
-            call_file: key.call_file,
-            call_line: key.call_line,
-            costs: Vec::new(),
-        });
-        self.nodes[parent as usize].children.push(id);
-        index.map.insert((parent, key), id);
-        id
     }
 
     /// Add `costs` (per metric) sampled in `thread` to node `id`'s self costs.

@@ -102,25 +102,15 @@ impl<'a> Enricher<'a> {
     /// Insert one frame below database node `parent`; returns the node its callees hang from
     /// (the call-site statement) and its own samples land on.
     fn insert_frame(&mut self, parent: NodeId, frame: Frame, map: &ProfileMapping) -> NodeId {
-        let pseudo = |kind, name: &str| NodeKey {
-            kind,
-            name: name.to_string(),
-            module: None,
-            file: None,
-            line: None,
-            end_line: None,
-            call_file: None,
-            call_line: None,
-        };
         let keys: Rc<[NodeKey]> = match frame {
             Frame::Root => return parent,
-            Frame::Partial => Rc::new([pseudo(NodeKind::Partial, "<partial call paths>")]),
-            Frame::Kernel => Rc::new([pseudo(NodeKind::Kernel, "<kernel>")]),
+            Frame::Partial => Rc::new([NodeKey::pseudo(NodeKind::Partial, "<partial call paths>")]),
+            Frame::Kernel => Rc::new([NodeKey::pseudo(NodeKind::Kernel, "<kernel>")]),
             Frame::Unmapped { avma, kind } => {
                 let addr = lookup_address(avma, kind);
                 self.unknown.insert((None, addr));
                 let name = format!("<unknown procedure> {addr:#x} [unmapped]");
-                Rc::new([pseudo(NodeKind::Unknown, &name)])
+                Rc::new([NodeKey::pseudo(NodeKind::Unknown, name)])
             }
             Frame::Code { module, addr, kind } => {
                 let module = map.modules[module as usize];
@@ -166,14 +156,8 @@ impl<'a> Enricher<'a> {
                     base_name(&self.db.modules[module as usize].path)
                 );
                 Rc::new([NodeKey {
-                    kind: NodeKind::Unknown,
-                    name,
                     module: Some(module),
-                    file: None,
-                    line: None,
-                    end_line: None,
-                    call_file: None,
-                    call_line: None,
+                    ..NodeKey::pseudo(NodeKind::Unknown, name)
                 }])
             }
         };
