@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use framehop::ExplicitModuleSectionInfo;
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
 
 /// Bytes of one section of an image, shared without copying (framehop's `D` type).
 #[derive(Clone)]
@@ -32,7 +32,19 @@ struct Segment {
     offset: u64,
     file_size: u64,
     vaddr: u64,
+    executable: bool,
 }
+
+impl Segment {
+    /// The file range the kernel maps for this segment: its bytes widened to whole pages.
+    fn page_range(&self) -> Range<u64> {
+        let end = self.offset.saturating_add(self.file_size.max(1));
+        (self.offset & !PAGE_MASK)..end.saturating_add(PAGE_MASK) & !PAGE_MASK
+    }
+}
+
+/// The low bits of an address within a 4 KiB page (mappings are page granular on x86-64).
+const PAGE_MASK: u64 = 0xfff;
 
 /// A section's link-time range and where its bytes are in the file.
 #[derive(Debug, Clone)]
@@ -87,10 +99,15 @@ impl Image {
                 .segments()
                 .map(|s| {
                     let (offset, file_size) = s.file_range();
+                    let executable = matches!(
+                        s.flags(),
+                        SegmentFlags::Elf { p_flags, .. } if p_flags.0 & object::elf::PF_X.0 != 0
+                    );
                     Segment {
                         offset,
                         file_size,
                         vaddr: s.address(),
+                        executable,
                     }
                 })
                 .collect();
@@ -125,15 +142,20 @@ impl Image {
         })
     }
 
-    /// The link-time address of the first byte of a mapping that starts at file offset
-    /// `file_offset` (page aligned), found through the `PT_LOAD` segment that holds it.
-    pub fn svma_of_offset(&self, file_offset: u64) -> Option<u64> {
+    /// The link-time address of the first byte of an executable mapping of `len` bytes that
+    /// starts at file offset `file_offset` (page aligned).
+    ///
+    /// Segments share pages in the file: LLD, gold and mold lay them out back to back and shift
+    /// each one's address instead, so the page where the code segment starts also belongs to the
+    /// read-only segment before it. The segment is therefore the executable one whose mapped
+    /// pages hold the whole mapping, falling back to weaker matches (a mapping cut short by
+    /// `mprotect`, a non-executable segment mapped executable) only when none does.
+    pub fn svma_of_mapping(&self, file_offset: u64, len: u64) -> Option<u64> {
+        let mapping_end = file_offset.saturating_add(len);
         self.segments
             .iter()
-            .find(|s| {
-                let start = s.offset & !0xfff;
-                file_offset >= start && file_offset < s.offset + s.file_size.max(1)
-            })
+            .filter(|s| s.page_range().contains(&file_offset))
+            .max_by_key(|s| (s.executable, mapping_end <= s.page_range().end))
             .map(|s| s.vaddr.wrapping_add(file_offset).wrapping_sub(s.offset))
     }
 

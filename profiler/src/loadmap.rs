@@ -100,7 +100,7 @@ impl AddressSpace {
         let (module, image) = modules.get(ev.path);
         let svma_start = image
             .as_ref()
-            .and_then(|i| i.svma_of_offset(ev.pgoff))
+            .and_then(|i| i.svma_of_mapping(ev.pgoff, ev.len))
             .unwrap_or(ev.pgoff);
         let bias = ev.start.wrapping_sub(svma_start);
         let pos = self.mappings.partition_point(|m| m.start < ev.start);
