@@ -128,8 +128,9 @@ fn load_segments(exe: &Path) -> Vec<String> {
 fn offsets_differ_from_addresses(exe: &Path) -> bool {
     load_segments(exe).iter().any(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
-        f.len() > 3 && f[1].trim_start_matches("0x").trim_start_matches('0')
-            != f[2].trim_start_matches("0x").trim_start_matches('0')
+        f.len() > 3
+            && f[1].trim_start_matches("0x").trim_start_matches('0')
+                != f[2].trim_start_matches("0x").trim_start_matches('0')
     })
 }
 
@@ -186,11 +187,13 @@ fn clang_build() {
     let dir = scratch_dir("layout-clang");
     let src = hpctoolkit_tests::fixture("run_callers.c");
     let exe = dir.join("run_callers");
-    run_ok(Command::new("clang")
-        .args(["-O2", "-g", "-fomit-frame-pointer", "-fuse-ld=lld"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe));
+    run_ok(
+        Command::new("clang")
+            .args(["-O2", "-g", "-fomit-frame-pointer", "-fuse-ld=lld"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe),
+    );
     let profile = measure(&dir, "run_callers", &exe, &[ROUNDS]);
     assert_callers_profile("clang -fuse-ld=lld", &profile);
 }
@@ -212,7 +215,11 @@ fn a_dlopened_library_linked_by_lld() {
         "libdlwork.so",
         &["-O2", "-g", "-shared", "-fPIC", "-fuse-ld=lld"],
     );
-    assert!(offsets_differ_from_addresses(&lib), "{:?}", load_segments(&lib));
+    assert!(
+        offsets_differ_from_addresses(&lib),
+        "{:?}",
+        load_segments(&lib)
+    );
     let exe = compile(
         "run_dlopen.c",
         &dir,
@@ -221,7 +228,12 @@ fn a_dlopened_library_linked_by_lld() {
     );
     let profile = measure(&dir, "run_dlopen", &exe, &[lib.to_str().unwrap(), "600"]);
     let s = split(&profile);
-    assert!(s.partial * 100 <= s.total, "{} of {} partial", s.partial, s.total);
+    assert!(
+        s.partial * 100 <= s.total,
+        "{} of {} partial",
+        s.partial,
+        s.total
+    );
     let in_lib: u64 = s
         .leaves
         .iter()
