@@ -221,6 +221,32 @@ fn attaching_to_a_running_process_follows_it_until_it_exits() {
     assert_eq!(busy, 3, "worker threads seen: {busy}");
     assert!(profile.threads.iter().all(|t| t.pid == target.id()));
     assert!(leaf_names(&profile).contains("run_threads:work"));
+    // Pseudo-mappings such as [vsyscall] hold nothing to name: not modules.
+    let pseudo: Vec<&str> = profile
+        .modules
+        .iter()
+        .map(|m| m.path.as_str())
+        .filter(|p| p.starts_with('[') && *p != "[vdso]")
+        .collect();
+    assert!(pseudo.is_empty(), "{pseudo:?}");
+    // The summary gives the attached process's CPU time, not a child's (none).
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let cpu: f64 = stderr
+        .split("; the process ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no attached CPU time in:\n{stderr}"));
+    let samples = profile
+        .threads
+        .iter()
+        .map(|t| t.cct.total(0).samples)
+        .sum::<u64>();
+    let sampled_s = samples as f64 / 1000.0;
+    assert!(
+        (cpu - sampled_s).abs() <= 0.25 * sampled_s.max(0.2),
+        "CPU {cpu} s against {samples} samples at 1 kHz"
+    );
 }
 
 #[test]
@@ -365,7 +391,18 @@ fn bad_events_and_missing_commands_are_rejected_without_output() {
     assert!(stderr.contains("command not found"), "{stderr}");
     let (status, _) = hpcrun(&db, &["-e", "cpu-clock@f999999999", "true"]);
     assert_eq!(status, 2);
+    // A mistyped option before the command is a usage error naming it, not a command.
+    let (status, stderr) = hpcrun(&db, &["--dat", "true"]);
+    assert_eq!(status, 2, "{stderr}");
+    assert!(
+        stderr.contains("'--dat'") && !stderr.contains("not found"),
+        "{stderr}"
+    );
     assert!(!db.exists(), "nothing written");
+    // Options after the command are the command's own.
+    let (status, stderr) = hpcrun(&db, &["-q", "/bin/sh", "-c", "exit 3"]);
+    assert_eq!(status, 3, "{stderr}");
+    assert!(db.exists());
 }
 
 #[test]

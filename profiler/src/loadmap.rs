@@ -90,9 +90,15 @@ pub struct AddressSpace {
 
 impl AddressSpace {
     /// Record a new executable mapping, replacing whatever it overlaps (the kernel sends no
-    /// unmap records). Anonymous mappings are ignored: their addresses stay unmapped.
+    /// unmap records). Anonymous mappings and kernel pseudo-mappings other than `[vdso]` are
+    /// ignored: their addresses stay unmapped.
     pub fn map(&mut self, ev: MapEvent<'_>, modules: &mut ModuleRegistry) {
         if ev.len == 0 || ev.path.is_empty() || ev.path.starts_with("//anon") {
+            return;
+        }
+        if ev.path.starts_with('[') && ev.path != "[vdso]" {
+            // `[vsyscall]`, `[uprobes]`, `[anon:...]`: no file to unwind through or name code
+            // with; their addresses stay unmapped like anonymous code.
             return;
         }
         let end = ev.start.saturating_add(ev.len);

@@ -61,11 +61,7 @@ struct Cli {
     show: Option<PathBuf>,
 
     /// The command to measure, with its arguments
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
 }
 
@@ -167,7 +163,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             "the command was killed by signal {sig} (exit status {status})"
         ));
     }
-    notes.push(own_cpu_note());
+    notes.push(own_cpu_note(measurement.attached_cpu));
     let profile = session::into_profile(measurement);
     let written = write_output(&profile, &cli.output, &mut notes)?;
     if !cli.quiet {
@@ -188,8 +184,9 @@ impl From<RunError> for Failure {
     }
 }
 
-/// What measuring cost: hpcrun-rs's own CPU time (user + system), beside the command's.
-fn own_cpu_note() -> String {
+/// What measuring cost: hpcrun-rs's own CPU time (user + system), beside the command's (or,
+/// attached, the process's while it was measured).
+fn own_cpu_note(attached_cpu: Option<f64>) -> String {
     let cpu = |who| {
         nix::sys::resource::getrusage(who)
             .map(|u| {
@@ -199,11 +196,16 @@ fn own_cpu_note() -> String {
             })
             .unwrap_or(0.0)
     };
-    format!(
-        "hpcrun-rs used {:.3} s of CPU; the command {:.3} s",
-        cpu(nix::sys::resource::UsageWho::RUSAGE_SELF),
-        cpu(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-    )
+    let own = cpu(nix::sys::resource::UsageWho::RUSAGE_SELF);
+    match attached_cpu {
+        Some(used) => {
+            format!("hpcrun-rs used {own:.3} s of CPU; the process {used:.3} s while attached")
+        }
+        None => format!(
+            "hpcrun-rs used {own:.3} s of CPU; the command {:.3} s",
+            cpu(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        ),
+    }
 }
 
 fn parse_events(texts: &[String]) -> Result<Vec<EventSpec>> {

@@ -78,6 +78,9 @@ pub struct Measurement {
     pub duration: Duration,
     /// Command line of the target.
     pub command: Vec<String>,
+    /// CPU seconds (user + system) the attached process used while it was measured (attach
+    /// mode; a launched command's are its rusage).
+    pub attached_cpu: Option<f64>,
 }
 
 /// Decisions taken while probing which events the kernel accepts.
@@ -410,7 +413,15 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
             None
         }
     };
-    let ended = record_loop(&mut open, &mut recorder, &signals, child_pid, &tasks);
+    let mut attached_cpu = AttachedCpu::default();
+    let ended = record_loop(
+        &mut open,
+        &mut recorder,
+        &signals,
+        child_pid,
+        &tasks,
+        &mut attached_cpu,
+    );
     Ok(Measurement {
         recording: recorder.finish(),
         events: plan
@@ -425,7 +436,46 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         end_ns: now_ns(),
         duration: started.elapsed(),
         command,
+        attached_cpu: attached_cpu.used(),
     })
+}
+
+/// The CPU time of a process that is not our child, followed from `/proc/PID/stat`: read when
+/// sampling starts and at every wake-up while the process lives, since it leaves no rusage
+/// behind for us when it exits.
+#[derive(Default)]
+struct AttachedCpu {
+    first: Option<f64>,
+    last: Option<f64>,
+}
+
+impl AttachedCpu {
+    fn update(&mut self, pid: i32) {
+        if let Some(now) = process_cpu_seconds(pid) {
+            self.first.get_or_insert(now);
+            self.last = Some(now);
+        }
+    }
+
+    fn used(&self) -> Option<f64> {
+        Some(self.last? - self.first?)
+    }
+}
+
+/// User + system CPU seconds of process `pid`, all its threads (fields 14 and 15 of
+/// `/proc/PID/stat`, counted after the parenthesised command name, which may hold spaces).
+fn process_cpu_seconds(pid: i32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&hz| hz > 0)?;
+    Some(ticks as f64 / hz as f64)
 }
 
 /// Drain the rings until the child ends (launch), or the process ends or Ctrl-C (attach).
@@ -435,8 +485,10 @@ fn record_loop(
     signals: &SignalPipe,
     child: Option<Pid>,
     tasks: &[i32],
+    attached_cpu: &mut AttachedCpu,
 ) -> Option<Ended> {
     if child.is_none() {
+        attached_cpu.update(tasks[0]);
         open.fds().for_each(|fd| perf::set_enabled(fd, true));
     }
     let mut hung = vec![false; open.rings.len()];
@@ -483,6 +535,7 @@ fn record_loop(
                 }
             }
             None => {
+                attached_cpu.update(tasks[0]);
                 let gone = kill(Pid::from_raw(tasks[0]), None).is_err();
                 if stop || gone || hung.iter().all(|&h| h) {
                     break None;
