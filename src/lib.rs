@@ -132,7 +132,7 @@ pub mod symbols {
     use std::collections::HashMap;
 
     use object::{Object, ObjectSymbol};
-    use profiler::db::{AddrKind, Cct, Frame, NodeId, Profile};
+    use profiler::db::{Cct, Frame, NodeId, Profile};
 
     /// The function symbols of one ELF file, sorted by address.
     #[derive(Debug, Default)]
@@ -205,11 +205,7 @@ pub mod symbols {
                         .tables
                         .entry(module)
                         .or_insert_with(|| SymbolTable::read(path));
-                    let lookup = match kind {
-                        AddrKind::Ip => addr.0,
-                        AddrKind::Return => addr.0 - 1,
-                    };
-                    let name = table.lookup(lookup).unwrap_or("?");
+                    let name = table.lookup(kind.lookup(addr.0)).unwrap_or("?");
                     format!("{base}:{name}")
                 }
             }

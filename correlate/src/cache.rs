@@ -3,11 +3,11 @@
 //!
 //! Entries live in `$XDG_CACHE_HOME/hpctoolkit-rs/structure/` (else
 //! `~/.cache/hpctoolkit-rs/structure/`), one file per binary, named by its GNU build-id or,
-//! without one, by a hash of its path, size and modification time. Each file is a magic, a
-//! format version, the version of the tools that wrote it (a newer analyser invalidates old
-//! entries) and the postcard-encoded [`Coverage`] and [`ScopeTree`]. Entries that fail to
-//! decode are treated as missing and replaced; writes go through a temporary file and a
-//! rename, so concurrent runs never see half an entry.
+//! without one, by a hash of its path, size and modification time. Each file is, in the tools'
+//! common envelope ([`profiler::envelope`], magic `HPCSCACH`), the version of the tools that
+//! wrote it (a newer analyser invalidates old entries), the [`Coverage`] and the [`ScopeTree`].
+//! Entries that fail to decode are treated as missing and replaced; writes are atomic, so
+//! concurrent runs never see half an entry.
 //!
 //! Trees recovered on the fly are *focused* (`structure::analyze_focused`): they hold only the
 //! procedures that a profile sampled, and their coverage says which addresses they answer for.
@@ -18,16 +18,19 @@
 
 use std::fs;
 use std::hash::{Hash, Hasher};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
+use profiler::envelope::{write_atomically, FileKind, Replace};
 use structure::{Coverage, ScopeTree};
 
-/// The first bytes of every cache entry.
-const MAGIC: [u8; 8] = *b"HPCSCACH";
-/// The entry format version (2: coverage before the tree).
-const VERSION: u32 = 2;
+/// The kind of file a cache entry is (version 2: coverage before the tree).
+static CACHE_ENTRY: FileKind = FileKind {
+    magic: *b"HPCSCACH",
+    version: 2,
+    noun: "structure cache entry",
+    writer: "hpcprof-rs",
+};
 /// The tools' version; entries from another version are ignored.
 const TOOLS: &str = env!("CARGO_PKG_VERSION");
 
@@ -78,14 +81,11 @@ impl StructureCache {
 
     /// The tree cached under `key` and the addresses it covers, if there is a valid entry.
     pub fn load(&self, key: &str) -> Option<(ScopeTree, Coverage)> {
-        let bytes = fs::read(self.entry(key)).ok()?;
-        let body = bytes.strip_prefix(&MAGIC)?;
-        let (version, body) = body.split_at_checked(4)?;
-        if version != VERSION.to_le_bytes() {
-            return None;
-        }
-        let (tools, body) = body.split_at_checked(TOOLS.len())?;
-        if tools != TOOLS.as_bytes() {
+        let path = self.entry(key);
+        let bytes = fs::read(&path).ok()?;
+        let body = CACHE_ENTRY.body(&bytes, &path).ok()?;
+        let (tools, body) = postcard::take_from_bytes::<&str>(body).ok()?;
+        if tools != TOOLS {
             return None;
         }
         let (coverage, tree): (Coverage, ScopeTree) = postcard::from_bytes(body).ok()?;
@@ -95,21 +95,10 @@ impl StructureCache {
     /// Store `tree`, which answers for `coverage`, under `key`, replacing any previous entry.
     pub fn store(&self, key: &str, tree: &ScopeTree, coverage: &Coverage) -> std::io::Result<()> {
         fs::create_dir_all(&self.dir)?;
-        let mut bytes = Vec::with_capacity(1 << 16);
-        bytes.extend_from_slice(&MAGIC);
-        bytes.extend_from_slice(&VERSION.to_le_bytes());
-        bytes.extend_from_slice(TOOLS.as_bytes());
-        let bytes = postcard::to_extend(&(coverage, tree), bytes)
+        let bytes = CACHE_ENTRY
+            .encode(&(TOOLS, coverage, tree))
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-        let target = self.entry(key);
-        let tmp = self.dir.join(format!("{key}.tmp{}", std::process::id()));
-        let result = fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(&bytes))
-            .and_then(|()| fs::rename(&tmp, &target));
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result
+        write_atomically(&self.entry(key), &bytes, Replace::Allowed).map_err(std::io::Error::other)
     }
 }
 

@@ -94,7 +94,7 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
     }
     let read: Vec<Profile> = profiles
         .par_iter()
-        .map(|p| inputs::read_profile(p))
+        .map(|p| profiler::db::Profile::read(p).map_err(CorrelateError::Profile))
         .collect::<Result<_, _>>()?;
     let structure_files: Vec<StructureFile> = structure_files
         .par_iter()
@@ -230,7 +230,7 @@ fn module_addresses(
         for node in profile.threads.iter().flat_map(|t| &t.cct.nodes) {
             if let profiler::db::Frame::Code { module, addr, kind } = node.frame {
                 if let Some(&m) = map.get(module as usize) {
-                    out[m as usize].push(crate::enrich::lookup_address(addr.0, kind));
+                    out[m as usize].push(kind.lookup(addr.0));
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! The correlated database (`*.hpcdb`): what `hpcprof-rs` writes and `hpcview-rs` reads.
 //!
-//! A file is an 8-byte magic (`HPCPROFD`), a little-endian `u32` format version, then one
-//! [`Database`] encoded with postcard. It holds everything the three views need:
+//! A file is one [`Database`] in the tools' common envelope ([`profiler::envelope`], magic
+//! `HPCPROFD`, version 1). It holds everything the three views need:
 //!
 //! - the metric descriptors ([`MetricDesc`]: event name, unit, sampling, run total),
 //! - the module table ([`ModuleDesc`], with where each module's structure came from),
@@ -16,18 +16,20 @@
 //! computed from them by [`crate::projection`], so the views cannot disagree.
 
 use std::collections::hash_map::Entry;
-use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use fxhash::FxHashMap;
 use profiler::db::{Cost, Sampling};
+use profiler::envelope::{EnvelopeError, FileKind, Replace};
 use serde::{Deserialize, Serialize};
 
-/// The first bytes of every database file.
-pub const MAGIC: [u8; 8] = *b"HPCPROFD";
-/// The format version this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The kind of file a database is.
+pub static DATABASE_FILE: FileKind = FileKind {
+    magic: *b"HPCPROFD",
+    version: 1,
+    noun: "database",
+    writer: "hpcprof-rs",
+};
 
 /// Index of a node in [`Database::nodes`]; node 0 is the program root.
 pub type NodeId = u32;
@@ -285,58 +287,9 @@ impl Selection {
     }
 }
 
-/// Why a database could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum DatabaseError {
-    /// The file could not be opened, read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
-    },
-    /// The file does not start with the database magic.
-    #[error("{path}: not a database written by hpcprof-rs (bad magic)")]
-    BadMagic {
-        /// The file.
-        path: PathBuf,
-    },
-    /// The file was written by another version of the format.
-    #[error(
-        "{path}: hpcprof-rs database format version {found}, this build reads version {expected}"
-    )]
-    Version {
-        /// The file.
-        path: PathBuf,
-        /// Version in the file.
-        found: u32,
-        /// Version this build reads.
-        expected: u32,
-    },
-    /// The body could not be decoded (truncated or corrupt file).
-    #[error("{path}: truncated or corrupt hpcprof-rs database ({source})")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// The decoder's complaint.
-        source: postcard::Error,
-    },
-    /// The decoded tree is inconsistent (a parent or child index out of range).
-    #[error("{path}: corrupt hpcprof-rs database (node {node} refers to a missing node)")]
-    BadTree {
-        /// The file.
-        path: PathBuf,
-        /// The offending node.
-        node: NodeId,
-    },
-    /// Refused to replace an existing file.
-    #[error("{path}: already exists (remove it or choose another output with -o)")]
-    Exists {
-        /// The file.
-        path: PathBuf,
-    },
-}
+/// Why a database could not be read or written (an [`EnvelopeError::Malformed`] names the
+/// first node whose references are out of range).
+pub type DatabaseError = EnvelopeError;
 
 impl Database {
     /// An empty database (root node only) for these metrics.
@@ -390,7 +343,7 @@ impl Database {
             .map(|n| {
                 let mut sum = vec![Cost::default(); metrics];
                 for tc in n.costs.iter().filter(|tc| selection.includes(tc.thread)) {
-                    add_costs(&mut sum, &tc.costs);
+                    Cost::add_each(&mut sum, &tc.costs);
                 }
                 sum
             })
@@ -415,7 +368,7 @@ impl Database {
     pub fn add_cost(&mut self, id: NodeId, thread: ThreadIdx, costs: &[Cost]) {
         let node = &mut self.nodes[id as usize];
         match node.costs.iter_mut().find(|tc| tc.thread == thread) {
-            Some(tc) => add_costs(&mut tc.costs, costs),
+            Some(tc) => Cost::add_each(&mut tc.costs, costs),
             None => node.costs.push(ThreadCost {
                 thread,
                 costs: costs.to_vec(),
@@ -438,45 +391,21 @@ impl Database {
     pub fn compute_totals(&mut self) {
         let mut totals = vec![Cost::default(); self.metrics.len()];
         for c in self.self_costs(&Selection::All) {
-            add_costs(&mut totals, &c);
+            Cost::add_each(&mut totals, &c);
         }
         for (m, t) in self.metrics.iter_mut().zip(totals) {
             m.total = t;
         }
     }
 
-    /// Encode the database into bytes (header + body).
-    pub fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
-        let mut out = Vec::with_capacity(4096);
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        postcard::to_extend(self, out)
-    }
-
-    /// Decode a database from bytes; `path` is only used to name the file in errors.
+    /// Decode a database from a file's bytes, checking that its tree is consistent;
+    /// `path` names the file in errors.
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Database, DatabaseError> {
-        let path_buf = || path.to_path_buf();
-        if bytes.len() < 12 || bytes[..8] != MAGIC {
-            return Err(DatabaseError::BadMagic { path: path_buf() });
-        }
-        let found = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        if found != VERSION {
-            return Err(DatabaseError::Version {
-                path: path_buf(),
-                found,
-                expected: VERSION,
-            });
-        }
-        let db: Database =
-            postcard::from_bytes(&bytes[12..]).map_err(|source| DatabaseError::Corrupt {
-                path: path_buf(),
-                source,
-            })?;
+        let db: Database = DATABASE_FILE.decode(bytes, path)?;
         match db.first_bad_node() {
-            Some(node) => Err(DatabaseError::BadTree {
-                path: path_buf(),
-                node,
-            }),
+            Some(node) => {
+                Err(DATABASE_FILE.malformed(path, format!("node {node} refers to a missing node")))
+            }
             None => Ok(db),
         }
     }
@@ -512,52 +441,20 @@ impl Database {
             .map(|(i, _)| i as NodeId)
     }
 
-    /// Read a database file.
+    /// Read a database file (see [`Database::from_bytes`]).
     pub fn read(path: &Path) -> Result<Database, DatabaseError> {
-        let mut bytes = Vec::new();
-        File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .map_err(|source| DatabaseError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        Database::from_bytes(&bytes, path)
-    }
-
-    /// Write the database to `path`, which must not exist yet: the bytes go to a temporary file
-    /// beside it, which is then linked into place without replacing anything. A failure leaves
-    /// no partial file behind.
-    pub fn write_new(&self, path: &Path) -> Result<(), DatabaseError> {
-        let io_err = |source| DatabaseError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        if path.exists() {
-            return Err(DatabaseError::Exists {
-                path: path.to_path_buf(),
-            });
-        }
-        let bytes = self.to_bytes().map_err(|source| DatabaseError::Corrupt {
+        let bytes = std::fs::read(path).map_err(|source| DatabaseError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(format!(".tmp{}", std::process::id()));
-        let tmp = path.with_file_name(name);
-        let result = (|| {
-            let mut w = BufWriter::new(File::create(&tmp)?);
-            w.write_all(&bytes)?;
-            w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-            // hard_link fails if `path` appeared meanwhile: never replace an existing file.
-            fs::hard_link(&tmp, path)
-        })();
-        let _ = fs::remove_file(&tmp);
-        match result {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(DatabaseError::Exists {
-                path: path.to_path_buf(),
-            }),
-            other => other.map_err(io_err),
-        }
+        Database::from_bytes(&bytes, path)
+    }
+
+    /// Write the database to `path`, which must not exist yet: it is put in place atomically
+    /// without replacing anything, even a file that appears meanwhile; a failure leaves no
+    /// partial file behind.
+    pub fn write_new(&self, path: &Path) -> Result<(), DatabaseError> {
+        DATABASE_FILE.write(self, path, Replace::Refused)
     }
 }
 
@@ -566,14 +463,6 @@ impl Database {
 #[derive(Debug, Default)]
 pub struct ChildIndex {
     map: FxHashMap<(NodeId, NodeKey), NodeId>,
-}
-
-/// Add `b` to `a` element-wise.
-pub fn add_costs(a: &mut [Cost], b: &[Cost]) {
-    for (x, y) in a.iter_mut().zip(b) {
-        x.samples += y.samples;
-        x.value += y.value;
-    }
 }
 
 /// The last component of a path (`/a/b/c.cc` -> `c.cc`).
@@ -641,7 +530,7 @@ mod tests {
     #[test]
     fn round_trip_and_labels() {
         let db = sample_db();
-        let bytes = db.to_bytes().unwrap();
+        let bytes = DATABASE_FILE.encode(&db).unwrap();
         let back = Database::from_bytes(&bytes, Path::new("x.hpcdb")).unwrap();
         assert_eq!(back, db);
         assert_eq!(
@@ -657,7 +546,7 @@ mod tests {
     #[test]
     fn errors_name_the_file() {
         let db = sample_db();
-        let mut bytes = db.to_bytes().unwrap();
+        let mut bytes = DATABASE_FILE.encode(&db).unwrap();
         let p = Path::new("/tmp/some.hpcdb");
         let bad = Database::from_bytes(b"HPCRUNRS\x01\0\0\0", p).unwrap_err();
         assert!(bad.to_string().contains("/tmp/some.hpcdb: not a database"));

@@ -12,7 +12,7 @@
 use std::rc::Rc;
 
 use fxhash::{FxHashMap, FxHashSet};
-use profiler::db::{AddrKind, Cost, Frame, Profile};
+use profiler::db::{Cost, Frame, Profile};
 use structure::{ScopeId, ScopeKind, ScopeTree};
 
 use crate::database::{
@@ -107,14 +107,14 @@ impl<'a> Enricher<'a> {
             Frame::Partial => Rc::new([NodeKey::pseudo(NodeKind::Partial, "<partial call paths>")]),
             Frame::Kernel => Rc::new([NodeKey::pseudo(NodeKind::Kernel, "<kernel>")]),
             Frame::Unmapped { avma, kind } => {
-                let addr = lookup_address(avma, kind);
+                let addr = kind.lookup(avma);
                 self.unknown.insert((None, addr));
                 let name = format!("<unknown procedure> {addr:#x} [unmapped]");
                 Rc::new([NodeKey::pseudo(NodeKind::Unknown, name)])
             }
             Frame::Code { module, addr, kind } => {
                 let module = map.modules[module as usize];
-                self.expand(module, lookup_address(addr.0, kind))
+                self.expand(module, kind.lookup(addr.0))
             }
         };
         self.insert_chain(parent, &keys)
@@ -230,14 +230,6 @@ impl<'a> Enricher<'a> {
     }
 }
 
-/// The address to look up for a frame: the IP itself, or `ra - 1` (inside the call).
-pub(crate) fn lookup_address(addr: u64, kind: AddrKind) -> u64 {
-    match kind {
-        AddrKind::Ip => addr,
-        AddrKind::Return => addr.saturating_sub(1),
-    }
-}
-
 /// The file of procedure `proc_`: its own, else its enclosing `File` scope's.
 fn procedure_file(tree: &ScopeTree, proc_: ScopeId) -> Option<structure::FileId> {
     let scope = tree.get(proc_);
@@ -277,7 +269,9 @@ mod tests {
     use crate::database::{Selection, StructureSource};
     use crate::projection::{callers, top_down};
     use profiler::addr::Svma;
-    use profiler::db::{Cct, CctNode, EventDesc, ModuleInfo, Sampling, Stats, ThreadProfile};
+    use profiler::db::{
+        AddrKind, Cct, CctNode, EventDesc, ModuleInfo, Sampling, Stats, ThreadProfile,
+    };
     use structure::Scope;
 
     /// main [0x100, 0x140): loop at line 10 holding an inlined `add` (called from line 11)

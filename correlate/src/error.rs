@@ -21,17 +21,12 @@ pub enum CorrelateError {
         /// What it is instead.
         what: &'static str,
     },
-    /// A `profile.db` could not be read (bad magic, other version, truncated).
+    /// A `profile.db` could not be read (bad magic, other version, truncated, inconsistent).
     #[error(transparent)]
-    Profile(#[from] profiler::db::DbError),
-    /// A `profile.db` decoded but its trees are inconsistent.
-    #[error("{path}: corrupt profile.db: {why}")]
-    BadProfile {
-        /// The file.
-        path: PathBuf,
-        /// What is inconsistent.
-        why: String,
-    },
+    Profile(profiler::envelope::EnvelopeError),
+    /// The database could not be written (or already exists).
+    #[error(transparent)]
+    Database(profiler::envelope::EnvelopeError),
     /// A structure file could not be read.
     #[error(transparent)]
     Structure(#[from] structure::StructureError),
@@ -67,7 +62,4 @@ pub enum CorrelateError {
         /// Why.
         why: String,
     },
-    /// The database could not be written.
-    #[error(transparent)]
-    Database(#[from] crate::database::DatabaseError),
 }

@@ -6,7 +6,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSymbol, SymbolKind};
-use profiler::db::Profile;
 use structure::ScopeTree;
 
 use crate::error::CorrelateError;
@@ -31,14 +30,14 @@ pub fn classify(path: &Path) -> Result<InputKind, CorrelateError> {
             path: path.to_path_buf(),
             source,
         })?;
-    if head.starts_with(&profiler::db::MAGIC) {
+    if head.starts_with(&profiler::db::PROFILE_FILE.magic) {
         return Ok(InputKind::Profile);
     }
     let text = String::from_utf8_lossy(&head);
     if text.trim_start().starts_with('<') && text.contains("<HPCToolkitStructure") {
         return Ok(InputKind::Structure);
     }
-    let what = if head.starts_with(&crate::database::MAGIC) {
+    let what = if head.starts_with(&crate::database::DATABASE_FILE.magic) {
         "an hpcprof-rs database (an output, not an input)"
     } else if head.is_empty() {
         "empty"
@@ -49,47 +48,6 @@ pub fn classify(path: &Path) -> Result<InputKind, CorrelateError> {
         path: path.to_path_buf(),
         what,
     })
-}
-
-/// Read a `profile.db`, checking that every thread's tree is well formed (parents first, module
-/// and event references in range) so that later stages can index without checks.
-pub fn read_profile(path: &Path) -> Result<Profile, CorrelateError> {
-    let profile = Profile::read(path)?;
-    let bad = |why: String| CorrelateError::BadProfile {
-        path: path.to_path_buf(),
-        why,
-    };
-    for thread in &profile.threads {
-        let nodes = &thread.cct.nodes;
-        if nodes.is_empty() {
-            return Err(bad(format!("thread {} has an empty tree", thread.tid)));
-        }
-        for (i, node) in nodes.iter().enumerate().skip(1) {
-            if node.parent as usize >= i {
-                return Err(bad(format!(
-                    "thread {}: node {i} precedes its parent",
-                    thread.tid
-                )));
-            }
-            if node.costs.len() != profile.events.len() {
-                return Err(bad(format!(
-                    "thread {}: node {i} has {} costs for {} events",
-                    thread.tid,
-                    node.costs.len(),
-                    profile.events.len()
-                )));
-            }
-            if let profiler::db::Frame::Code { module, .. } = node.frame {
-                if module as usize >= profile.modules.len() {
-                    return Err(bad(format!(
-                        "thread {}: node {i} refers to missing module {module}",
-                        thread.tid
-                    )));
-                }
-            }
-        }
-    }
-    Ok(profile)
 }
 
 /// One structure file's trees, with the file they came from.
@@ -126,7 +84,7 @@ pub fn own_vdso_image(build_id: &[u8]) -> Option<std::path::PathBuf> {
     let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
     let path = std::env::temp_dir().join(format!("hpcprof-rs-vdso-{hex}.so"));
     if !path.is_file() {
-        let image = profiler::image::own_vdso()?;
+        let image = profiler::vdso::own_vdso()?;
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         std::fs::write(&tmp, image).ok()?;
         std::fs::rename(&tmp, &path).ok()?;

@@ -25,9 +25,7 @@
 use fxhash::FxHashMap;
 use profiler::db::Cost;
 
-use crate::database::{
-    add_costs, base_name, label_for, Database, MetricDesc, NodeId, NodeKind, Selection,
-};
+use crate::database::{base_name, label_for, Database, MetricDesc, NodeId, NodeKind, Selection};
 
 /// Which view a [`ViewTree`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +135,7 @@ pub fn node_metrics(db: &Database, selection: &Selection) -> NodeMetrics {
         let node = &db.nodes[id];
         let parent = node.parent as usize;
         let (lo, hi) = incl.split_at_mut(id);
-        add_costs(&mut lo[parent], &hi[0]);
+        Cost::add_each(&mut lo[parent], &hi[0]);
         let parent_kind = db.nodes[parent].kind;
         let lexical_parent = matches!(
             parent_kind,
@@ -145,7 +143,7 @@ pub fn node_metrics(db: &Database, selection: &Selection) -> NodeMetrics {
         );
         if lexical_parent && !node.kind.is_activation() {
             let (lo, hi) = excl.split_at_mut(id);
-            add_costs(&mut lo[parent], &hi[0]);
+            Cost::add_each(&mut lo[parent], &hi[0]);
         }
     }
     let zero = vec![Cost::default(); db.metrics.len()];
@@ -197,7 +195,7 @@ pub fn callers(db: &Database, selection: &Selection) -> ViewTree {
             // (then that instance's exclusive already holds it).
             if !inlined_into_itself(db, &frames, id as NodeId, &key) {
                 let top = b.child(0, key, id as NodeId, None);
-                add_costs(&mut b.tree.nodes[top].excl, &m.excl[id]);
+                Cost::add_each(&mut b.tree.nodes[top].excl, &m.excl[id]);
             }
             continue;
         }
@@ -244,7 +242,7 @@ pub fn flat(db: &Database, selection: &Selection) -> ViewTree {
     for (id, cost) in own.iter().enumerate() {
         if let (false, Some(mut at)) = (is_zero(cost), place[id]) {
             loop {
-                add_costs(&mut b.tree.nodes[at].excl, cost);
+                Cost::add_each(&mut b.tree.nodes[at].excl, cost);
                 if at == 0 {
                     break;
                 }
@@ -262,7 +260,7 @@ pub fn flat(db: &Database, selection: &Selection) -> ViewTree {
             } else {
                 *count -= 1;
                 if *count == 0 {
-                    add_costs(&mut b.tree.nodes[f].incl, &m.incl[id as usize]);
+                    Cost::add_each(&mut b.tree.nodes[f].incl, &m.incl[id as usize]);
                 }
             }
         }
@@ -502,8 +500,8 @@ impl<'a> KeyedTree<'a> {
 
     /// Add database node `from`'s inclusive and exclusive costs to view node `to`.
     fn add(&mut self, to: usize, from: usize) {
-        add_costs(&mut self.tree.nodes[to].incl, &self.m.incl[from]);
-        add_costs(&mut self.tree.nodes[to].excl, &self.m.excl[from]);
+        Cost::add_each(&mut self.tree.nodes[to].incl, &self.m.incl[from]);
+        Cost::add_each(&mut self.tree.nodes[to].excl, &self.m.excl[from]);
     }
 
     /// Parent of every view node built so far.

@@ -1,22 +1,26 @@
 //! The `profile.db` format: what one `hpcrun-rs` run measured.
 //!
-//! A file is an 8-byte magic, a little-endian `u32` format version, then one [`Profile`] encoded
-//! with postcard. It is the contract between `hpcrun-rs` (writer) and `hpcprof-rs` (reader):
-//! every address in it is module-relative at link time ([`Svma`]), so the correlator never needs
-//! to know where a module was loaded.
+//! A file is one [`Profile`] in the tools' common [envelope](crate::envelope) (magic
+//! `HPCRUNRS`, version 1). It is the contract between `hpcrun-rs` (writer) and `hpcprof-rs`
+//! (reader): every address in it is module-relative at link time ([`Svma`]), so the correlator
+//! never needs to know where a module was loaded. A profile that reads is well formed: every
+//! parent precedes its children, and every module and event reference is in range.
 
-use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::ops::{Add, AddAssign};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::addr::Svma;
+use crate::envelope::{EnvelopeError, FileKind, Replace};
 
-/// The first bytes of every `profile.db`.
-pub const MAGIC: [u8; 8] = *b"HPCRUNRS";
-/// The format version this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The kind of file a `profile.db` is.
+pub static PROFILE_FILE: FileKind = FileKind {
+    magic: *b"HPCRUNRS",
+    version: 1,
+    noun: "profile.db",
+    writer: "hpcrun-rs",
+};
 
 /// Index of a module in [`Profile::modules`].
 pub type ModuleId = u32;
@@ -148,6 +152,37 @@ pub struct Cost {
     pub value: u64,
 }
 
+impl Add for Cost {
+    type Output = Cost;
+    fn add(self, other: Cost) -> Cost {
+        Cost {
+            samples: self.samples + other.samples,
+            value: self.value + other.value,
+        }
+    }
+}
+
+impl AddAssign for Cost {
+    fn add_assign(&mut self, other: Cost) {
+        *self = *self + other;
+    }
+}
+
+impl std::iter::Sum for Cost {
+    fn sum<I: Iterator<Item = Cost>>(iter: I) -> Cost {
+        iter.fold(Cost::default(), Add::add)
+    }
+}
+
+impl Cost {
+    /// Add `other` to `sums` element by element (one cost per event).
+    pub fn add_each(sums: &mut [Cost], other: &[Cost]) {
+        for (s, o) in sums.iter_mut().zip(other) {
+            *s += *o;
+        }
+    }
+}
+
 /// What a calling-context node stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Frame {
@@ -187,6 +222,18 @@ pub enum AddrKind {
     Return,
 }
 
+impl AddrKind {
+    /// The address that stands for a frame at `addr` in lookups, in the same address space
+    /// (link-time for code frames, runtime for unmapped ones): the instruction itself, or
+    /// `ra - 1` (inside the call instruction) for a return address.
+    pub fn lookup(self, addr: u64) -> u64 {
+        match self {
+            AddrKind::Ip => addr,
+            AddrKind::Return => addr.saturating_sub(1),
+        }
+    }
+}
+
 impl Cct {
     /// A tree holding only its root.
     pub fn new(events: usize) -> Self {
@@ -210,123 +257,66 @@ impl Cct {
 
     /// Total cost of event `event` over the whole tree.
     pub fn total(&self, event: usize) -> Cost {
-        self.nodes.iter().fold(Cost::default(), |acc, n| {
-            let c = n.costs.get(event).copied().unwrap_or_default();
-            Cost {
-                samples: acc.samples + c.samples,
-                value: acc.value + c.value,
+        self.nodes
+            .iter()
+            .map(|n| n.costs.get(event).copied().unwrap_or_default())
+            .sum()
+    }
+
+    /// Why the tree is not well formed for `events` events and `modules` modules, if it is not.
+    fn malformation(&self, events: usize, modules: usize) -> Option<String> {
+        if self.nodes.is_empty() {
+            return Some("an empty tree".into());
+        }
+        self.nodes.iter().enumerate().find_map(|(i, node)| {
+            if i > 0 && node.parent as usize >= i {
+                return Some(format!("node {i} precedes its parent"));
+            }
+            if node.costs.len() != events {
+                let n = node.costs.len();
+                return Some(format!("node {i} has {n} costs for {events} events"));
+            }
+            match node.frame {
+                Frame::Code { module, .. } if module as usize >= modules => {
+                    Some(format!("node {i} refers to missing module {module}"))
+                }
+                _ => None,
             }
         })
     }
 }
 
 /// Why a `profile.db` could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum DbError {
-    /// The file could not be opened, read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
-    },
-    /// The file does not start with the `profile.db` magic.
-    #[error("{path}: not a profile.db written by hpcrun-rs (bad magic)")]
-    BadMagic {
-        /// The file.
-        path: PathBuf,
-    },
-    /// The file was written by another version of the format.
-    #[error("{path}: profile.db format version {found}, this build reads version {expected}")]
-    Version {
-        /// The file.
-        path: PathBuf,
-        /// Version in the file.
-        found: u32,
-        /// Version this build reads.
-        expected: u32,
-    },
-    /// The body could not be decoded (truncated or corrupt file).
-    #[error("{path}: truncated or corrupt profile.db ({source})")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// The decoder's complaint.
-        source: postcard::Error,
-    },
-}
+pub type DbError = EnvelopeError;
 
 impl Profile {
-    /// Encode the profile into bytes (header + body).
-    pub fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
-        let mut out = Vec::with_capacity(4096);
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        postcard::to_extend(self, out)
-    }
-
-    /// Decode a profile from bytes; `path` is only used to name the file in errors.
+    /// Decode a profile from a file's bytes, checking that every thread's tree is well formed
+    /// so that later stages can index without checks; `path` names the file in errors.
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Profile, DbError> {
-        let path_buf = || path.to_path_buf();
-        if bytes.len() < 12 || bytes[..8] != MAGIC {
-            return Err(DbError::BadMagic { path: path_buf() });
+        let profile: Profile = PROFILE_FILE.decode(bytes, path)?;
+        let (events, modules) = (profile.events.len(), profile.modules.len());
+        for thread in &profile.threads {
+            if let Some(why) = thread.cct.malformation(events, modules) {
+                let why = format!("thread {}: {why}", thread.tid);
+                return Err(PROFILE_FILE.malformed(path, why));
+            }
         }
-        let found = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        if found != VERSION {
-            return Err(DbError::Version {
-                path: path_buf(),
-                found,
-                expected: VERSION,
-            });
-        }
-        postcard::from_bytes(&bytes[12..]).map_err(|source| DbError::Corrupt {
-            path: path_buf(),
-            source,
-        })
+        Ok(profile)
     }
 
-    /// Read a `profile.db` file.
+    /// Read a `profile.db` file (see [`Profile::from_bytes`]).
     pub fn read(path: &Path) -> Result<Profile, DbError> {
-        let io_err = |source| DbError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut bytes = Vec::new();
-        File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .map_err(io_err)?;
-        Profile::from_bytes(&bytes, path)
-    }
-
-    /// Write the profile to `path` atomically: a temporary file beside it, synced, then renamed.
-    /// A failure (e.g. a full disk) leaves any existing file at `path` untouched.
-    pub fn write(&self, path: &Path) -> Result<(), DbError> {
-        let io_err = |source| DbError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let bytes = self.to_bytes().map_err(|source| DbError::Corrupt {
+        let bytes = std::fs::read(path).map_err(|source| DbError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let tmp = tmp_path(path);
-        let result = (|| {
-            let mut w = BufWriter::new(File::create(&tmp)?);
-            w.write_all(&bytes)?;
-            let f = w.into_inner().map_err(|e| e.into_error())?;
-            f.sync_all()?;
-            fs::rename(&tmp, path)
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result.map_err(io_err)
+        Profile::from_bytes(&bytes, path)
     }
-}
 
-fn tmp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
+    /// Write the profile to `path` atomically, replacing what is there (see
+    /// [`crate::envelope::write_atomically`]). A failure (e.g. a full disk) leaves any existing
+    /// file at `path` untouched.
+    pub fn write(&self, path: &Path) -> Result<(), DbError> {
+        PROFILE_FILE.write(self, path, Replace::Allowed)
+    }
 }

@@ -43,17 +43,34 @@
 //! It does not symbolize: names, inlined frames, loops and lines are the correlator's job
 //! (`hpcprof-rs`), from the module paths and build-ids stored here.
 
+// The profile.db format: what readers of a profile (hpcprof-rs, hpcview-rs, tests) compile.
 pub mod addr;
-pub mod cct;
 pub mod db;
+pub mod envelope;
+pub mod vdso;
+
+// The sampler (feature `sampler`, on by default): perf_event_open, unwinding, hpcrun-rs.
+#[cfg(feature = "sampler")]
+pub mod cct;
+#[cfg(feature = "sampler")]
 pub mod events;
+#[cfg(feature = "sampler")]
 pub mod image;
+#[cfg(feature = "sampler")]
 pub mod launch;
+#[cfg(feature = "sampler")]
 pub mod loadmap;
+#[cfg(feature = "sampler")]
 pub mod perf;
+#[cfg(feature = "sampler")]
 pub mod recorder;
+#[cfg(feature = "sampler")]
 pub mod report;
+#[cfg(feature = "sampler")]
 pub mod ring;
+#[cfg(feature = "sampler")]
 pub mod session;
+#[cfg(feature = "sampler")]
 pub mod signals;
+#[cfg(feature = "sampler")]
 pub mod unwind;

@@ -10,7 +10,8 @@ use fxhash::FxHashMap;
 
 use crate::addr::{Avma, Svma};
 use crate::db::{ModuleId, ModuleInfo};
-use crate::image::{own_vdso, Image, SectionBytes};
+use crate::image::{Image, SectionBytes};
+use crate::vdso::own_vdso;
 
 /// The framehop unwinder type used for every process.
 pub type ProcessUnwinder = UnwinderX86_64<SectionBytes>;

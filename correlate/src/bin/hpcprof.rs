@@ -88,7 +88,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
         );
     }
     let (db, summary) = correlate(&options)?;
-    db.write_new(&output).map_err(CorrelateError::from)?;
+    db.write_new(&output).map_err(CorrelateError::Database)?;
     eprintln!("{}", summary_text(&summary, &output));
     Ok(())
 }
