@@ -7,7 +7,7 @@
 //! parent precedes its children, and every module and event reference is in range.
 
 use std::ops::{Add, AddAssign};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -318,5 +318,11 @@ impl Profile {
     /// file at `path` untouched.
     pub fn write(&self, path: &Path) -> Result<(), DbError> {
         PROFILE_FILE.write(self, path, Replace::Allowed)
+    }
+
+    /// Write the profile to a new file of a unique, unpredictable name `hpcrun-rs-*.db` in
+    /// `dir` (where a profile goes when its own output cannot be written); returns its path.
+    pub fn write_fallback(&self, dir: &Path) -> Result<PathBuf, DbError> {
+        PROFILE_FILE.write_unique(self, dir, "hpcrun-rs-", ".db")
     }
 }

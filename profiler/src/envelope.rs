@@ -154,6 +154,32 @@ impl FileKind {
         write_atomically(path, &bytes, replace)
     }
 
+    /// Encode `body` into a new file of a unique, unpredictable name `{prefix}*{suffix}` in
+    /// `dir`, created exclusively; returns its path.
+    pub fn write_unique<T: Serialize>(
+        &'static self,
+        body: &T,
+        dir: &Path,
+        prefix: &str,
+        suffix: &str,
+    ) -> Result<PathBuf, EnvelopeError> {
+        let io_err = |source| EnvelopeError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let bytes = self.encode(body).map_err(|e| self.corrupt(dir, e))?;
+        let mut file = tempfile::Builder::new()
+            .prefix(prefix)
+            .suffix(suffix)
+            .tempfile_in(dir)
+            .map_err(io_err)?;
+        file.write_all(&bytes)
+            .and_then(|()| file.as_file().sync_all())
+            .map_err(io_err)?;
+        let (_, path) = file.keep().map_err(|e| io_err(e.error))?;
+        Ok(path)
+    }
+
     /// The error for a body that does not decode.
     pub fn corrupt(&'static self, path: &Path, problem: postcard::Error) -> EnvelopeError {
         EnvelopeError::Corrupt {

@@ -238,9 +238,9 @@ fn check_output(path: &Path) -> Result<()> {
             dir.display()
         );
     }
-    let probe = dir.join(format!(".hpcrun-rs-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"").with_context(|| format!("cannot write in {}", dir.display()))?;
-    let _ = std::fs::remove_file(probe);
+    // An unnamed temporary file (O_TMPFILE where the file system has it, else an exclusive
+    // random name, removed at once): no name another user could have prepared.
+    tempfile::tempfile_in(dir).with_context(|| format!("cannot write in {}", dir.display()))?;
     Ok(())
 }
 
@@ -271,10 +271,8 @@ fn write_output(
     match profile.write(path) {
         Ok(()) => Ok(path.to_path_buf()),
         Err(e) => {
-            let fallback =
-                std::env::temp_dir().join(format!("hpcrun-rs-{}.db", std::process::id()));
-            profile
-                .write(&fallback)
+            let fallback = profile
+                .write_fallback(&std::env::temp_dir())
                 .map_err(|e2| anyhow::anyhow!("cannot write the profile: {e}; nor {e2}"))?;
             eprintln!(
                 "hpcrun-rs: cannot write the profile: {e}; saved it as {} instead",
