@@ -61,7 +61,12 @@ pub fn compile_all(sources: &[&str], out_dir: &Path, out_name: &str, flags: &[&s
         _ => "g++",
     };
     let out = out_dir.join(out_name);
-    let output = Command::new(compiler)
+    let mut command = Command::new(compiler);
+    if compiler == "gfortran" {
+        // Module files (`*.mod`) go to the scratch directory, not the working directory.
+        command.arg("-J").arg(out_dir);
+    }
+    let output = command
         .args(flags)
         .args(sources.iter().map(|s| fixture(s)))
         .arg("-o")
