@@ -416,29 +416,33 @@ impl Database {
         if n == 0 {
             return Some(0);
         }
+        // Each node is listed once, by its own parent, after it: a tree, whatever the bytes say.
+        let mut listed = vec![false; n];
         let ok_file = |f: Option<FileId>| f.is_none_or(|f| (f as usize) < self.files.len());
-        self.nodes
-            .iter()
-            .enumerate()
-            .find(|(i, node)| {
-                let links = (node.parent as usize) < n
-                    && (*i == 0 || (node.parent as usize) < *i)
-                    && node
-                        .children
-                        .iter()
-                        .all(|&c| (c as usize) < n && c as usize > *i);
-                let refs = node
-                    .module
-                    .is_none_or(|m| (m as usize) < self.modules.len())
-                    && ok_file(node.file)
-                    && ok_file(node.call_file)
-                    && node.costs.iter().all(|tc| {
-                        (tc.thread as usize) < self.threads.len()
-                            && tc.costs.len() == self.metrics.len()
-                    });
-                !(links && refs)
-            })
-            .map(|(i, _)| i as NodeId)
+        for (i, node) in self.nodes.iter().enumerate() {
+            let parent_ok = (node.parent as usize) < n && (i == 0 || (node.parent as usize) < i);
+            let children_ok = node.children.iter().all(|&c| {
+                let c = c as usize;
+                let ok = c < n && c > i && self.nodes[c].parent as usize == i && !listed[c];
+                if ok {
+                    listed[c] = true;
+                }
+                ok
+            });
+            let refs = node
+                .module
+                .is_none_or(|m| (m as usize) < self.modules.len())
+                && ok_file(node.file)
+                && ok_file(node.call_file)
+                && node.costs.iter().all(|tc| {
+                    (tc.thread as usize) < self.threads.len()
+                        && tc.costs.len() == self.metrics.len()
+                });
+            if !(parent_ok && children_ok && refs) {
+                return Some(i as NodeId);
+            }
+        }
+        None
     }
 
     /// Read a database file (see [`Database::from_bytes`]).
@@ -555,5 +559,27 @@ mod tests {
         bytes[8] = 99;
         let ver = Database::from_bytes(&bytes, p).unwrap_err();
         assert!(ver.to_string().contains("version 99"), "{ver}");
+    }
+
+    #[test]
+    fn a_node_listed_twice_or_under_another_parent_is_refused() {
+        let p = Path::new("x.hpcdb");
+        let mut twice = sample_db();
+        let child = twice.nodes[0].children[0];
+        twice.nodes[0].children.push(child);
+        let err = Database::from_bytes(&DATABASE_FILE.encode(&twice).unwrap(), p).unwrap_err();
+        assert!(err.to_string().contains("node 0"), "{err}");
+        let mut adopted = sample_db();
+        let grandchild = adopted.child(
+            &mut ChildIndex::default(),
+            child,
+            NodeKey::pseudo(NodeKind::Kernel, "<kernel>"),
+        );
+        adopted.nodes[0].children.push(grandchild);
+        let err = Database::from_bytes(&DATABASE_FILE.encode(&adopted).unwrap(), p).unwrap_err();
+        assert!(
+            err.to_string().contains("corrupt hpcprof-rs database"),
+            "{err}"
+        );
     }
 }
