@@ -407,3 +407,7 @@ fn read_comm(pid: u32, tid: u32) -> String {
         .map(|s| s.trim_end().to_string())
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+#[path = "recorder_tests.rs"]
+mod tests;
