@@ -1,7 +1,7 @@
 //! Address spaces, as distinct types so they cannot be mixed by accident.
 //!
 //! A runtime address in the measured process ([`Avma`]) becomes a link-time address in the
-//! module's file ([`Svma`]) in exactly one place: [`crate::loadmap`]. Everything stored in
+//! module's file ([`Svma`]) in exactly one place: the load map (`loadmap`). Everything stored in
 //! `profile.db` is an `Svma`.
 
 use serde::{Deserialize, Serialize};

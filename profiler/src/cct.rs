@@ -59,11 +59,6 @@ impl CctBuilder {
         }
     }
 
-    /// Number of nodes so far.
-    pub fn len(&self) -> usize {
-        self.cct.nodes.len()
-    }
-
     /// Whether only the root exists.
     pub fn is_empty(&self) -> bool {
         self.cct.nodes.len() == 1
@@ -97,11 +92,11 @@ mod tests {
         let a2 = b.insert_path(ROOT, [code(1), code(2), code(3)]);
         assert_eq!(a, a2);
         assert_ne!(a, c);
-        assert_eq!(b.len(), 5);
         b.charge(a, 0, 10);
         b.charge(a2, 0, 5);
         b.charge(c, 0, 1);
         let cct = b.finish();
+        assert_eq!(cct.nodes.len(), 5);
         assert_eq!(
             cct.nodes[a as usize].costs[0],
             Cost {

@@ -9,17 +9,17 @@
 //! 1. The command is forked and held before `exec` ([`launch`]); one sampling event per CPU is
 //!    opened on it with `inherit` and `enable_on_exec` ([`perf`]), so every thread and child
 //!    process it creates is followed, and counting starts exactly at `exec`. Several `-e` events
-//!    share one ring buffer per CPU ([`ring`]). `-p PID` opens per-thread events instead.
+//!    share one ring buffer per CPU (`ring`). `-p PID` opens per-thread events instead.
 //! 2. Each sample carries the interrupted user registers and a copy of the top of the user
-//!    stack. The [`recorder`] unwinds it at once with framehop ([`unwind`]), using the
-//!    `.eh_frame` of every module the process mapped ([`loadmap`], [`image`]), and inserts the path
-//!    into the thread's tree ([`cct`]); memory grows with distinct paths, not samples.
+//!    stack. The `recorder` unwinds it at once with framehop (`unwind`), using the
+//!    `.eh_frame` of every module the process mapped (`loadmap`, `image`), and inserts the path
+//!    into the thread's tree (`cct`); memory grows with distinct paths, not samples.
 //! 3. A path whose stack outgrew the copy is completed from the thread's previous complete path
 //!    when the frame at the edge of the copy is the same frame instance (same stack address and
 //!    return address), csprof's observation that old frames do not change between samples.
 //!    Otherwise it is filed, as far as it goes, under `<partial call paths>` and counted.
 //! 4. Addresses are stored as link-time addresses of their module ([`addr::Svma`]), converted
-//!    from runtime addresses in exactly one place ([`loadmap::AddressSpace::resolve`]).
+//!    from runtime addresses in exactly one place (`loadmap::AddressSpace::resolve`).
 //!
 //! ## What the caller provides and gets
 //!
@@ -43,6 +43,8 @@
 //! It does not symbolize: names, inlined frames, loops and lines are the correlator's job
 //! (`hpcprof-rs`), from the module paths and build-ids stored here.
 
+#![deny(missing_docs)]
+
 // The profile.db format: what readers of a profile (hpcprof-rs, hpcview-rs, tests) compile.
 pub mod addr;
 pub mod db;
@@ -51,26 +53,26 @@ pub mod vdso;
 
 // The sampler (feature `sampler`, on by default): perf_event_open, unwinding, hpcrun-rs.
 #[cfg(feature = "sampler")]
-pub mod cct;
+mod cct;
 #[cfg(feature = "sampler")]
 pub mod events;
 #[cfg(feature = "sampler")]
-pub mod image;
+mod image;
 #[cfg(feature = "sampler")]
 pub mod launch;
 #[cfg(feature = "sampler")]
-pub mod loadmap;
+mod loadmap;
 #[cfg(feature = "sampler")]
 pub mod perf;
 #[cfg(feature = "sampler")]
-pub mod recorder;
+mod recorder;
 #[cfg(feature = "sampler")]
 pub mod report;
 #[cfg(feature = "sampler")]
-pub mod ring;
+mod ring;
 #[cfg(feature = "sampler")]
 pub mod session;
 #[cfg(feature = "sampler")]
-pub mod signals;
+mod signals;
 #[cfg(feature = "sampler")]
-pub mod unwind;
+mod unwind;
