@@ -406,6 +406,34 @@ fn bad_events_and_missing_commands_are_rejected_without_output() {
 }
 
 #[test]
+fn output_errors_change_neither_the_status_nor_the_profile() {
+    let dir = scratch_dir("hpcrun-output-errors");
+    let db = dir.join("full.db");
+    // A full stderr: the summary cannot be written, the command's status stands.
+    let out = run(Command::new(tool("hpcrun-rs"))
+        .arg("-o")
+        .arg(&db)
+        .args(["/bin/sh", "-c", "exit 5"])
+        .stderr(std::fs::File::create("/dev/full").unwrap()));
+    assert_eq!(out.status.code(), Some(5));
+    assert!(Profile::read(&db).is_ok());
+    // A reader gone before --show and -L write (a pipe whose read end is closed): no panic.
+    for args in [vec!["--show", db.to_str().unwrap()], vec!["-L"]] {
+        let script = "import os, subprocess, sys\n\
+                      r, w = os.pipe(); os.close(r)\n\
+                      p = subprocess.run(sys.argv[1:], stdout=w, stderr=subprocess.PIPE)\n\
+                      sys.stderr.buffer.write(p.stderr); sys.exit(p.returncode)";
+        let out = run(Command::new("python3")
+            .args(["-c", script])
+            .arg(tool("hpcrun-rs"))
+            .args(&args));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
 fn works_for_an_unprivileged_user() {
     if !nix_is_root() {
         return; // already unprivileged: every other test covers this path

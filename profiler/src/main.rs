@@ -65,6 +65,28 @@ struct Cli {
     command: Vec<OsString>,
 }
 
+/// Write to stderr, ignoring failures: a closed or full stderr must neither stop a measurement
+/// nor change the exit status the command earned.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// Write a listing to stdout; a reader that went away (`hpcrun-rs --show p.db | head`) ends
+/// it quietly, any other failure is an error.
+fn print_listing(text: &str) -> Result<u8, Failure> {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure {
+            status: 1,
+            error: anyhow::Error::new(e).context("cannot write to standard output"),
+        }),
+        _ => Ok(0),
+    }
+}
+
 /// A failure with the exit status it deserves.
 struct Failure {
     status: u8,
@@ -86,7 +108,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(status) => ExitCode::from(status),
         Err(f) => {
-            eprintln!("hpcrun-rs: {:#}", f.error);
+            say!("hpcrun-rs: {:#}\n", f.error);
             ExitCode::from(f.status)
         }
     }
@@ -94,13 +116,11 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<u8, Failure> {
     if cli.list_events {
-        print!("{}", report::list_events());
-        return Ok(0);
+        return print_listing(&report::list_events());
     }
     if let Some(path) = &cli.show {
         let profile = Profile::read(path).map_err(|e| usage(e.into()))?;
-        print!("{}", report::show(&profile, 10));
-        return Ok(0);
+        return print_listing(&report::show(&profile, 10));
     }
     let events = parse_events(&cli.events).map_err(usage)?;
     if !cli.stack_size.is_multiple_of(8) || !(8..=MAX_STACK_SIZE).contains(&cli.stack_size) {
@@ -128,7 +148,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     };
     check_output(&cli.output).map_err(usage)?;
     if let (Target::Attach(pid), false) = (&target, cli.quiet) {
-        eprintln!("hpcrun-rs: sampling process {pid} until it exits or Ctrl-C");
+        say!("hpcrun-rs: sampling process {pid} until it exits or Ctrl-C\n");
     }
     let opts = Options {
         events,
@@ -146,7 +166,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     })?;
     if !cli.quiet {
         for notice in &measurement.notices {
-            eprintln!("hpcrun-rs: {notice}");
+            say!("hpcrun-rs: {notice}\n");
         }
     }
     let status = measurement.ended.map(|e| e.exit_status()).unwrap_or(0);
@@ -167,7 +187,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let profile = session::into_profile(measurement);
     let written = write_output(&profile, &cli.output, &mut notes)?;
     if !cli.quiet {
-        eprint!(
+        say!(
             "{}",
             report::summary(&profile, duration, &written.display().to_string(), &notes)
         );
@@ -274,8 +294,8 @@ fn write_output(
             let fallback = profile
                 .write_fallback(&std::env::temp_dir())
                 .map_err(|e2| anyhow::anyhow!("cannot write the profile: {e}; nor {e2}"))?;
-            eprintln!(
-                "hpcrun-rs: cannot write the profile: {e}; saved it as {} instead",
+            say!(
+                "hpcrun-rs: cannot write the profile: {e}; saved it as {} instead\n",
                 fallback.display()
             );
             Ok(fallback)
