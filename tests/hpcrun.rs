@@ -250,33 +250,64 @@ fn attaching_to_a_running_process_follows_it_until_it_exits() {
 }
 
 #[test]
-fn sigterm_is_forwarded_and_the_profile_is_still_written() {
-    let dir = scratch_dir("hpcrun-sigterm");
+fn terminating_signals_are_forwarded_and_the_profile_is_still_written() {
+    let dir = scratch_dir("hpcrun-signals");
     let spin = compile("run_spin.c", &dir, "run_spin", CFLAGS);
-    let db = dir.join("term.db");
-    let child = Command::new(tool("hpcrun-rs"))
+    // SIGTERM as before; USR1/USR2 are what batch systems send as warnings; ALRM and XCPU
+    // terminate by default too. Each must reach the command, and the profile be written.
+    for (name, number) in [
+        ("TERM", 15),
+        ("USR1", 10),
+        ("USR2", 12),
+        ("ALRM", 14),
+        ("XCPU", 24),
+    ] {
+        let db = dir.join(format!("{name}.db"));
+        let child = Command::new(tool("hpcrun-rs"))
+            .arg("-o")
+            .arg(&db)
+            .arg(&spin)
+            .arg("100000000000")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(128 + number), "{name}: {stderr}");
+        let profile = Profile::read(&db).unwrap();
+        assert!(profile.stats.samples > 50, "{name}: {stderr}");
+    }
+}
+
+#[test]
+fn a_killed_hpcrun_leaves_no_orphan() {
+    let dir = scratch_dir("hpcrun-pdeathsig");
+    let spin = compile("run_spin.c", &dir, "run_spin_orphan", CFLAGS);
+    let mut hpcrun = Command::new(tool("hpcrun-rs"))
+        .arg("-q")
         .arg("-o")
-        .arg(&db)
+        .arg(dir.join("orphan.db"))
         .arg(&spin)
         .arg("100000000000")
-        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
-    Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(128 + 15),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    hpcrun.kill().unwrap();
+    hpcrun.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Running or sleeping (a zombie waiting for init to reap it is gone).
+    let alive = run(Command::new("pgrep").args(["-r", "R,S,D,T", "-f", "run_spin_orphan"]));
+    assert!(
+        !alive.status.success(),
+        "the command outlived hpcrun-rs: pid {}",
+        String::from_utf8_lossy(&alive.stdout)
     );
-    let profile = Profile::read(&db).unwrap();
-    assert!(profile.stats.samples > 100);
 }
 
 #[test]

@@ -90,12 +90,14 @@ pub fn spawn_blocked(argv: &[OsString]) -> Result<Blocked, LaunchError> {
     ptrs.push(std::ptr::null());
     let (go_r, go_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    // SAFETY: the child only calls async-signal-safe functions (read, write, execvp, _exit)
+    // SAFETY: the child only calls async-signal-safe functions (prctl, read, write, execvp, _exit)
     // on data prepared before the fork.
     match unsafe { fork()? } {
         ForkResult::Child => unsafe {
             libc::close(go_w.as_raw_fd());
             libc::close(err_r.as_raw_fd());
+            // Die with hpcrun-rs, even a SIGKILLed one, instead of running on unmeasured.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             let mut byte = 0u8;
             let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
             if n != 1 {

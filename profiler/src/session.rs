@@ -524,7 +524,9 @@ fn record_loop(
                     let _ = kill(pid, sig.signal);
                 }
                 Some(_) => {}
-                None => stop = true,
+                // Attached: any request to end stops sampling (a SIGPIPE is only our own
+                // write to a closed pipe).
+                None => stop |= sig.signal != nix::sys::signal::Signal::SIGPIPE,
             }
         }
         drain(&mut open.rings, recorder, monotonic_ns());

@@ -1,4 +1,6 @@
-//! Catching Ctrl-C, SIGTERM and SIGHUP while a measurement runs, and telling the main loop.
+//! Catching every signal that would terminate hpcrun-rs (Ctrl-C, SIGTERM, SIGHUP, the batch
+//! systems' SIGUSR1/SIGUSR2 warnings, SIGALRM, SIGXCPU, ...) while a measurement runs, and
+//! telling the main loop, so the profile is always written.
 //!
 //! The handler only writes one byte to a pipe that the main loop polls: the signal number, with
 //! the top bit set when the signal was sent by a process (`kill`) rather than by the terminal.
@@ -12,8 +14,21 @@ use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal
 
 static PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
 
-/// The signals hpcrun-rs catches.
-pub const CAUGHT: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+/// The signals hpcrun-rs catches: every signal whose default action terminates a process and
+/// that can be caught, apart from those that report a fault of hpcrun-rs itself (SIGSEGV...).
+pub const CAUGHT: [Signal; 11] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+    Signal::SIGPIPE,
+    Signal::SIGXCPU,
+    Signal::SIGXFSZ,
+    Signal::SIGVTALRM,
+];
 
 /// A signal received by hpcrun-rs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
