@@ -465,6 +465,35 @@ fn output_errors_change_neither_the_status_nor_the_profile() {
 }
 
 #[test]
+fn start_up_paths_in_the_dynamic_loader_reach_the_root() {
+    // The loader's `_start` has no unwind information: paths through it end at the return into
+    // the entry point's first call, which is the root, not a partial path.
+    let dir = scratch_dir("hpcrun-ldso");
+    let exe = compile("run_callers.c", &dir, "run_callers", CFLAGS);
+    let db = dir.join("start.db");
+    let (mut in_loader, mut partial) = (0, 0);
+    for _ in 0..5 {
+        let (status, stderr) = hpcrun(&db, &["-e", "cpu-clock@f20000", exe.to_str().unwrap(), "1"]);
+        assert_eq!(status, 0, "{stderr}");
+        let profile = Profile::read(&db).unwrap();
+        let mut namer = Namer::new(&profile);
+        for t in &profile.threads {
+            for (frames, samples) in namer.paths(&t.cct) {
+                if frames.iter().any(|f| f.starts_with("ld-linux")) {
+                    in_loader += samples;
+                    partial += samples * (frames[0] == "<partial call paths>") as u64;
+                }
+            }
+        }
+    }
+    assert!(in_loader >= 20, "only {in_loader} samples in the loader");
+    assert!(
+        partial * 10 <= in_loader,
+        "{partial} of {in_loader} loader samples partial"
+    );
+}
+
+#[test]
 fn works_for_an_unprivileged_user() {
     if !nix_is_root() {
         return; // already unprivileged: every other test covers this path

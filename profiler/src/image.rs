@@ -58,6 +58,9 @@ pub struct Image {
     bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
     /// GNU build-id, if the file has one.
     pub build_id: Option<Vec<u8>>,
+    /// The ELF entry point (link-time address), where a process's first instruction is when the
+    /// image is the program or its dynamic loader.
+    pub entry: Option<u64>,
     segments: Vec<Segment>,
     text: Option<SectionLoc>,
     eh_frame: Option<SectionLoc>,
@@ -92,7 +95,7 @@ impl Image {
     }
 
     fn parse(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>) -> Result<Image, ImageError> {
-        let (build_id, segments, text, eh_frame, eh_frame_hdr, got) = {
+        let (build_id, entry, segments, text, eh_frame, eh_frame_hdr, got) = {
             let data: &[u8] = (*bytes).as_ref();
             let obj = object::File::parse(data)?;
             let segments = obj
@@ -124,6 +127,7 @@ impl Image {
                 .map(|s| s.address()..s.address() + s.size());
             (
                 obj.build_id().ok().flatten().map(<[u8]>::to_vec),
+                Some(obj.entry()).filter(|&e| e != 0),
                 segments,
                 loc(".text"),
                 loc(".eh_frame"),
@@ -134,6 +138,7 @@ impl Image {
         Ok(Image {
             bytes,
             build_id,
+            entry,
             segments,
             text,
             eh_frame,

@@ -66,7 +66,15 @@ struct Mapping {
     module: ModuleId,
     /// `avma - svma` for every address of the mapping.
     bias: u64,
+    /// The module's ELF entry point, link-time.
+    entry: Option<u64>,
 }
+
+/// Bytes after an entry point within which the entry code makes its first call. The kernel
+/// starts a process there with nothing above it on the stack, and the dynamic loader's entry
+/// code (`_start` in ld.so) has no unwind information: a path whose outermost return address
+/// is this close after an entry point has reached the thread's root.
+const ENTRY_CALL_WINDOW: u64 = 16;
 
 /// A new executable mapping, as the kernel reported it (`PERF_RECORD_MMAP2` or `/proc/PID/maps`).
 #[derive(Debug, Clone, Copy)]
@@ -118,6 +126,7 @@ impl AddressSpace {
                 end,
                 module,
                 bias,
+                entry: image.as_ref().and_then(|i| i.entry),
             },
         );
         if let Some(image) = image {
@@ -143,6 +152,19 @@ impl AddressSpace {
         let i = self.mappings.partition_point(|m| m.start <= avma.0);
         let m = self.mappings.get(i.checked_sub(1)?)?;
         (avma.0 < m.end).then(|| (m.module, Svma(avma.0.wrapping_sub(m.bias))))
+    }
+
+    /// Whether return address `ra` is the return from the first call of a module's entry code
+    /// (see [`ENTRY_CALL_WINDOW`]): the outermost frame of a process's main thread.
+    pub(crate) fn is_entry_return(&self, ra: Avma) -> bool {
+        let i = self.mappings.partition_point(|m| m.start <= ra.0);
+        let Some(m) = i.checked_sub(1).and_then(|i| self.mappings.get(i)) else {
+            return false;
+        };
+        let svma = ra.0.wrapping_sub(m.bias);
+        ra.0 < m.end
+            && m.entry
+                .is_some_and(|e| svma > e && svma <= e + ENTRY_CALL_WINDOW)
     }
 
     /// Populate from `/proc/PID/maps` (for what was mapped before sampling started).

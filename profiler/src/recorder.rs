@@ -311,7 +311,11 @@ impl Recorder {
         self.path
             .extend(frames.iter().rev().map(|f| Self::frame_of(space, f)));
 
-        if end == WalkEnd::Complete {
+        // A walk that stops at the return into an entry point's first call (the dynamic
+        // loader's `_start`, which has no unwind information) did reach the root.
+        let at_entry =
+            |f: &RawFrame| f.kind == AddrKind::Return && space.is_entry_return(Avma(f.avma));
+        if end == WalkEnd::Complete || frames.last().is_some_and(at_entry) {
             return insert_remembered(thread, frames, &self.path, ROOT, 0);
         }
         // Truncated: complete from the previous path if its frame at the edge is ours.
