@@ -1,7 +1,8 @@
 //! Whole-module analysis: from an ELF file to a finished [`ScopeTree`].
 //!
 //! 1. Map the binary and find its DWARF (in the file, next to it via `.gnu_debuglink`, or under
-//!    `/usr/lib/debug/.build-id/`); read all units in parallel.
+//!    `/usr/lib/debug/.build-id/`, with its supplementary file: module `debuginfo`); read all
+//!    units in parallel.
 //! 2. Reconcile procedures from DWARF and from the symbol table (DWARF ranges are clipped where
 //!    they run into another function's entry: the thesis's "lying liars", §4.3).
 //! 3. In parallel, per procedure: decode, find loops, place statements, loops and inlined calls
@@ -10,14 +11,14 @@
 
 use crate::aliens::SourceBounds;
 use crate::binary::{self, CodeSection, FunctionSymbol, MappedFile};
-use crate::dwarf::{self, DwarfInfo, InlineCall, Slice, NO_FILE};
+use crate::debuginfo::{DebugFiles, DebugSections};
+use crate::dwarf::{self, DwarfInfo, InlineCall, NO_FILE};
 use crate::error::StructureError;
 use crate::focus::{self, Coverage};
 use crate::loopnest::{self, LoopEnv};
 use crate::procedure::{self, LocalTree, Step};
 use crate::scope::{normalize_ranges, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 use rayon::prelude::*;
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -169,24 +170,16 @@ fn analyze_in_pool(
     let symbols = binary::function_symbols(&file, &code);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
 
-    let mut skipped = Vec::new();
-    let separate = if binary::has_debug_lines(&file) {
-        None
-    } else {
-        open_separate_debug(path, &file, &mut skipped)
-    };
-    let separate_file = separate.as_ref().map(MappedFile::parse).transpose()?;
-    let (debug_source, dwarf_file) = match (&separate, &separate_file) {
-        (Some(m), Some(f)) => (DebugSource::Separate(m.path.clone()), Some(f)),
-        _ if binary::has_debug_lines(&file) => (DebugSource::Embedded, Some(&file)),
-        _ => (DebugSource::None, None),
-    };
+    let debug_files = DebugFiles::open(path, &file);
+    let mut skipped = debug_files.notes.clone();
     // A focus on no address needs no debug information: nothing will be looked up.
-    let sections = dwarf_file
-        .filter(|_| focus.is_none_or(|a| !a.is_empty()))
-        .map(dwarf_sections)
-        .unwrap_or_default();
-    let dwarf = load_dwarf(&sections);
+    let sections = if focus.is_none_or(|a| !a.is_empty()) {
+        debug_files.sections(&file)?
+    } else {
+        DebugSections::none()
+    };
+    let dwarf = sections.dwarf();
+    let debug_source = debug_files.source.clone();
 
     let (plans, selected, info, coverage) = match focus {
         None => {
@@ -307,84 +300,15 @@ pub fn line_table_addresses(path: &Path) -> Result<Vec<u64>, StructureError> {
     let file = mapped.parse()?;
     let code = binary::code_sections(&file);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
-    let separate = if binary::has_debug_lines(&file) {
-        None
-    } else {
-        open_separate_debug(path, &file, &mut Vec::new())
-    };
-    let separate_file = separate.as_ref().map(MappedFile::parse).transpose()?;
-    let dwarf_file = separate_file
-        .as_ref()
-        .or(binary::has_debug_lines(&file).then_some(&file));
-    let sections = dwarf_file.map(dwarf_sections).unwrap_or_default();
-    let info = dwarf::read_dwarf(&load_dwarf(&sections), &in_code);
+    let debug_files = DebugFiles::open(path, &file);
+    let sections = debug_files.sections(&file)?;
+    let info = dwarf::read_dwarf(&sections.dwarf(), &in_code);
     Ok(info
         .rows
         .iter()
         .filter(|r| r.file != NO_FILE && r.line > 0)
         .map(|r| r.address)
         .collect())
-}
-
-/// Map the first usable separate debug file of `binary` (one that parses and holds DWARF).
-fn open_separate_debug(
-    binary: &Path,
-    file: &object::File<'_>,
-    skipped: &mut Vec<String>,
-) -> Option<MappedFile> {
-    for candidate in binary::debug_file_candidates(binary, file) {
-        let mapped = match MappedFile::open(&candidate) {
-            Ok(m) => m,
-            Err(e) => {
-                skipped.push(format!("debug file {e}"));
-                continue;
-            }
-        };
-        match mapped.parse() {
-            Ok(f) if binary::has_debug_lines(&f) => return Some(mapped),
-            Ok(_) => skipped.push(format!("{}: no DWARF in debug file", candidate.display())),
-            Err(e) => skipped.push(format!("debug file {e}")),
-        }
-    }
-    None
-}
-
-/// The (decompressed) DWARF sections of `file` that the analysis reads, decompressed in
-/// parallel.
-fn dwarf_sections<'d>(file: &object::File<'d>) -> HashMap<gimli::SectionId, Cow<'d, [u8]>> {
-    gimli_section_ids()
-        .into_par_iter()
-        .map(|id| (id, binary::section_data(file, id.name())))
-        .collect()
-}
-
-/// A gimli view of `sections` (absent sections read as empty).
-fn load_dwarf<'s>(
-    sections: &'s HashMap<gimli::SectionId, Cow<'_, [u8]>>,
-) -> gimli::Dwarf<Slice<'s>> {
-    gimli::Dwarf::load(|id| {
-        let data: &[u8] = sections.get(&id).map_or(&[], |c| c.as_ref());
-        Ok::<_, std::convert::Infallible>(gimli::EndianSlice::new(data, gimli::LittleEndian))
-    })
-    .unwrap_or_else(|never| match never {})
-}
-
-/// The sections the reader uses: locations (`.debug_loc*`, large) are never read, so they are
-/// not decompressed.
-fn gimli_section_ids() -> [gimli::SectionId; 10] {
-    use gimli::SectionId::*;
-    [
-        DebugAbbrev,
-        DebugAddr,
-        DebugInfo,
-        DebugLine,
-        DebugLineStr,
-        DebugRanges,
-        DebugRngLists,
-        DebugStr,
-        DebugStrOffsets,
-        DebugTypes,
-    ]
 }
 
 /// One procedure to build.

@@ -93,17 +93,68 @@ pub fn debug_file_candidates(binary: &Path, file: &object::File<'_>) -> Vec<Path
         out.push(Path::new("/usr/lib/debug").join(rel).join(&name));
     }
     if let Ok(Some(id)) = file.build_id() {
-        if id.len() >= 2 {
-            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-            out.push(PathBuf::from(format!(
-                "/usr/lib/debug/.build-id/{}/{}.debug",
-                &hex[..2],
-                &hex[2..]
-            )));
-        }
+        out.extend(build_id_path(id));
     }
     out.retain(|p| p != binary && p.is_file());
     out
+}
+
+/// The supplementary debug file that a file's DWARF refers to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SupplementaryLink {
+    /// Its path as the link states it (absolute, or relative to the linking file).
+    pub path: PathBuf,
+    /// Its build-id, when the link states one (`.gnu_debugaltlink` does).
+    pub build_id: Option<Vec<u8>>,
+}
+
+/// The supplementary file named by `file`'s `.gnu_debugaltlink` (dwz) or `.debug_sup`
+/// (DWARF 5), if any.
+pub fn supplementary_link(file: &object::File<'_>) -> Option<SupplementaryLink> {
+    use std::os::unix::ffi::OsStrExt;
+    if let Ok(Some((name, id))) = file.gnu_debugaltlink() {
+        return Some(SupplementaryLink {
+            path: PathBuf::from(std::ffi::OsStr::from_bytes(name)),
+            build_id: (!id.is_empty()).then(|| id.to_vec()),
+        });
+    }
+    let sup = section_data(file, ".debug_sup");
+    let name = debug_sup_file_name(&sup)?;
+    Some(SupplementaryLink {
+        path: PathBuf::from(std::ffi::OsStr::from_bytes(name)),
+        build_id: None,
+    })
+}
+
+/// The file name in a `.debug_sup` section (version 5: `u16` version, `u8` is_supplementary,
+/// then the name), unless the section describes the supplementary file itself.
+fn debug_sup_file_name(section: &[u8]) -> Option<&[u8]> {
+    let (&is_supplementary, rest) = section.get(2..)?.split_first()?;
+    let end = rest.iter().position(|&b| b == 0)?;
+    (is_supplementary == 0 && end > 0).then(|| &rest[..end])
+}
+
+/// Where the supplementary file `link` of the file at `linking` may be: the path it states
+/// (relative to `linking`'s directory if relative), then by build-id under
+/// `/usr/lib/debug/.build-id/`.
+pub fn supplementary_candidates(linking: &Path, link: &SupplementaryLink) -> Vec<PathBuf> {
+    let dir = linking.parent().unwrap_or(Path::new("."));
+    let mut out = vec![dir.join(&link.path)];
+    out.extend(link.build_id.as_deref().and_then(build_id_path));
+    out.retain(|p| p.is_file());
+    out
+}
+
+/// `/usr/lib/debug/.build-id/xx/yyyy.debug` for build-id `id`.
+fn build_id_path(id: &[u8]) -> Option<PathBuf> {
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    (hex.len() > 2).then(|| {
+        PathBuf::from(format!(
+            "/usr/lib/debug/.build-id/{}/{}.debug",
+            &hex[..2],
+            &hex[2..]
+        ))
+    })
 }
 
 /// The (uncompressed) bytes of section `name`, empty if absent or unreadable.
@@ -221,4 +272,35 @@ pub fn function_symbols(file: &object::File<'_>, code: &[CodeSection<'_>]) -> Ve
     });
     syms.dedup_by_key(|s| s.1.address);
     syms.into_iter().map(|(_, s)| s).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_sup_names_the_supplementary_file() {
+        assert_eq!(
+            debug_sup_file_name(b"\x05\x00\x00common.sup\x00\x00"),
+            Some(&b"common.sup"[..])
+        );
+        // The supplementary file's own section names no other file.
+        assert_eq!(debug_sup_file_name(b"\x05\x00\x01\x00\x00"), None);
+        assert_eq!(debug_sup_file_name(b"\x05"), None);
+    }
+
+    #[test]
+    fn relative_supplementary_paths_are_beside_the_linking_file() {
+        let link = SupplementaryLink {
+            path: PathBuf::from("lib.so"),
+            build_id: None,
+        };
+        // Only existing files are candidates: the binary of this test is one.
+        let exe = std::env::current_exe().unwrap();
+        let link = SupplementaryLink {
+            path: PathBuf::from(exe.file_name().unwrap()),
+            ..link
+        };
+        assert_eq!(supplementary_candidates(&exe, &link), vec![exe.clone()]);
+    }
 }

@@ -23,6 +23,11 @@
 //! compiler-made parts' base procedures, so that the source bounds it is inferred with are
 //! the module's.
 //!
+//! The names and declarations of a unit's procedures and inlined calls are looked up wherever
+//! their DIEs point, in units that are not otherwise read (abstract instances of another
+//! codegen unit or LTO partition, dwz's supplementary file), exactly as in a whole-module
+//! analysis, so a focused tree names inlined code as the whole-module tree does.
+//!
 //! What it relies on: every unit with code states its ranges on its root entry (DWARF
 //! requires it), and a unit's line rows lie inside those ranges. The agreement is checked by
 //! tests over libc, libstdc++ and an `-O3` C++ program, address by address.

@@ -9,8 +9,9 @@
 //! ## What it reads
 //!
 //! The caller gives a path ([`analyze_file`]). Procedures come from DWARF and the symbol table,
-//! inlined calls from `DW_TAG_inlined_subroutine` records, lines from the line tables, loops
-//! from the decoded code. Where DWARF has line tables but no inline records (an old compiler,
+//! inlined calls from `DW_TAG_inlined_subroutine` records (named by following abstract origins
+//! and specifications across units, into dwz's supplementary files too, as the addr2line
+//! crate does), lines from the line tables, loops from the decoded code. Where DWARF has line tables but no inline records (an old compiler,
 //! `.debug_info` stripped down to `.debug_line`, a corrupt unit), inlined code is inferred from
 //! procedure bounds and the line map ([`aliens`], the thesis's fallback). A corrupt unit is
 //! skipped and reported in [`Summary::skipped`]; bad files give a [`StructureError`] naming
@@ -55,6 +56,7 @@ pub mod aliens;
 pub mod analyze;
 pub mod binary;
 pub mod cfg;
+pub(crate) mod debuginfo;
 pub mod demangle;
 pub mod dwarf;
 pub mod error;

@@ -1,19 +1,51 @@
 //! Checking a scope tree against an independent oracle: binutils' `addr2line -i -f`.
 //!
-//! For an address, both sides give the chain of frames, innermost first: the function (link
-//! name where one exists, as addr2line prints it) and the source position (for the innermost
-//! frame the line of the address, for each outer frame the call site of the frame inside it).
-//! The tests and `scripts/bench-structure` use this to measure agreement.
+//! For an address, both sides give the chain of frames, innermost first: the function and the
+//! source position (for the innermost frame the line of the address, for each outer frame the
+//! call site of the frame inside it). Functions are compared by [`Naming`]: by link name (as
+//! `addr2line` prints it, independent of any demangler) or by readable name (as
+//! `addr2line -C` prints it, so our demangler is checked against libiberty's too). The tests
+//! and `scripts/bench-structure` use this to measure agreement.
 
 use crate::scope::{ScopeKind, ScopeTree};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// Which name of a function a comparison uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Naming {
+    /// The link name where one exists, else the plain name: `addr2line -i -f`.
+    Link,
+    /// The readable (demangled) name: `addr2line -C -i -f`.
+    Readable,
+}
+
+/// The independent oracle a tree is compared with: an `addr2line` program (binutils', or
+/// another that takes the same options and prints the same way, such as `llvm-addr2line`)
+/// and which names to compare.
+#[derive(Clone, Copy, Debug)]
+pub struct Oracle<'a> {
+    /// The program to run.
+    pub program: &'a str,
+    /// Which names to compare.
+    pub naming: Naming,
+}
+
+impl Default for Oracle<'_> {
+    /// binutils' `addr2line`, link names.
+    fn default() -> Self {
+        Oracle {
+            program: "addr2line",
+            naming: Naming::Link,
+        }
+    }
+}
+
 /// One frame of an inline chain.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
-    /// Link name of the function (its plain name when it has none).
+    /// Name of the function, as the [`Naming`] of the comparison says.
     pub function: String,
     /// Last component of the source file path.
     pub file: String,
@@ -21,15 +53,19 @@ pub struct Frame {
     pub line: u32,
 }
 
-/// The inline chain the tree gives for `svma`, innermost first; `None` if no statement holds it.
-pub fn tree_frames(tree: &ScopeTree, svma: u64) -> Option<Vec<Frame>> {
+/// The inline chain the tree gives for `svma`, innermost first, functions named as `naming`
+/// says; `None` if no statement holds it.
+pub fn tree_frames(tree: &ScopeTree, svma: u64, naming: Naming) -> Option<Vec<Frame>> {
     let stmt = tree.lookup(svma)?;
     let mut frames = Vec::new();
     let mut file = basename(tree.scope_file(stmt).unwrap_or(""));
     let mut line = tree.get(stmt).line;
     for id in tree.ancestors(stmt) {
         let s = tree.get(id);
-        let function = s.link_name.clone().unwrap_or_else(|| s.name.clone());
+        let function = match naming {
+            Naming::Link => s.link_name.as_ref().unwrap_or(&s.name).clone(),
+            Naming::Readable => s.name.clone(),
+        };
         match s.kind {
             ScopeKind::Alien {
                 call_file,
@@ -54,9 +90,16 @@ pub fn tree_frames(tree: &ScopeTree, svma: u64) -> Option<Vec<Frame>> {
     Some(frames)
 }
 
-/// Run `addr2line -i -f -e binary` on `addrs` and return each address's frames.
-pub fn addr2line_frames(binary: &Path, addrs: &[u64]) -> std::io::Result<Vec<Vec<Frame>>> {
-    let mut child = Command::new("addr2line")
+/// Run `addr2line -i -f -e binary` (the oracle's program, with `-C` for
+/// [`Naming::Readable`]) on `addrs` and return each address's frames.
+pub fn addr2line_frames(
+    binary: &Path,
+    addrs: &[u64],
+    oracle: &Oracle<'_>,
+) -> std::io::Result<Vec<Vec<Frame>>> {
+    let demangle = (oracle.naming == Naming::Readable).then_some("-C");
+    let mut child = Command::new(oracle.program)
+        .args(demangle)
         .args(["-i", "-f", "-a", "-e"])
         .arg(binary)
         .stdin(Stdio::piped())
@@ -108,26 +151,45 @@ pub struct Agreement {
     pub covered: usize,
     /// Covered addresses whose chain (functions and lines) equals addr2line's.
     pub agree: usize,
+    /// Covered addresses whose line (of the innermost frame) equals addr2line's.
+    pub line_agree: usize,
+    /// Covered addresses whose chain has addr2line's shape: as many frames, at the same lines
+    /// (call lines included), whatever the functions are named.
+    pub shape_agree: usize,
     /// Up to 10 disagreements: (address, ours, addr2line's).
     pub examples: Vec<(u64, Vec<Frame>, Vec<Frame>)>,
 }
 
-/// Compare the tree's chains with addr2line's on `addrs`.
+/// Compare the tree's chains with binutils' addr2line's on `addrs`, functions by link name.
 pub fn compare_with_addr2line(
     tree: &ScopeTree,
     binary: &Path,
     addrs: &[u64],
 ) -> std::io::Result<Agreement> {
-    let theirs = addr2line_frames(binary, addrs)?;
+    compare_with_oracle(tree, binary, addrs, &Oracle::default())
+}
+
+/// Compare the tree's chains with `oracle`'s on `addrs`.
+pub fn compare_with_oracle(
+    tree: &ScopeTree,
+    binary: &Path,
+    addrs: &[u64],
+    oracle: &Oracle<'_>,
+) -> std::io::Result<Agreement> {
+    let naming = oracle.naming;
+    let theirs = addr2line_frames(binary, addrs, oracle)?;
     let mut a = Agreement {
         checked: addrs.len(),
         ..Agreement::default()
     };
     for (&addr, their) in addrs.iter().zip(&theirs) {
-        let Some(ours) = tree_frames(tree, addr) else {
+        let Some(ours) = tree_frames(tree, addr, naming) else {
             continue;
         };
         a.covered += 1;
+        let line = |frames: &[Frame]| frames.first().map(|f| f.line);
+        a.line_agree += usize::from(line(&ours) == line(their));
+        a.shape_agree += usize::from(same_shape(&ours, their));
         if same_chain(&ours, their) {
             a.agree += 1;
         } else if a.examples.len() < 10 {
@@ -144,6 +206,11 @@ pub fn same_chain(a: &[Frame], b: &[Frame]) -> bool {
         && a.iter()
             .zip(b)
             .all(|(x, y)| x.function == y.function && x.line == y.line)
+}
+
+/// Whether two chains have as many frames at the same lines, names aside.
+pub fn same_shape(a: &[Frame], b: &[Frame]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.line == y.line)
 }
 
 #[cfg(test)]

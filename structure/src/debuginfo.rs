@@ -1,0 +1,206 @@
+//! Finding a binary's DWARF: in the binary, in a separate debug file (`.gnu_debuglink`, the
+//! build-id tree under `/usr/lib/debug`), and in the supplementary file that DWARF may share
+//! entries and strings with (`dwz`'s `.gnu_debugaltlink`, DWARF 5's `.debug_sup`), then
+//! loading its sections for gimli.
+//!
+//! A supplementary file that is named but cannot be found is reported; the DWARF still reads,
+//! but names and declarations that live only there stay unknown.
+
+use crate::analyze::DebugSource;
+use crate::binary::{self, MappedFile};
+use crate::dwarf::Slice;
+use crate::error::StructureError;
+use object::Object;
+use rayon::prelude::*;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The files holding a binary's debug information besides the binary itself, mapped.
+pub(crate) struct DebugFiles {
+    /// The separate debug file, when the binary has no line tables of its own.
+    separate: Option<MappedFile>,
+    /// The supplementary file of whichever file holds the DWARF.
+    sup: Option<MappedFile>,
+    /// Where the DWARF is.
+    pub source: DebugSource,
+    /// What could not be found or read, one line each.
+    pub notes: Vec<String>,
+}
+
+/// The (decompressed) DWARF sections of a binary and of its supplementary file.
+pub(crate) struct DebugSections<'d> {
+    main: HashMap<gimli::SectionId, Cow<'d, [u8]>>,
+    sup: Option<HashMap<gimli::SectionId, Cow<'d, [u8]>>>,
+}
+
+impl DebugFiles {
+    /// Find the debug files of `binary` (parsed as `file`).
+    pub(crate) fn open(binary: &Path, file: &object::File<'_>) -> DebugFiles {
+        let mut notes = Vec::new();
+        let embedded = binary::has_debug_lines(file);
+        let separate = if embedded {
+            None
+        } else {
+            open_separate_debug(binary, file, &mut notes)
+        };
+        let source = match (&separate, embedded) {
+            (Some(m), _) => DebugSource::Separate(m.path.clone()),
+            (None, true) => DebugSource::Embedded,
+            (None, false) => DebugSource::None,
+        };
+        let sup = match &separate {
+            Some(m) => m
+                .parse()
+                .ok()
+                .and_then(|f| open_supplementary(&m.path, &f, &mut notes)),
+            None if embedded => open_supplementary(binary, file, &mut notes),
+            None => None,
+        };
+        DebugFiles {
+            separate,
+            sup,
+            source,
+            notes,
+        }
+    }
+
+    /// The DWARF sections of the file holding `file`'s DWARF (`file` itself or the separate
+    /// debug file) and of the supplementary file; empty if there is no DWARF.
+    pub(crate) fn sections<'d>(
+        &'d self,
+        file: &object::File<'d>,
+    ) -> Result<DebugSections<'d>, StructureError> {
+        let main = match (&self.separate, &self.source) {
+            (Some(m), _) => dwarf_sections(&m.parse()?),
+            (None, DebugSource::Embedded) => dwarf_sections(file),
+            _ => HashMap::new(),
+        };
+        let sup = match &self.sup {
+            Some(m) => Some(dwarf_sections(&m.parse()?)),
+            None => None,
+        };
+        Ok(DebugSections { main, sup })
+    }
+}
+
+impl DebugSections<'_> {
+    /// No sections: DWARF that reads as empty.
+    pub(crate) fn none() -> DebugSections<'static> {
+        DebugSections {
+            main: HashMap::new(),
+            sup: None,
+        }
+    }
+
+    /// A gimli view of the sections, with the supplementary file's attached.
+    pub(crate) fn dwarf(&self) -> gimli::Dwarf<Slice<'_>> {
+        let mut dwarf = load_dwarf(&self.main);
+        if let Some(sup) = &self.sup {
+            dwarf.set_sup(load_dwarf(sup));
+        }
+        dwarf
+    }
+}
+
+/// Map the first usable separate debug file of `binary` (one that parses and holds DWARF).
+fn open_separate_debug(
+    binary: &Path,
+    file: &object::File<'_>,
+    notes: &mut Vec<String>,
+) -> Option<MappedFile> {
+    binary::debug_file_candidates(binary, file)
+        .into_iter()
+        .find_map(|candidate| open_debug_file(&candidate, &binary::has_debug_lines, notes))
+}
+
+/// Map the supplementary file that the DWARF in `file` (found at `path`) refers to, if it
+/// names one; a named file that cannot be found is noted.
+fn open_supplementary(
+    path: &Path,
+    file: &object::File<'_>,
+    notes: &mut Vec<String>,
+) -> Option<MappedFile> {
+    let link = binary::supplementary_link(file)?;
+    // The build-id the link states, where both state one, tells a stale file from the right one.
+    let matches = |f: &object::File<'_>| {
+        let id = f.build_id().ok().flatten();
+        binary::has_dwarf(f)
+            && (link.build_id.is_none() || id.is_none() || id == link.build_id.as_deref())
+    };
+    let found = binary::supplementary_candidates(path, &link)
+        .into_iter()
+        .find_map(|candidate| open_debug_file(&candidate, &matches, notes));
+    if found.is_none() {
+        notes.push(format!(
+            "supplementary debug file {} of {} not found: names declared only there are unknown",
+            link.path.display(),
+            path.display()
+        ));
+    }
+    found
+}
+
+/// Map `candidate` if it parses and `usable` accepts it; note why not otherwise.
+fn open_debug_file(
+    candidate: &Path,
+    usable: &dyn Fn(&object::File<'_>) -> bool,
+    notes: &mut Vec<String>,
+) -> Option<MappedFile> {
+    let mapped = match MappedFile::open(candidate) {
+        Ok(m) => m,
+        Err(e) => {
+            notes.push(format!("debug file {e}"));
+            return None;
+        }
+    };
+    match mapped.parse() {
+        Ok(f) if usable(&f) => Some(mapped),
+        Ok(_) => {
+            notes.push(format!("{}: no DWARF in debug file", candidate.display()));
+            None
+        }
+        Err(e) => {
+            notes.push(format!("debug file {e}"));
+            None
+        }
+    }
+}
+
+/// The (decompressed) DWARF sections of `file` that the analysis reads, decompressed in
+/// parallel.
+fn dwarf_sections<'d>(file: &object::File<'d>) -> HashMap<gimli::SectionId, Cow<'d, [u8]>> {
+    gimli_section_ids()
+        .into_par_iter()
+        .map(|id| (id, binary::section_data(file, id.name())))
+        .collect()
+}
+
+/// A gimli view of `sections` (absent sections read as empty).
+fn load_dwarf<'s>(
+    sections: &'s HashMap<gimli::SectionId, Cow<'_, [u8]>>,
+) -> gimli::Dwarf<Slice<'s>> {
+    gimli::Dwarf::load(|id| {
+        let data: &[u8] = sections.get(&id).map_or(&[], |c| c.as_ref());
+        Ok::<_, std::convert::Infallible>(gimli::EndianSlice::new(data, gimli::LittleEndian))
+    })
+    .unwrap_or_else(|never| match never {})
+}
+
+/// The sections the reader uses: locations (`.debug_loc*`, large) are never read, so they are
+/// not decompressed.
+fn gimli_section_ids() -> [gimli::SectionId; 10] {
+    use gimli::SectionId::*;
+    [
+        DebugAbbrev,
+        DebugAddr,
+        DebugInfo,
+        DebugLine,
+        DebugLineStr,
+        DebugRanges,
+        DebugRngLists,
+        DebugStr,
+        DebugStrOffsets,
+        DebugTypes,
+    ]
+}

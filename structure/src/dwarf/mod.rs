@@ -1,0 +1,302 @@
+//! Reading DWARF: procedures (`DW_TAG_subprogram`), their trees of inlined calls
+//! (`DW_TAG_inlined_subroutine`) and the line table, one compilation unit at a time and in
+//! parallel. A unit that fails to parse is dropped and reported; the others are unaffected.
+//!
+//! The names and declaration files of procedures and inlined calls are found by following
+//! `DW_AT_abstract_origin` and `DW_AT_specification` wherever they lead: within the unit, into
+//! other units of the module (rustc's ThinLTO, GCC's LTO) and into the supplementary file that
+//! `dwz` or DWARF 5 splits common entries into (modules `origins` and `units`).
+//!
+//! Line programs that no readable unit refers to (`.debug_info` stripped, or the unit corrupt)
+//! are still read, by walking `.debug_line` from one program header to the next: their code
+//! then has lines but no procedures or inline records from DWARF, and [`crate::aliens`] infers
+//! its inlined code from the line map.
+//!
+//! Modules: `entries` walks one unit's entries, `origins` resolves names and declarations,
+//! `units` finds units by offset, `lines` reads line programs, `on_demand` reads units for a
+//! focused analysis ([`UnitsOnDemand`]).
+
+mod entries;
+mod lines;
+mod on_demand;
+mod origins;
+mod units;
+
+pub use on_demand::UnitsOnDemand;
+
+use gimli::{EndianSlice, LittleEndian};
+use rayon::prelude::*;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::Arc;
+use units::DebugUnits;
+
+/// The reader type over memory-mapped (or decompressed) section bytes.
+pub type Slice<'d> = EndianSlice<'d, LittleEndian>;
+
+/// A row of the merged line table: from `address` up to the next row, code belongs to `line` of
+/// `file` (`file == NO_FILE` marks an address range without line information).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineRow {
+    /// First address covered.
+    pub address: u64,
+    /// Index in [`DwarfInfo::files`], or [`NO_FILE`].
+    pub file: u32,
+    /// Line (0 = unknown).
+    pub line: u32,
+}
+
+/// File index meaning "no line information".
+pub const NO_FILE: u32 = u32::MAX;
+
+/// One inlined call inside a procedure (flattened: parents precede children).
+#[derive(Clone, Debug)]
+pub struct InlineCall {
+    /// Enclosing inlined call, `None` when directly in the procedure.
+    pub parent: Option<u32>,
+    /// Nesting depth, 1 for calls directly in the procedure.
+    pub depth: u32,
+    /// Code ranges of the inlined body.
+    pub ranges: Vec<Range<u64>>,
+    /// Callee's readable name.
+    pub name: String,
+    /// Callee's link name, when known and different.
+    pub link_name: Option<String>,
+    /// Callee's declaration file.
+    pub file: Option<u32>,
+    /// Callee's declaration line.
+    pub line: u32,
+    /// File of the call site.
+    pub call_file: Option<u32>,
+    /// Line of the call site.
+    pub call_line: u32,
+}
+
+/// A concrete procedure from `DW_TAG_subprogram`.
+#[derive(Clone, Debug)]
+pub struct DwarfProc {
+    /// All its code ranges.
+    pub ranges: Vec<Range<u64>>,
+    /// Entry address (`DW_AT_entry_pc`, `DW_AT_low_pc` or the first range).
+    pub entry: u64,
+    /// Readable name.
+    pub name: String,
+    /// Link name, when known and different.
+    pub link_name: Option<String>,
+    /// Declaration file.
+    pub file: Option<u32>,
+    /// Declaration line.
+    pub line: u32,
+    /// Inlined calls, parents before children.
+    pub inlines: Vec<InlineCall>,
+    /// Whether the unit it comes from had any inline records at all.
+    pub unit_has_inlines: bool,
+    /// The functions its unit declares never to return: calls to them end a block.
+    pub noreturn_callees: Arc<NoReturn>,
+}
+
+/// The functions one unit declares never to return (`DW_AT_noreturn`). Taken per unit, so that
+/// a whole-module and a focused analysis of a procedure see the same set.
+#[derive(Debug, Default)]
+pub struct NoReturn {
+    /// Link names (else names) of declarations and definitions, to match symbols.
+    pub names: Vec<String>,
+    /// Entry addresses of the unit's own definitions (which may have no symbol).
+    pub entries: Vec<u64>,
+}
+
+impl NoReturn {
+    /// Whether a call to `target`, whose symbol (if any) has link name `link_name`, never
+    /// returns by this unit's declarations.
+    pub fn contains(&self, target: u64, link_name: Option<&str>) -> bool {
+        self.entries.contains(&target)
+            || link_name.is_some_and(|n| self.names.iter().any(|c| c == n))
+    }
+}
+
+/// Everything read from the DWARF of one module.
+#[derive(Default)]
+pub struct DwarfInfo {
+    /// Source-file paths; indices are the `file` fields above.
+    pub files: Vec<String>,
+    /// Merged line table sorted by address, one row per address.
+    pub rows: Vec<LineRow>,
+    /// Concrete procedures.
+    pub procs: Vec<DwarfProc>,
+    /// What could not be read (a unit, a line program), one message each, naming the section
+    /// offset.
+    pub skipped: Vec<String>,
+    /// Number of units read.
+    pub units: usize,
+    /// Line programs read without a unit (no `.debug_info`, or their unit unreadable).
+    pub unitless_programs: usize,
+    /// Address ranges (sorted) covered by the sequences of those line programs: code with lines
+    /// but without procedure or inline records.
+    pub unitless_code: Vec<Range<u64>>,
+}
+
+impl DwarfInfo {
+    /// The line row covering `addr`, if any.
+    pub fn row_at(&self, addr: u64) -> Option<&LineRow> {
+        let pos = self.rows.partition_point(|r| r.address <= addr);
+        let row = self.rows.get(pos.checked_sub(1)?)?;
+        (row.file != NO_FILE).then_some(row)
+    }
+
+    /// Index of the first row whose address is >= `addr`.
+    pub fn first_row_from(&self, addr: u64) -> usize {
+        self.rows.partition_point(|r| r.address < addr)
+    }
+
+    /// The pieces of `range` with one line row each: `(sub-range, row)`, in address order,
+    /// skipping parts without line information.
+    pub fn rows_in(&self, range: Range<u64>) -> impl Iterator<Item = (Range<u64>, LineRow)> + '_ {
+        let first = self
+            .rows
+            .partition_point(|r| r.address <= range.start)
+            .saturating_sub(1);
+        self.rows[first..]
+            .iter()
+            .zip(
+                self.rows[first..]
+                    .iter()
+                    .skip(1)
+                    .map(|r| r.address)
+                    .chain([u64::MAX]),
+            )
+            .take_while(move |(row, _)| row.address < range.end)
+            .filter_map(move |(row, next)| {
+                let lo = row.address.max(range.start);
+                let hi = next.min(range.end);
+                (lo < hi && row.file != NO_FILE).then_some((lo..hi, *row))
+            })
+    }
+
+    /// Whether `addr` lies in code whose line program has no readable unit.
+    pub fn is_unitless(&self, addr: u64) -> bool {
+        let pos = self.unitless_code.partition_point(|r| r.start <= addr);
+        pos.checked_sub(1)
+            .is_some_and(|i| self.unitless_code[i].contains(&addr))
+    }
+}
+
+/// Rows of a line program: `(address, file, line, end_of_sequence)` with program-local files.
+type RawRows = Vec<(u64, u32, u32, bool)>;
+
+/// What one unit (or one line program without a unit) yields, with unit-local file indices.
+#[derive(Clone)]
+struct UnitOutput {
+    files: Vec<String>,
+    rows: RawRows,
+    procs: Vec<DwarfProc>,
+    /// Offset of its line program in `.debug_line`, if it has one.
+    line_offset: Option<usize>,
+}
+
+/// Read all units of `dwarf`; `in_code` says whether an address lies in an executable section
+/// (code at other addresses was discarded by the linker and is ignored).
+pub fn read_dwarf(
+    dwarf: &gimli::Dwarf<Slice<'_>>,
+    in_code: &(dyn Fn(u64) -> bool + Sync),
+) -> DwarfInfo {
+    let mut skipped = Vec::new();
+    let units = DebugUnits::new(dwarf, &mut skipped);
+    let count = units.main().len();
+    let results: Vec<gimli::Result<UnitOutput>> = (0..count)
+        .into_par_iter()
+        .map(|i| entries::read_unit(&units, i, in_code))
+        .collect();
+    let mut outputs: Vec<UnitOutput> = Vec::with_capacity(count);
+    for (i, result) in results.into_iter().enumerate() {
+        match result {
+            Ok(out) => outputs.push(out),
+            Err(e) => skipped.push(unit_error(units.main().header(i), &e)),
+        }
+    }
+    let read = outputs.len();
+    let used: HashSet<usize> = outputs.iter().filter_map(|o| o.line_offset).collect();
+    let unitless = lines::unitless_line_programs(dwarf, &used, in_code, &mut skipped);
+    merge_with_unitless(outputs, unitless, skipped, read)
+}
+
+/// The message for a unit that could not be read.
+fn unit_error(header: &gimli::UnitHeader<Slice<'_>>, e: &gimli::Error) -> String {
+    let offset = header.debug_info_offset().map_or(0, |o| o.0);
+    format!("DWARF unit at .debug_info+{offset:#x}: {e}")
+}
+
+/// Merge the outputs of units (in unit order) and of line programs without a unit.
+fn merge_with_unitless(
+    mut outputs: Vec<UnitOutput>,
+    unitless: Vec<UnitOutput>,
+    skipped: Vec<String>,
+    units: usize,
+) -> DwarfInfo {
+    let unitless_programs = unitless.len();
+    let unitless_code = lines::sequence_ranges(unitless.iter().map(|o| &o.rows));
+    outputs.extend(unitless);
+    let mut info = merge_units(outputs, skipped, units);
+    info.unitless_programs = unitless_programs;
+    info.unitless_code = unitless_code;
+    info
+}
+
+/// Combine per-unit outputs: intern files globally, remap indices, merge line rows.
+fn merge_units(outputs: Vec<UnitOutput>, skipped: Vec<String>, units: usize) -> DwarfInfo {
+    let mut info = DwarfInfo::default();
+    let mut file_ids: HashMap<String, u32> = HashMap::new();
+    let mut rows: RawRows = Vec::new();
+    for out in outputs {
+        let map: Vec<u32> = out
+            .files
+            .into_iter()
+            .map(|f| {
+                *file_ids.entry(f).or_insert_with_key(|k| {
+                    info.files.push(k.clone());
+                    (info.files.len() - 1) as u32
+                })
+            })
+            .collect();
+        let remap = |f: Option<u32>| f.and_then(|f| map.get(f as usize).copied());
+        rows.extend(out.rows.into_iter().map(|(a, f, l, end)| {
+            let f = if end {
+                NO_FILE
+            } else {
+                remap(Some(f)).unwrap_or(NO_FILE)
+            };
+            (a, f, l, end)
+        }));
+        for mut p in out.procs {
+            p.file = remap(p.file);
+            for c in &mut p.inlines {
+                c.file = remap(c.file);
+                c.call_file = remap(c.call_file);
+            }
+            info.procs.push(p);
+        }
+    }
+    // Rows at the same address: a real row beats an end-of-sequence marker; among real rows the
+    // last one wins (the same choice as the addr2line crate).
+    rows.sort_by_key(|&(a, _, _, end)| (a, !end));
+    let mut merged: Vec<LineRow> = Vec::with_capacity(rows.len());
+    for (address, file, line, _) in rows {
+        match merged.last_mut() {
+            Some(last) if last.address == address => {
+                *last = LineRow {
+                    address,
+                    file,
+                    line,
+                }
+            }
+            _ => merged.push(LineRow {
+                address,
+                file,
+                line,
+            }),
+        }
+    }
+    info.rows = merged;
+    info.skipped = skipped;
+    info.units = units;
+    info
+}

@@ -1,0 +1,186 @@
+//! Names and declarations of procedures and inlined calls, wherever their DIEs put them.
+//!
+//! A concrete `DW_TAG_subprogram` or a `DW_TAG_inlined_subroutine` rarely names itself: it
+//! points with `DW_AT_abstract_origin` to an abstract instance, which may point with
+//! `DW_AT_specification` to a declaration (a method inside its class or trait impl), and the
+//! name and declaration file are on whichever of these has them. The chain may cross units,
+//! as the addr2line crate follows it: within the unit (`DW_FORM_ref4`), into another unit
+//! (`DW_FORM_ref_addr`: rustc's ThinLTO imports, GCC's LTO partitions), or into the
+//! supplementary file (`DW_FORM_GNU_ref_alt`, `DW_FORM_ref_sup4`: dwz). A declaration file
+//! named by a DIE of another unit is an index into *that* unit's line program: it is resolved
+//! to a path there and added to the reading unit's files.
+
+use super::units::{DebugUnits, Section, UnitId};
+use super::{lines, Slice};
+use crate::demangle::demangle;
+use gimli::AttributeValue;
+use std::collections::HashMap;
+
+/// How many references a chain may follow (the addr2line crate's limit too).
+const MAX_CHAIN: u32 = 16;
+
+/// Name and declaration of a DIE, after following its origins.
+#[derive(Clone, Default)]
+pub(super) struct Decl {
+    pub name: Option<String>,
+    pub link_name: Option<String>,
+    /// The name people read: the demangled link name, else the plain name (demangled once
+    /// per DIE that names itself, shared by the DIEs that take their name from it).
+    pub display: String,
+    /// Declaration file, an index into the reading unit's files.
+    pub file: Option<u32>,
+    pub line: u32,
+}
+
+impl Decl {
+    /// The link name, unless it reads the same as the display name.
+    pub fn link_if_different(&self) -> Option<String> {
+        self.link_name.clone().filter(|l| *l != self.display)
+    }
+
+    /// Set `display` from the names, reusing `from`'s when the names are `from`'s.
+    fn set_display(&mut self, from: Option<&Decl>) {
+        self.display = match from {
+            Some(f) if f.link_name == self.link_name && f.name == self.name => f.display.clone(),
+            _ => match (&self.link_name, &self.name) {
+                (Some(l), _) => demangle(l),
+                (None, Some(n)) => n.clone(),
+                (None, None) => "<unknown>".to_string(),
+            },
+        };
+    }
+}
+
+/// Where a DIE is: its unit and its offset there.
+type Site = (UnitId, gimli::UnitOffset);
+
+/// Declarations read on behalf of one unit (the *home* unit), with a cache of the DIEs
+/// visited, and the home unit's file table extended with the files that declarations in other
+/// units name.
+pub(super) struct Declarations<'u, 'a, 'd> {
+    units: &'u DebugUnits<'a, 'd>,
+    home: UnitId,
+    cache: HashMap<(Section, usize), Decl>,
+    files: Vec<String>,
+    /// (unit, file index there) -> index in `files`.
+    foreign_files: HashMap<(UnitId, u64), u32>,
+}
+
+impl<'u, 'a, 'd> Declarations<'u, 'a, 'd> {
+    /// Declarations for unit `home` of the module, whose line program's files are `files`.
+    pub fn new(units: &'u DebugUnits<'a, 'd>, home: usize, files: Vec<String>) -> Self {
+        Declarations {
+            units,
+            home: UnitId {
+                section: Section::Main,
+                index: home,
+            },
+            cache: HashMap::new(),
+            files,
+            foreign_files: HashMap::new(),
+        }
+    }
+
+    /// The home unit's files, followed by those that declarations elsewhere named.
+    pub fn into_files(self) -> Vec<String> {
+        self.files
+    }
+
+    /// The declaration of `entry`, a DIE of the home unit.
+    pub fn of(&mut self, entry: &gimli::DebuggingInformationEntry<Slice<'d>>) -> Decl {
+        self.decl_of(self.home, entry, 0)
+    }
+
+    /// The declaration of the DIE at `site`, from the cache or read.
+    fn decl_at(&mut self, site: Site, depth: u32) -> Decl {
+        let (id, offset) = site;
+        let Ok(unit) = self.units.unit(id) else {
+            return Decl::default();
+        };
+        let key = offset
+            .to_debug_info_offset(&unit.header)
+            .map_or(usize::MAX, |o| o.0);
+        if let Some(d) = self.cache.get(&(id.section, key)) {
+            return d.clone();
+        }
+        let decl = match unit.entry(offset) {
+            Ok(entry) => self.decl_of(id, &entry, depth),
+            Err(_) => Decl::default(),
+        };
+        self.cache.insert((id.section, key), decl.clone());
+        decl
+    }
+
+    /// The declaration of `entry`, a DIE of unit `id`, completed from its origin.
+    fn decl_of(
+        &mut self,
+        id: UnitId,
+        entry: &gimli::DebuggingInformationEntry<Slice<'d>>,
+        depth: u32,
+    ) -> Decl {
+        let mut d = Decl::default();
+        let mut origin = None;
+        for attr in entry.attrs() {
+            match attr.name() {
+                gimli::DW_AT_name => d.name = self.string(id, attr.value()),
+                gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name => {
+                    d.link_name = self.string(id, attr.value())
+                }
+                gimli::DW_AT_decl_file => {
+                    d.file = attr.udata_value().and_then(|f| self.file(id, f))
+                }
+                gimli::DW_AT_decl_line => d.line = attr.udata_value().unwrap_or(0) as u32,
+                gimli::DW_AT_abstract_origin | gimli::DW_AT_specification => {
+                    origin = Some(attr.value())
+                }
+                _ => {}
+            }
+        }
+        let target = origin.and_then(|v| self.target(id, v));
+        let from = target
+            .filter(|_| depth < MAX_CHAIN)
+            .map(|site| self.decl_at(site, depth + 1));
+        if let Some(from) = &from {
+            d.name = d.name.or_else(|| from.name.clone());
+            d.link_name = d.link_name.or_else(|| from.link_name.clone());
+            if d.file.is_none() {
+                d.file = from.file;
+                d.line = from.line;
+            }
+        }
+        d.set_display(from.as_ref());
+        d
+    }
+
+    /// The DIE a reference attribute of a DIE in unit `id` points to.
+    fn target(&self, id: UnitId, value: AttributeValue<Slice<'d>>) -> Option<Site> {
+        match value {
+            AttributeValue::UnitRef(o) => Some((id, o)),
+            AttributeValue::DebugInfoRef(o) => self.units.locate(id.section, o),
+            AttributeValue::DebugInfoRefSup(o) => self.units.locate(Section::Sup, o),
+            _ => None,
+        }
+    }
+
+    fn string(&self, id: UnitId, value: AttributeValue<Slice<'d>>) -> Option<String> {
+        let unit = self.units.unit(id).ok()?;
+        let s = self.units.dwarf_of(id).attr_string(unit, value).ok()?;
+        Some(s.to_string_lossy().into_owned())
+    }
+
+    /// File `index` of unit `id`'s line program, as an index into the home unit's files.
+    fn file(&mut self, id: UnitId, index: u64) -> Option<u32> {
+        if id == self.home {
+            return u32::try_from(index).ok();
+        }
+        if let Some(&f) = self.foreign_files.get(&(id, index)) {
+            return Some(f);
+        }
+        let unit = self.units.unit(id).ok()?;
+        let path = lines::unit_file(self.units.dwarf_of(id), unit, index)?;
+        self.files.push(path);
+        let f = (self.files.len() - 1) as u32;
+        self.foreign_files.insert((id, index), f);
+        Some(f)
+    }
+}

@@ -1,0 +1,159 @@
+//! The units of a module's DWARF and of its supplementary file, found by offset.
+//!
+//! A DIE may refer to a DIE of another unit: `DW_FORM_ref_addr` names an offset in the whole
+//! `.debug_info` (LLVM emits it where ThinLTO or LTO imported a function from another
+//! compilation unit, GCC where an LTO partition refers to the early debug information of the
+//! source file), and `DW_FORM_GNU_ref_alt` / `DW_FORM_ref_sup4` an offset in the
+//! supplementary file (`dwz`'s `.gnu_debugaltlink`, DWARF 5's `.debug_sup`). [`DebugUnits`]
+//! finds the unit holding such an offset by binary search over the unit headers, and parses
+//! each unit once, on first use, shared by all threads.
+
+use super::Slice;
+use std::sync::OnceLock;
+
+/// The units of one `.debug_info` section in section order, each parsed on first use.
+pub(crate) struct UnitTable<'d> {
+    headers: Vec<gimli::UnitHeader<Slice<'d>>>,
+    parsed: Vec<OnceLock<gimli::Result<gimli::Unit<Slice<'d>>>>>,
+}
+
+impl<'d> UnitTable<'d> {
+    /// The unit headers of `dwarf`; a header that cannot be read ends the list (reported in
+    /// `skipped`).
+    fn new(dwarf: &gimli::Dwarf<Slice<'d>>, skipped: &mut Vec<String>) -> UnitTable<'d> {
+        let mut headers = Vec::new();
+        let mut iter = dwarf.units();
+        loop {
+            match iter.next() {
+                Ok(Some(h)) => headers.push(h),
+                Ok(None) => break,
+                Err(e) => {
+                    skipped.push(format!(
+                        "DWARF unit headers unreadable after unit {}: {e}",
+                        headers.len()
+                    ));
+                    break;
+                }
+            }
+        }
+        let parsed = headers.iter().map(|_| OnceLock::new()).collect();
+        UnitTable { headers, parsed }
+    }
+
+    /// Number of units.
+    pub(crate) fn len(&self) -> usize {
+        self.headers.len()
+    }
+
+    /// The header of unit `i`.
+    pub(crate) fn header(&self, i: usize) -> &gimli::UnitHeader<Slice<'d>> {
+        &self.headers[i]
+    }
+
+    /// Unit `i`, parsed (root entry, abbreviations, line program header) on first use.
+    fn unit(
+        &self,
+        dwarf: &gimli::Dwarf<Slice<'d>>,
+        i: usize,
+    ) -> gimli::Result<&gimli::Unit<Slice<'d>>> {
+        self.parsed[i]
+            .get_or_init(|| dwarf.unit(self.headers[i]))
+            .as_ref()
+            .map_err(|e| *e)
+    }
+
+    /// The index of the unit holding `.debug_info` offset `offset`, and the offset within it.
+    fn containing(&self, offset: gimli::DebugInfoOffset) -> Option<(usize, gimli::UnitOffset)> {
+        let start = |h: &gimli::UnitHeader<Slice<'d>>| h.debug_info_offset().map_or(0, |o| o.0);
+        let i = self
+            .headers
+            .partition_point(|h| start(h) <= offset.0)
+            .checked_sub(1)?;
+        Some((i, offset.to_unit_offset(&self.headers[i])?))
+    }
+}
+
+/// Which file's `.debug_info` a unit belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Section {
+    /// The module's own (or its separate debug file's).
+    Main,
+    /// The supplementary file's.
+    Sup,
+}
+
+/// A unit: which section, and its index there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct UnitId {
+    pub section: Section,
+    pub index: usize,
+}
+
+/// The units of a module's DWARF and of its supplementary file (if `dwarf` has one).
+pub(crate) struct DebugUnits<'a, 'd> {
+    dwarf: &'a gimli::Dwarf<Slice<'d>>,
+    main: UnitTable<'d>,
+    sup: Option<UnitTable<'d>>,
+}
+
+impl<'a, 'd> DebugUnits<'a, 'd> {
+    /// Index the unit headers of `dwarf` and of its supplementary file.
+    pub(crate) fn new(
+        dwarf: &'a gimli::Dwarf<Slice<'d>>,
+        skipped: &mut Vec<String>,
+    ) -> DebugUnits<'a, 'd> {
+        let main = UnitTable::new(dwarf, skipped);
+        let sup = dwarf.sup().map(|s| UnitTable::new(s, skipped));
+        DebugUnits { dwarf, main, sup }
+    }
+
+    /// The module's DWARF.
+    pub(crate) fn dwarf(&self) -> &'a gimli::Dwarf<Slice<'d>> {
+        self.dwarf
+    }
+
+    /// The units of the module's own `.debug_info`.
+    pub(crate) fn main(&self) -> &UnitTable<'d> {
+        &self.main
+    }
+
+    /// The DWARF sections that unit `id` lives in.
+    pub(crate) fn dwarf_of(&self, id: UnitId) -> &'a gimli::Dwarf<Slice<'d>> {
+        match id.section {
+            Section::Main => self.dwarf,
+            Section::Sup => self.dwarf.sup().unwrap_or(self.dwarf),
+        }
+    }
+
+    fn table(&self, section: Section) -> Option<&UnitTable<'d>> {
+        match section {
+            Section::Main => Some(&self.main),
+            Section::Sup => self.sup.as_ref(),
+        }
+    }
+
+    /// Unit `id`, parsed on first use.
+    pub(crate) fn unit(&self, id: UnitId) -> gimli::Result<&gimli::Unit<Slice<'d>>> {
+        // A unit of the supplementary file is only ever named by `locate`, which needs one.
+        let table = self.table(id.section).ok_or(gimli::Error::MissingUnitDie)?;
+        table.unit(self.dwarf_of(id), id.index)
+    }
+
+    /// Unit `index` of the module's own `.debug_info`.
+    pub(crate) fn main_unit(&self, index: usize) -> gimli::Result<&gimli::Unit<Slice<'d>>> {
+        self.unit(UnitId {
+            section: Section::Main,
+            index,
+        })
+    }
+
+    /// The unit and offset within it of `offset` in `section`'s `.debug_info`.
+    pub(crate) fn locate(
+        &self,
+        section: Section,
+        offset: gimli::DebugInfoOffset,
+    ) -> Option<(UnitId, gimli::UnitOffset)> {
+        let (index, within) = self.table(section)?.containing(offset)?;
+        Some((UnitId { section, index }, within))
+    }
+}

@@ -1,0 +1,329 @@
+//! Inlined code is named as binutils' `addr2line -C -i -f` names it, whatever DWARF shape puts
+//! the callee's name away from the inlined call:
+//!
+//! - rustc's ThinLTO between codegen units: a generic method of one crate (an rlib) is
+//!   instantiated in one codegen unit of the binary and inlined into another, whose DWARF
+//!   names it with `DW_FORM_ref_addr`, a reference into another compilation unit;
+//! - a C++ method defined out of line: the abstract instance points with
+//!   `DW_AT_specification` to the declaration in the class, which holds the link name;
+//! - GCC's LTO (`-flto`): both, the abstract instance sitting in the early debug information
+//!   of the defining translation unit, another compilation unit of the binary;
+//! - dwz's multifile mode (`dwz -m`, as Debian and Fedora build their debug packages): the
+//!   abstract instances of inline functions that several programs share move to a
+//!   supplementary file named by `.gnu_debugaltlink`, referred to with `DW_FORM_GNU_ref_alt`.
+//!
+//! For every line-table address of the calling procedure where addr2line names the callee,
+//! the chain of the whole-module tree and of a focused analysis of those addresses (what
+//! `hpcprof-rs` builds) equals addr2line's, function by function and line by line (call
+//! lines included); the callee's scopes carry its declaration file and line; no inlined call
+//! of the binary is left `<unknown>`. binutils 2.40 gives a callee declared in a dwz
+//! supplementary file its caller's name, so there gdb names the functions of the chain.
+
+use std::path::Path;
+use std::process::Command;
+
+use hpctoolkit_tests::{compile, compile_all, fixture, marker, run_ok, scratch_dir};
+use structure::analyze::line_table_addresses;
+use structure::verify::{self, Frame, Naming, Oracle};
+use structure::{analyze_file, analyze_focused, Options, ScopeTree};
+
+/// What a check expects of the inlined calls to one callee.
+struct Callee<'a> {
+    /// Its name as `addr2line -C` prints it.
+    name: &'a str,
+    /// (fixture, marker) of each line it is called from.
+    call_sites: &'a [(&'a str, &'a str)],
+    /// (fixture, marker) of its definition: its declaration file and line.
+    definition: (&'a str, &'a str),
+}
+
+/// The line-table addresses of `binary` inside the procedure named `procedure` in `tree`.
+fn addresses_in(binary: &Path, tree: &ScopeTree, procedure: &str) -> Vec<u64> {
+    let proc_ = tree
+        .procedures()
+        .find(|&p| tree.get(p).name == procedure)
+        .unwrap_or_else(|| panic!("{}: no procedure {procedure}", binary.display()));
+    let ranges: Vec<_> = tree
+        .descendants(proc_)
+        .into_iter()
+        .flat_map(|d| tree.get(d).ranges.clone())
+        .collect();
+    line_table_addresses(binary)
+        .unwrap()
+        .into_iter()
+        .filter(|a| ranges.iter().any(|r| r.contains(a)))
+        .collect()
+}
+
+fn show(frames: &[Frame]) -> String {
+    let names: Vec<String> = frames
+        .iter()
+        .map(|f| format!("{}:{}", f.function, f.line))
+        .collect();
+    names.join(" < ")
+}
+
+/// Who names the functions of the expected chains (binutils always gives their lines).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Names {
+    /// binutils' `addr2line -C -i -f` itself.
+    Addr2line,
+    /// gdb, which reads dwz's supplementary files where binutils 2.40 gives an inlined callee
+    /// declared there its caller's name.
+    Gdb,
+}
+
+/// The expected chain at each of `addrs`: binutils' `addr2line -C -i -f` frames, their
+/// functions named by `names`.
+fn expected_chains(binary: &Path, addrs: &[u64], names: Names) -> Vec<Vec<Frame>> {
+    let oracle = Oracle {
+        program: "addr2line",
+        naming: Naming::Readable,
+    };
+    let mut chains = verify::addr2line_frames(binary, addrs, &oracle).unwrap();
+    if names == Names::Gdb {
+        for ((chain, gdb), addr) in chains.iter_mut().zip(gdb_chains(binary, addrs)).zip(addrs) {
+            assert_eq!(
+                chain.len(),
+                gdb.len(),
+                "{addr:#x}: binutils {chain:?}, gdb {gdb:?}"
+            );
+            for (frame, name) in chain.iter_mut().zip(gdb) {
+                frame.function = name;
+            }
+        }
+    }
+    chains
+}
+
+/// gdb's inline chain (function names, innermost first) at each of `addrs`: the blocks
+/// holding the address up to its function, through gdb's Python API.
+fn gdb_chains(binary: &Path, addrs: &[u64]) -> Vec<Vec<String>> {
+    let pcs: Vec<String> = addrs.iter().map(|a| format!("{a:#x}")).collect();
+    let script = format!(
+        "python\nfor pc in [{}]:\n    b = gdb.block_for_pc(pc)\n    names = []\n    \
+         while b is not None:\n        if b.function is not None:\n            \
+         names.append(b.function.name)\n        b = b.superblock\n    \
+         print('chain:' + '|'.join(names))\nend\n",
+        pcs.join(", ")
+    );
+    let path = binary.with_extension("gdb");
+    std::fs::write(&path, script).unwrap();
+    let out = run_ok(
+        Command::new("gdb")
+            .args(["-batch", "-nx", "-x"])
+            .arg(&path)
+            .arg(binary),
+    );
+    let chains: Vec<Vec<String>> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("chain:"))
+        .map(|l| l.split('|').map(str::to_string).collect())
+        .collect();
+    assert_eq!(chains.len(), addrs.len(), "gdb printed:\n{out}");
+    chains
+}
+
+/// Assert that in `binary`, inside `procedure`, every address where the expected chain (see
+/// [`expected_chains`]) holds one of `callees` gets that chain from both the whole-module and
+/// the focused analysis, that each callee is seen at all and called from its call sites, that
+/// its scopes carry its declaration, and that no inlined call of the binary is unnamed.
+fn assert_named_like(binary: &Path, procedure: &str, names: Names, callees: &[Callee<'_>]) {
+    let full = analyze_file(binary, &Options::default()).unwrap();
+    let addrs = addresses_in(binary, &full.tree, procedure);
+    assert!(!addrs.is_empty(), "{}: no addresses", binary.display());
+    let theirs = expected_chains(binary, &addrs, names);
+    let focused = analyze_focused(binary, &addrs, &Options::default()).unwrap();
+    for callee in callees {
+        let call_lines: Vec<u32> = callee
+            .call_sites
+            .iter()
+            .map(|&(file, mark)| marker(file, mark))
+            .collect();
+        let mut seen = 0;
+        for (&addr, their) in addrs.iter().zip(&theirs) {
+            let Some(at) = their.iter().position(|f| f.function == callee.name) else {
+                continue;
+            };
+            seen += 1;
+            let call_line = their.get(at + 1).map_or(0, |f| f.line);
+            assert!(
+                call_lines.contains(&call_line),
+                "{addr:#x}: {} called from line {call_line}, not {call_lines:?}",
+                callee.name
+            );
+            for (what, tree) in [("whole-module", &full.tree), ("focused", &focused.tree)] {
+                let ours = verify::tree_frames(tree, addr, Naming::Readable).unwrap_or_default();
+                assert!(
+                    verify::same_chain(&ours, their),
+                    "{} {addr:#x}: {what} analysis says\n  {}\nthe oracle says\n  {}",
+                    binary.display(),
+                    show(&ours),
+                    show(their)
+                );
+            }
+        }
+        assert!(
+            seen > 0,
+            "{}: the oracle never names {} in {procedure}: the fixture no longer inlines it",
+            binary.display(),
+            callee.name
+        );
+        assert_declared(&full.tree, callee);
+    }
+    let unknown = full
+        .tree
+        .ids()
+        .filter(|&i| full.tree.get(i).is_alien() && full.tree.get(i).name == "<unknown>")
+        .count();
+    assert_eq!(unknown, 0, "{}: unnamed inlined calls", binary.display());
+}
+
+/// Every inlined-call scope of `callee` carries its declaration file and line.
+fn assert_declared(tree: &ScopeTree, callee: &Callee<'_>) {
+    let (file, mark) = callee.definition;
+    let line = marker(file, mark);
+    let scopes: Vec<_> = tree
+        .ids()
+        .filter(|&i| tree.get(i).is_alien() && tree.get(i).name == callee.name)
+        .collect();
+    assert!(!scopes.is_empty(), "no inlined call of {}", callee.name);
+    for s in scopes {
+        let declared = tree.scope_file(s).unwrap_or("");
+        assert!(
+            declared.ends_with(file) && tree.get(s).line == line,
+            "{} declared at {declared}:{}, not {file}:{line}",
+            callee.name,
+            tree.get(s).line
+        );
+    }
+}
+
+#[test]
+fn rust_generic_inlined_across_codegen_units_of_another_crate() {
+    let dir = scratch_dir("structure-inline-names-rust");
+    // Several codegen units (cargo's release default is 16), so that ThinLTO imports the
+    // instantiated generic from one unit into another.
+    let common = [
+        "--edition",
+        "2021",
+        "-C",
+        "opt-level=2",
+        "-C",
+        "codegen-units=4",
+        "-g",
+    ];
+    let lib_flags = [
+        &common[..],
+        &["--crate-type", "rlib", "--crate-name", "histo"],
+    ]
+    .concat();
+    let rlib = compile("inline_names_lib.rs", &dir, "libhisto.rlib", &lib_flags);
+    let extern_histo = format!("histo={}", rlib.display());
+    let bin_flags = [&common[..], &["--extern", &extern_histo]].concat();
+    let exe = compile("inline_names_main.rs", &dir, "histo_main", &bin_flags);
+    let record_sites = [
+        ("inline_names_main.rs", "record_fill"),
+        ("inline_names_main.rs", "record_refill"),
+    ];
+    assert_named_like(
+        &exe,
+        "inline_names_main::main",
+        Names::Addr2line,
+        &[
+            Callee {
+                name: "histo::Histogram<T>::record",
+                call_sites: &record_sites,
+                definition: ("inline_names_lib.rs", "record_def"),
+            },
+            Callee {
+                name: "histo::bucket",
+                call_sites: &[("inline_names_lib.rs", "bucket_call")],
+                definition: ("inline_names_lib.rs", "bucket_def"),
+            },
+        ],
+    );
+}
+
+/// The out-of-line methods of inline_names.h, inlined into `measure`.
+const CXX_CALLEES: [Callee<'static>; 2] = [
+    Callee {
+        name: "meter::Gauge::scale(int) const",
+        call_sites: &[("inline_names_main.cc", "call_add_scale")],
+        definition: ("inline_names_method.cc", "scale_def"),
+    },
+    Callee {
+        name: "meter::Accumulator<long>::add(long)",
+        call_sites: &[("inline_names_main.cc", "call_add_scale")],
+        definition: ("inline_names.h", "acc_add_def"),
+    },
+];
+
+#[test]
+fn cxx_methods_defined_out_of_line_and_inlined() {
+    let dir = scratch_dir("structure-inline-names-cxx");
+    // One translation unit: the method's definition is included, so -O2 inlines it.
+    let method = fixture("inline_names_method.cc");
+    let include = method.to_str().unwrap();
+    let exe = compile(
+        "inline_names_main.cc",
+        &dir,
+        "meter_o2",
+        &["-O2", "-g", "-include", include],
+    );
+    assert_named_like(&exe, "measure(int)", Names::Addr2line, &CXX_CALLEES);
+}
+
+#[test]
+fn cxx_link_time_optimized_inlining_across_translation_units() {
+    let dir = scratch_dir("structure-inline-names-lto");
+    let exe = compile_all(
+        &["inline_names_main.cc", "inline_names_method.cc"],
+        &dir,
+        "meter_lto",
+        &["-O2", "-g", "-flto"],
+    );
+    assert_named_like(&exe, "measure(int)", Names::Addr2line, &CXX_CALLEES);
+}
+
+#[test]
+fn c_inline_functions_in_a_dwz_supplementary_file() {
+    let dir = scratch_dir("structure-inline-names-dwz");
+    let programs: Vec<_> = ["3", "7"]
+        .iter()
+        .map(|step| {
+            let define = format!("-DSTEP={step}");
+            compile(
+                "inline_names_dwz.c",
+                &dir,
+                &format!("walk{step}"),
+                &["-O2", "-g", &define],
+            )
+        })
+        .collect();
+    // dwz (installed by scripts/test) records the common file's name as given to -M: relative,
+    // it is found beside the program (binutils 2.40 misses an absolute one).
+    run_ok(
+        Command::new("dwz")
+            .arg("-m")
+            .arg(dir.join("common.debug"))
+            .args(["-M", "common.debug"])
+            .args(&programs),
+    );
+    let bytes = std::fs::read(&programs[0]).unwrap();
+    let file = object::File::parse(&*bytes).unwrap();
+    assert!(
+        object::Object::gnu_debugaltlink(&file).unwrap().is_some(),
+        "dwz wrote no .gnu_debugaltlink"
+    );
+    assert_named_like(
+        &programs[0],
+        "walk",
+        Names::Gdb,
+        &[Callee {
+            name: "manhattan",
+            call_sites: &[("inline_names_dwz.c", "manhattan_call")],
+            definition: ("inline_names_dwz.h", "manhattan_def"),
+        }],
+    );
+}
