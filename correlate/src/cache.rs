@@ -24,10 +24,12 @@ use std::time::UNIX_EPOCH;
 use profiler::envelope::{write_atomically, FileKind, Replace};
 use structure::{Coverage, ScopeTree};
 
-/// The kind of file a cache entry is (version 2: coverage before the tree).
+/// The kind of file a cache entry is. The version changes whenever the analysis gives other
+/// trees for the same binary, so that entries of an older analysis are recomputed (3: inlined
+/// callees named across units and dwz files, entry-point symbols).
 static CACHE_ENTRY: FileKind = FileKind {
     magic: *b"HPCSCACH",
-    version: 2,
+    version: 3,
     noun: "structure cache entry",
     writer: "hpcprof-rs",
 };

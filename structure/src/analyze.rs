@@ -167,10 +167,11 @@ fn analyze_in_pool(
     let mapped = MappedFile::open(path)?;
     let file = mapped.parse()?;
     let code = binary::code_sections(&file);
-    let symbols = binary::function_symbols(&file, &code);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
 
     let debug_files = DebugFiles::open(path, &file);
+    let separate = debug_files.separate_file()?;
+    let symbols = binary::function_symbols(&file, separate.as_ref(), &code);
     let mut skipped = debug_files.notes.clone();
     // A focus on no address needs no debug information: nothing will be looked up.
     let sections = if focus.is_none_or(|a| !a.is_empty()) {

@@ -233,13 +233,22 @@ pub struct FunctionSymbol {
     pub name: String,
 }
 
-/// Function symbols of `file` inside code sections, from `.symtab` or else `.dynsym`, sorted by
-/// address, one per address (global names preferred over local ones).
-pub fn function_symbols(file: &object::File<'_>, code: &[CodeSection<'_>]) -> Vec<FunctionSymbol> {
+/// Function symbols of `file` inside code sections, from its `.symtab`, else the `.symtab` of
+/// its separate debug file `debug` (distributions strip the binary and keep the full table
+/// there), else its `.dynsym`; sorted by address, one per address (global names preferred over
+/// local ones). The untyped symbol at the ELF entry point (`_start` written in assembly, as in
+/// the dynamic loader) counts as a function.
+pub fn function_symbols(
+    file: &object::File<'_>,
+    debug: Option<&object::File<'_>>,
+    code: &[CodeSection<'_>],
+) -> Vec<FunctionSymbol> {
+    let entry = file.entry();
     let collect = |iter: &mut dyn Iterator<Item = object::Symbol<'_, '_>>| {
         let mut syms: Vec<(bool, FunctionSymbol)> = Vec::new();
         for s in iter {
-            if s.kind() != SymbolKind::Text || s.is_undefined() {
+            let at_entry = s.kind() == SymbolKind::Unknown && s.address() == entry && entry != 0;
+            if (s.kind() != SymbolKind::Text && !at_entry) || s.is_undefined() {
                 continue;
             }
             let Ok(name) = s.name() else { continue };
@@ -259,6 +268,9 @@ pub fn function_symbols(file: &object::File<'_>, code: &[CodeSection<'_>]) -> Ve
         syms
     };
     let mut syms = collect(&mut file.symbols());
+    if let (true, Some(debug)) = (syms.is_empty(), debug) {
+        syms = collect(&mut debug.symbols());
+    }
     if syms.is_empty() {
         syms = collect(&mut file.dynamic_symbols());
     }

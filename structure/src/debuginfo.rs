@@ -65,6 +65,11 @@ impl DebugFiles {
         }
     }
 
+    /// The separate debug file, parsed, if there is one.
+    pub(crate) fn separate_file(&self) -> Result<Option<object::File<'_>>, StructureError> {
+        self.separate.as_ref().map(MappedFile::parse).transpose()
+    }
+
     /// The DWARF sections of the file holding `file`'s DWARF (`file` itself or the separate
     /// debug file) and of the supplementary file; empty if there is no DWARF.
     pub(crate) fn sections<'d>(
