@@ -152,6 +152,17 @@ fn separate_and_compressed_debug_info_are_found() {
     assert_eq!(sep.summary.statements, with.summary.statements);
     assert!(sep.summary.inlined > 0);
 
+    // Stripped of its symbol table too (as distributions ship binaries): functions without
+    // DWARF, such as the assembly `_start`, are named from the debug file's table.
+    sh("cp", &["app", "app-stripped"], &dir);
+    sh("strip", &["--strip-all", "app-stripped"], &dir);
+    let stripped = analyze_file(&dir.join("app-stripped"), &Options::default()).unwrap();
+    let tree = &stripped.tree;
+    assert!(
+        tree.procedures().any(|p| tree.get(p).name == "_start"),
+        "_start named from the debug file's .symtab"
+    );
+
     let z = compile("struct_shapes.c", &dir, "appz", &["-O2", "-g", "-gz"]);
     let zs = analyze_file(&z, &Options::default()).unwrap();
     assert_eq!(zs.summary.debug_source, DebugSource::Embedded);
