@@ -3,8 +3,7 @@
 
 mod correlate_prof_common;
 
-use correlate::database::{NodeKind, Selection};
-use correlate::projection::{callers, top_down};
+use correlate::{callers, top_down, NodeKind, Selection};
 use correlate_prof_common::{all, bare, below, correlate, measure, samples};
 use hpctoolkit_tests::{compile, scratch_dir};
 
@@ -26,7 +25,7 @@ fn leaf_cost_splits_two_to_one() {
         "callers",
         &["-O2", "-g", "-fomit-frame-pointer"],
     );
-    let profile = measure(&bin, &["30000000"], &dir, "callers");
+    let profile = measure(&bin, &["45000000"], &dir, "callers");
     let db = correlate(&dir, &[&profile], "callers");
 
     let t = top_down(&db, &Selection::All);

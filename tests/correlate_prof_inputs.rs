@@ -6,8 +6,7 @@ mod correlate_prof_common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use correlate::database::{Database, NodeId, Selection};
-use correlate::projection::top_down;
+use correlate::{top_down, Database, NodeId, Selection};
 use correlate_prof_common::{correlate, hpcprof, measure};
 use hpctoolkit_tests::{compile, run_ok, scratch_dir, tool};
 use profiler::addr::Svma;
@@ -142,7 +141,7 @@ fn hpctoolkit_structure_file_is_accepted() {
     assert_eq!(path_with(&db, 2)[0], "_init");
     assert!(matches!(
         db.modules[0].structure,
-        correlate::database::StructureSource::File(_)
+        correlate::StructureSource::File(_)
     ));
 }
 
@@ -167,7 +166,7 @@ fn own_structure_file_matches_on_the_fly_analysis() {
     let file = correlate(&dir, &[&profile, &structure], "file");
     assert!(matches!(
         file.modules[0].structure,
-        correlate::database::StructureSource::File(_)
+        correlate::StructureSource::File(_)
     ));
     let (a, b) = (
         top_down(&fly, &Selection::All),

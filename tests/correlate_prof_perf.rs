@@ -6,8 +6,7 @@ mod correlate_prof_common;
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use correlate::database::{NodeKind, Selection};
-use correlate::projection::flat;
+use correlate::{flat, NodeKind, Selection};
 use correlate_prof_common::{bare, correlate, measure};
 use hpctoolkit_tests::{compile, run_ok, scratch_dir};
 

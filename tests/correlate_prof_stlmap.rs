@@ -3,8 +3,7 @@
 
 mod correlate_prof_common;
 
-use correlate::database::{NodeKind, Selection};
-use correlate::projection::top_down;
+use correlate::{top_down, NodeKind, Selection};
 use correlate_prof_common::{all, bare, below, correlate, dump, measure_with, samples};
 use hpctoolkit_tests::{compile, fixture, scratch_dir};
 
@@ -65,7 +64,7 @@ fn second_loop_holds_the_inlined_add_and_the_tree_search_loop() {
         n.kind == NodeKind::Inlined && bare(&n.name).ends_with("Mp::add")
     })
     .unwrap_or_else(|| panic!("[I] Mp::add inside the second loop:\n{picture}"));
-    assert!(t.nodes[add].name.starts_with("[I] "));
+    assert!(t.nodes[add].label().starts_with("[I] "));
     let search = below(&t, add, |n| n.kind == NodeKind::Loop)
         .unwrap_or_else(|| panic!("a loop below Mp::add:\n{picture}"));
     let parent = |id: usize| {

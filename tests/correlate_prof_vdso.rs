@@ -3,8 +3,7 @@
 
 mod correlate_prof_common;
 
-use correlate::database::{NodeKind, Selection};
-use correlate::projection::flat;
+use correlate::{flat, NodeKind, Selection};
 use correlate_prof_common::{all, correlate, measure, samples};
 use hpctoolkit_tests::{compile, scratch_dir};
 

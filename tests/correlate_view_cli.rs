@@ -8,14 +8,13 @@ mod correlate_view_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use correlate::database::Selection;
-use correlate::database::{
-    ChildIndex, Database, MetricDesc, ModuleDesc, NodeId, NodeKey, NodeKind, StructureSource,
-    ThreadDesc,
+use correlate::{
+    ChildIndex, Database, MetricDesc, ModuleDesc, NodeId, NodeKey, NodeKind, Selection,
+    StructureSource, ThreadDesc, ViewKind, ViewTree,
 };
-use correlate::viewtree::{ViewKind, ViewTree};
+use correlate_view_support::labels::check_labels;
 use correlate_view_support::{
-    check_consistency, check_schema, folded_lines, inferno_svg, run_view, ViewRun,
+    check_consistency, check_labels_cli, check_schema, folded_lines, inferno_svg, run_view, ViewRun,
 };
 use hpctoolkit_tests::{run_ok, scratch_dir, tool};
 use profiler::db::{Cost, Sampling};
@@ -192,6 +191,72 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
     (path, source)
 }
 
+/// A database of the scopes whose labels are easy to get wrong, per thread-weight unit:
+/// main > app.c (no line) (1)
+/// main > app.c: 12 > x_work in libx.so without DWARF (file `[libx.so]`, no lines)
+///      > loop > statement (4) > <kernel> (1)
+/// main > [I] <inline> (anonymous, from app.c: 13) > loop at line 4 > unknown file: 3 (2)
+///                                                 > loop, no position > statement (1)
+/// main > [I] helper called at line 14 of an unknown file > helper.h: 5 (1)
+/// <partial call paths> > <unknown procedure> (1).
+fn build_unusual(dir: &Path) -> PathBuf {
+    let mut b = Builder::new(dir.join("app.c").to_str().unwrap());
+    b.db.files.push("[libx.so]".into());
+    let nodwarf = |kind, name: &str, site| NodeKey {
+        module: Some(1),
+        ..key(kind, name, Some(2), None, site)
+    };
+    let main = b.add(0, key(NodeKind::Procedure, "main", Some(0), Some(8), None));
+    let no_line = b.add(main, key(NodeKind::Statement, "", Some(0), None, None));
+    b.sample(no_line, 1);
+    let site = b.scope(main, NodeKind::Statement, 0, 12);
+    let x_work = b.add(site, nodwarf(NodeKind::Procedure, "x_work", Some((0, 12))));
+    let lp = b.add(x_work, nodwarf(NodeKind::Loop, "", None));
+    let body = b.add(lp, nodwarf(NodeKind::Statement, "", None));
+    b.sample(body, 4);
+    let kernel = b.add(body, NodeKey::pseudo(NodeKind::Kernel, "<kernel>"));
+    b.sample(kernel, 1);
+    let anonymous = key(
+        NodeKind::Inlined,
+        "<inline>",
+        Some(1),
+        Some(7),
+        Some((0, 13)),
+    );
+    let anonymous = b.add(main, anonymous);
+    let by_line = b.add(anonymous, key(NodeKind::Loop, "", None, Some(4), None));
+    let by_line = b.add(by_line, key(NodeKind::Statement, "", None, Some(3), None));
+    b.sample(by_line, 2);
+    let nowhere = b.add(anonymous, key(NodeKind::Loop, "", None, None, None));
+    let nowhere = b.add(nowhere, key(NodeKind::Statement, "", None, None, None));
+    b.sample(nowhere, 1);
+    let siteless = NodeKey {
+        call_line: Some(14),
+        ..key(NodeKind::Inlined, "helper", Some(1), Some(3), None)
+    };
+    let siteless = b.add(main, siteless);
+    let inner = b.scope(siteless, NodeKind::Statement, 1, 5);
+    b.sample(inner, 1);
+    let partial = key(NodeKind::Partial, "<partial call paths>", None, None, None);
+    let partial = b.add(0, partial);
+    let unknown = NodeKey {
+        module: Some(1),
+        ..key(
+            NodeKind::Unknown,
+            "<unknown procedure> 0x1234 [libx.so]",
+            None,
+            None,
+            None,
+        )
+    };
+    let unknown = b.add(partial, unknown);
+    b.sample(unknown, 1);
+    b.db.compute_totals();
+    let path = dir.join("unusual.hpcdb");
+    b.db.write_new(&path).unwrap();
+    path
+}
+
 const TOTAL_SAMPLES: u64 = 27 * 6;
 
 fn setup(test: &str) -> (PathBuf, PathBuf, PathBuf) {
@@ -360,6 +425,53 @@ fn values_are_consistent_in_every_view() {
         let v = ViewTree::from_database(&db, kind, &Selection::All);
         check_consistency(&v);
     }
+}
+
+#[test]
+fn text_and_json_name_every_scope_alike() {
+    let (dir, db, _) = setup("view_cli_labels");
+    let unusual = build_unusual(&dir);
+    for path in [&db, &unusual] {
+        check_labels_cli(&tool("hpcview-rs"), path);
+        check_labels(&Database::read(path).unwrap());
+    }
+    let labels: Vec<String> = view(&unusual, &["--threshold", "0"])
+        .rows()
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    for expected in [
+        "app.c",
+        "x_work  (app.c: 12)",
+        "loop at [libx.so]",
+        "[libx.so]",
+        "<kernel>",
+        "[I] inlined from helper.h: 7  (app.c: 13)",
+        "loop at line 4",
+        "unknown file: 3",
+        "loop at unknown file",
+        "unknown file",
+        "[I] helper  (unknown file: 14)",
+        "<partial call paths>",
+    ] {
+        assert!(
+            labels.iter().any(|l| l == expected),
+            "{expected}: {labels:?}"
+        );
+    }
+    // The module without DWARF: the JSON names its loop as the text view does (no `: ?`).
+    let json = view(&unusual, &["--flat", "--json"]).json();
+    let names = serde_json::to_string(&json).unwrap();
+    assert!(names.contains(r#""name":"loop at [libx.so]""#), "{names}");
+    assert!(!names.contains(": ?"), "{names}");
+    let folded = folded_lines(&view(&unusual, &["--folded"]).stdout);
+    let get = |path: &str| folded.iter().find(|(p, _)| p == path).map(|(_, c)| *c);
+    assert_eq!(get("main;x_work;loop at [libx.so]"), Some(4 * 6));
+    assert_eq!(get("main;x_work;loop at [libx.so];<kernel>_[k]"), Some(6));
+    assert_eq!(
+        get("main;inlined from helper.h: 7_[i];loop at line 4"),
+        Some(2 * 6)
+    );
 }
 
 #[test]

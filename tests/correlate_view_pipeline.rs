@@ -9,10 +9,9 @@ mod correlate_view_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use correlate::database::{Database, Selection};
-use correlate::viewtree::{ViewKind, ViewTree};
+use correlate::{Database, Selection, ViewKind, ViewTree};
 use correlate_view_support::{
-    check_consistency, check_schema, folded_lines, inferno_svg, run_view, ViewRun,
+    check_consistency, check_labels_cli, check_schema, folded_lines, inferno_svg, run_view, ViewRun,
 };
 use hpctoolkit_tests::{compile, run_ok, scratch_dir, tool};
 use serde_json::Value;
@@ -71,8 +70,10 @@ fn incl(node: &Value) -> u64 {
     node["incl"][0].as_u64().expect("incl")
 }
 
-/// Every view of `db` keeps the consistency rules, and its JSON keeps the contract.
+/// Every view of `db` keeps the consistency rules, its JSON keeps the contract, and its text
+/// and JSON name every scope alike.
 fn check_all_views(db_path: &Path) {
+    check_labels_cli(&tool("hpcview-rs"), db_path);
     let db = Database::read(db_path).expect("read database");
     for kind in [ViewKind::TopDown, ViewKind::Callers, ViewKind::Flat] {
         check_consistency(&ViewTree::from_database(&db, kind, &Selection::All));
@@ -247,5 +248,36 @@ fn stl_map_loops_and_inlined_frames() {
             .iter()
             .any(|(p, _)| p.contains(";loop at stlmap.cc: 18;") && p.contains("_[i]")),
         "loops and inlined frames in the folded stacks"
+    );
+}
+
+#[test]
+fn module_without_dwarf_is_named_alike_in_every_output() {
+    // -g0 after -g: no debug information at all, so loops and lines have no source position.
+    let (dir, db) = pipeline(
+        "view_pipe_nodwarf",
+        "view_callers.c",
+        &["-g0"],
+        &["30000000"],
+    );
+    check_all_views(&db);
+    let text = view(&db, &["--threshold", "0"]);
+    let labels: Vec<String> = text.rows().into_iter().map(|(_, l)| l).collect();
+    assert!(
+        labels.iter().any(|l| l == "loop at [app]"),
+        "{}",
+        text.stdout
+    );
+    let json = view(&db, &["--json"]).json();
+    let lp = find(&json["root"], &|n| {
+        n["kind"] == "loop" && n["module"].as_str().is_some_and(|m| m.ends_with("/app"))
+    })
+    .expect("a loop of the program");
+    assert_eq!(lp["name"], "loop at [app]");
+    assert!(lp.get("line").is_none(), "no line without DWARF: {lp}");
+    let lines = check_folded(&dir, &db);
+    assert!(
+        lines.iter().any(|(p, _)| p.contains(";work;loop at [app]")),
+        "{lines:?}"
     );
 }

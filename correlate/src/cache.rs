@@ -60,13 +60,13 @@ impl StructureCache {
     }
 
     /// The directory holding the entries.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// The cache key of the binary at `path`: its build-id in hex, or a hash of its path, size
     /// and modification time. `None` if the file cannot be examined.
-    pub fn key(path: &Path, build_id: Option<&[u8]>) -> Option<String> {
+    pub(crate) fn key(path: &Path, build_id: Option<&[u8]>) -> Option<String> {
         if let Some(id) = build_id.filter(|id| !id.is_empty()) {
             return Some(format!("b-{}", hex(id)));
         }
@@ -82,7 +82,7 @@ impl StructureCache {
     }
 
     /// The tree cached under `key` and the addresses it covers, if there is a valid entry.
-    pub fn load(&self, key: &str) -> Option<(ScopeTree, Coverage)> {
+    pub(crate) fn load(&self, key: &str) -> Option<(ScopeTree, Coverage)> {
         let path = self.entry(key);
         let bytes = fs::read(&path).ok()?;
         let body = CACHE_ENTRY.body(&bytes, &path).ok()?;
@@ -95,7 +95,12 @@ impl StructureCache {
     }
 
     /// Store `tree`, which answers for `coverage`, under `key`, replacing any previous entry.
-    pub fn store(&self, key: &str, tree: &ScopeTree, coverage: &Coverage) -> std::io::Result<()> {
+    pub(crate) fn store(
+        &self,
+        key: &str,
+        tree: &ScopeTree,
+        coverage: &Coverage,
+    ) -> std::io::Result<()> {
         fs::create_dir_all(&self.dir)?;
         let bytes = CACHE_ENTRY
             .encode(&(TOOLS, coverage, tree))

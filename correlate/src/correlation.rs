@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fxhash::FxHashMap;
-use profiler::db::{Cost, Profile};
+use profiler::db::Profile;
 use rayon::prelude::*;
 use structure::{Analysis, Coverage, ScopeTree, StructureError};
 
@@ -63,7 +63,7 @@ pub struct Summary {
 impl Summary {
     /// Number of modules whose structure came from each kind of source: (file, on the fly,
     /// cache, none).
-    pub fn module_counts(&self) -> (usize, usize, usize, usize) {
+    pub(crate) fn module_counts(&self) -> (usize, usize, usize, usize) {
         let count =
             |f: fn(&StructureSource) -> bool| self.modules.iter().filter(|(_, s)| f(s)).count();
         (
@@ -181,12 +181,7 @@ fn merge_metrics(
                 }
                 Some(i) => i,
                 None => {
-                    metrics.push(MetricDesc {
-                        name: event.name.clone(),
-                        unit: event.unit.clone(),
-                        sampling: event.sampling,
-                        total: Cost::default(),
-                    });
+                    metrics.push(MetricDesc::new(&event.name, &event.unit, event.sampling));
                     metrics.len() - 1
                 }
             };

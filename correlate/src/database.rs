@@ -13,7 +13,8 @@
 //! ([`NodeKind`]). A call site is a statement node in the caller; the callee's procedure frame
 //! hangs below it. Each node stores only the costs sampled exactly there ("self" costs), split by
 //! thread; every metric a view shows (inclusive, exclusive, the callers and flat trees) is
-//! computed from them by [`crate::projection`], so the views cannot disagree.
+//! computed from them by the projections ([`crate::top_down`], [`crate::callers`],
+//! [`crate::flat`]), so the views cannot disagree.
 
 use std::collections::hash_map::Entry;
 use std::path::Path;
@@ -23,8 +24,10 @@ use profiler::db::{Cost, Sampling};
 use profiler::envelope::{EnvelopeError, FileKind, Replace};
 use serde::{Deserialize, Serialize};
 
+use crate::label;
+
 /// The kind of file a database is.
-pub static DATABASE_FILE: FileKind = FileKind {
+pub(crate) static DATABASE_FILE: FileKind = FileKind {
     magic: *b"HPCPROFD",
     version: 1,
     noun: "database",
@@ -72,6 +75,18 @@ pub struct MetricDesc {
     pub sampling: Sampling,
     /// Total over the whole database (all threads).
     pub total: Cost,
+}
+
+impl MetricDesc {
+    /// A metric named `name` in `unit`, sampled as `sampling`, with no total yet.
+    pub fn new(name: impl Into<String>, unit: impl Into<String>, sampling: Sampling) -> MetricDesc {
+        MetricDesc {
+            name: name.into(),
+            unit: unit.into(),
+            sampling,
+            total: Cost::default(),
+        }
+    }
 }
 
 /// Where a module's program structure came from during correlation.
@@ -324,8 +339,9 @@ impl Database {
     /// name for the pseudo-frames (`<program root>`, `<partial call paths>`, ...).
     pub fn label(&self, id: NodeId) -> String {
         let n = &self.nodes[id as usize];
-        let file = n.file.map(|f| base_name(self.file(f)));
-        label_for(n.kind, &n.name, file, n.line)
+        let file = n.file.map(|f| self.file(f));
+        let name = label::name(n.kind, &n.name, file, n.line);
+        label::display(n.kind, &name, None)
     }
 
     /// Indices of the threads with OS thread id `tid` (several when profiles are merged).
@@ -469,35 +485,13 @@ pub struct ChildIndex {
     map: FxHashMap<(NodeId, NodeKey), NodeId>,
 }
 
-/// The last component of a path (`/a/b/c.cc` -> `c.cc`).
-pub fn base_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
-}
-
-/// The hpcviewer-style label for a node of kind `kind` with raw name `name`, file base name
-/// `file` and line `line`.
-pub fn label_for(kind: NodeKind, name: &str, file: Option<&str>, line: Option<u32>) -> String {
-    let file = file.unwrap_or("<unknown file>");
-    let line = line.map_or_else(|| "?".to_string(), |l| l.to_string());
-    match kind {
-        NodeKind::Inlined => format!("[I] {name}"),
-        NodeKind::Loop => format!("loop at {file}: {line}"),
-        NodeKind::Statement => format!("{file}: {line}"),
-        _ => name.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn sample_db() -> Database {
-        let mut db = Database::new(vec![MetricDesc {
-            name: "cpu-clock".into(),
-            unit: "ns".into(),
-            sampling: Sampling::Frequency(1000),
-            total: Cost::default(),
-        }]);
+        let metric = MetricDesc::new("cpu-clock", "ns", Sampling::Frequency(1000));
+        let mut db = Database::new(vec![metric]);
         db.threads.push(ThreadDesc {
             profile: 0,
             pid: 1,

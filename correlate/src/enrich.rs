@@ -16,23 +16,24 @@ use profiler::db::{Cost, Frame, Profile};
 use structure::{ScopeId, ScopeKind, ScopeTree};
 
 use crate::database::{
-    base_name, ChildIndex, Database, FileId, MetricDesc, ModuleDesc, ModuleId, NodeId, NodeKey,
-    NodeKind, ThreadDesc, ThreadIdx,
+    ChildIndex, Database, FileId, MetricDesc, ModuleDesc, ModuleId, NodeId, NodeKey, NodeKind,
+    ThreadDesc, ThreadIdx,
 };
+use crate::label;
 
 /// How one profile's indices map into the database.
 #[derive(Debug, Clone)]
-pub struct ProfileMapping {
+pub(crate) struct ProfileMapping {
     /// Index of the profile in [`Database::profiles`].
-    pub profile: u32,
+    pub(crate) profile: u32,
     /// Database module of each of the profile's modules.
-    pub modules: Vec<ModuleId>,
+    pub(crate) modules: Vec<ModuleId>,
     /// Database metric of each of the profile's events.
-    pub metrics: Vec<usize>,
+    pub(crate) metrics: Vec<usize>,
 }
 
 /// Builds a [`Database`] from profiles and per-module scope trees.
-pub struct Enricher<'a> {
+pub(crate) struct Enricher<'a> {
     db: Database,
     index: ChildIndex,
     files: FxHashMap<String, FileId>,
@@ -49,7 +50,7 @@ pub struct Enricher<'a> {
 impl<'a> Enricher<'a> {
     /// An enricher for a database with these metrics and modules; `structures[m]` is module
     /// `m`'s scope tree (finished, so lookups work), or `None`.
-    pub fn new(
+    pub(crate) fn new(
         metrics: Vec<MetricDesc>,
         modules: Vec<ModuleDesc>,
         structures: &'a [Option<&'a ScopeTree>],
@@ -69,7 +70,7 @@ impl<'a> Enricher<'a> {
     }
 
     /// Add every thread of `profile` (already validated: parents precede children).
-    pub fn add_profile(&mut self, profile: &Profile, map: &ProfileMapping) {
+    pub(crate) fn add_profile(&mut self, profile: &Profile, map: &ProfileMapping) {
         let metrics = self.db.metrics.len();
         for thread in &profile.threads {
             let tidx = self.db.threads.len() as ThreadIdx;
@@ -151,10 +152,8 @@ impl<'a> Enricher<'a> {
             Some((tree, stmt)) => self.scope_chain(module, tree, stmt).into(),
             None => {
                 self.unknown.insert((Some(module), addr));
-                let name = format!(
-                    "<unknown procedure> {addr:#x} [{}]",
-                    base_name(&self.db.modules[module as usize].path)
-                );
+                let path = &self.db.modules[module as usize].path;
+                let name = label::unknown_procedure(addr, Some(path));
                 Rc::new([NodeKey {
                     module: Some(module),
                     ..NodeKey::pseudo(NodeKind::Unknown, name)
@@ -223,7 +222,7 @@ impl<'a> Enricher<'a> {
     }
 
     /// The finished database (totals computed, correlation counters set).
-    pub fn finish(mut self) -> Database {
+    pub(crate) fn finish(mut self) -> Database {
         self.db.stats.unknown_addresses = self.unknown.len() as u64;
         self.db.compute_totals();
         self.db
@@ -369,12 +368,11 @@ mod tests {
         let t = tree();
         let trees = [Some(&t)];
         let p = profile();
-        let metrics = vec![MetricDesc {
-            name: "cpu-clock".into(),
-            unit: "ns".into(),
-            sampling: Sampling::Frequency(1000),
-            total: Cost::default(),
-        }];
+        let metrics = vec![MetricDesc::new(
+            "cpu-clock",
+            "ns",
+            Sampling::Frequency(1000),
+        )];
         let modules = vec![ModuleDesc {
             path: "/bin/app".into(),
             build_id: None,
@@ -454,7 +452,7 @@ mod tests {
             t.nodes[main].excl[0].samples, 2,
             "inlined code is main's own"
         );
-        let add = t.find(|n| n.name == "[I] add").unwrap();
+        let add = t.find(|n| n.label() == "[I] add").unwrap();
         assert_eq!(
             (t.nodes[add].incl[0].samples, t.nodes[add].excl[0].samples),
             (4, 2)
@@ -463,7 +461,7 @@ mod tests {
         let g = c.children(0).find(|(_, n)| n.name == "g").unwrap().0;
         let split: Vec<(String, u64)> = c
             .children(g)
-            .map(|(_, n)| (n.name.clone(), n.incl[0].samples))
+            .map(|(_, n)| (n.label(), n.incl[0].samples))
             .collect();
         assert_eq!(
             split,
@@ -480,12 +478,11 @@ mod tests {
             build_id: None,
             structure: StructureSource::None("test".into()),
         }];
-        let metrics = vec![MetricDesc {
-            name: "cpu-clock".into(),
-            unit: "ns".into(),
-            sampling: Sampling::Frequency(1000),
-            total: Cost::default(),
-        }];
+        let metrics = vec![MetricDesc::new(
+            "cpu-clock",
+            "ns",
+            Sampling::Frequency(1000),
+        )];
         let mut e = Enricher::new(metrics, modules, &trees);
         e.add_profile(
             &p,

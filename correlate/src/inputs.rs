@@ -52,15 +52,15 @@ pub fn classify(path: &Path) -> Result<InputKind, CorrelateError> {
 
 /// One structure file's trees, with the file they came from.
 #[derive(Debug)]
-pub struct StructureFile {
+pub(crate) struct StructureFile {
     /// The file, as given.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// One finished tree per load module (`LM`) in the file.
-    pub trees: Vec<ScopeTree>,
+    pub(crate) trees: Vec<ScopeTree>,
 }
 
 /// Read a structure file (ours or HPCToolkit's).
-pub fn read_structure_file(path: &Path) -> Result<StructureFile, CorrelateError> {
+pub(crate) fn read_structure_file(path: &Path) -> Result<StructureFile, CorrelateError> {
     let trees = structure::read_structure_file(path)?;
     Ok(StructureFile {
         path: path.to_path_buf(),
@@ -70,17 +70,17 @@ pub fn read_structure_file(path: &Path) -> Result<StructureFile, CorrelateError>
 
 /// What we could learn about a module's binary on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BinaryFacts {
+pub(crate) struct BinaryFacts {
     /// Its GNU build-id, if it has one.
-    pub build_id: Option<Vec<u8>>,
+    pub(crate) build_id: Option<Vec<u8>>,
     /// Addresses and names of its function symbols.
-    pub functions: Vec<(u64, String)>,
+    pub(crate) functions: Vec<(u64, String)>,
 }
 
 /// A file holding this machine's `[vdso]` image, if its build-id is `build_id` (the kernel maps
 /// the same image into every process, so a profile taken under this kernel can use ours). The
 /// image is written once to the temporary directory, named by its build-id.
-pub fn own_vdso_image(build_id: &[u8]) -> Option<std::path::PathBuf> {
+pub(crate) fn own_vdso_image(build_id: &[u8]) -> Option<std::path::PathBuf> {
     let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
     let path = std::env::temp_dir().join(format!("hpcprof-rs-vdso-{hex}.so"));
     if !path.is_file() {
@@ -94,7 +94,7 @@ pub fn own_vdso_image(build_id: &[u8]) -> Option<std::path::PathBuf> {
 }
 
 /// Read the build-id and function symbols of the ELF file at `path`.
-pub fn binary_facts(path: &Path) -> Result<BinaryFacts, CorrelateError> {
+pub(crate) fn binary_facts(path: &Path) -> Result<BinaryFacts, CorrelateError> {
     let bad = |why: String| CorrelateError::Binary {
         path: path.to_path_buf(),
         why,
@@ -124,7 +124,7 @@ pub fn binary_facts(path: &Path) -> Result<BinaryFacts, CorrelateError> {
 /// procedures with an entry address must start at a function symbol of the same (link or
 /// display) name. HPCToolkit files name stripped functions `targXXXX`; those are not counted.
 /// A binary without symbols cannot be checked and is taken on trust.
-pub fn describes(tree: &ScopeTree, facts: &BinaryFacts) -> bool {
+pub(crate) fn describes(tree: &ScopeTree, facts: &BinaryFacts) -> bool {
     if facts.functions.is_empty() {
         return true;
     }
@@ -153,6 +153,6 @@ pub fn describes(tree: &ScopeTree, facts: &BinaryFacts) -> bool {
 
 /// The last path component of a module path, used to match structure files whose `LM` path
 /// differs (the binary was moved, or analysed elsewhere).
-pub fn file_name(path: &str) -> &str {
-    crate::database::base_name(path)
+pub(crate) fn file_name(path: &str) -> &str {
+    crate::label::base_name(path)
 }

@@ -11,35 +11,80 @@
 //! [`profiler::db::Profile::read`]), and optionally structure files; modules without one are
 //! analysed on the fly (in parallel) and cached on disk.
 //!
-//! **What it gives back:** a [`database::Database`] (written to and read from a single
-//! versioned file), and [`projection`]'s functions that compute, from it, the inclusive and
-//! exclusive cost of every node and the top-down, callers and flat trees, with HPCToolkit's
+//! **What it gives back:** a [`Database`] (written to and read from a single versioned file),
+//! and the three views of it as [`ViewTree`]s: [`top_down`], [`callers`] and [`flat`] compute,
+//! from the database, the inclusive and exclusive cost of every scope with HPCToolkit's
 //! semantics (exclusive of a procedure includes its inlined code and loops but not its calls;
 //! in the callers and flat views only the outermost instance of a recursive procedure counts).
-//! Views only present these trees; they compute nothing.
+//! Every scope is named once, by hpcviewer's rules (`[I] name`, `loop at file: line`, ...).
+//! The renderers ([`text`], [`json`], [`folded`], [`source`]) only present a view; they compute
+//! nothing and name nothing.
+//!
+//! ## Metrics and views
+//!
+//! Definitions (costs in event units, per metric; [`Cost::samples`](profiler::db::Cost::samples) alongside):
+//!
+//! - **inclusive** of a node: the self costs of its whole subtree.
+//! - **exclusive** of a procedure, inlined frame or loop: the self costs of its subtree without
+//!   crossing a call edge (into a procedure frame, unknown procedure or the kernel), i.e. its
+//!   own code, including code inlined into it and its loops. Exclusive of a statement, an
+//!   unknown procedure or the kernel: its own self cost. Of the roots: zero.
+//! - **top-down** ([`top_down`]): the enriched tree itself.
+//! - **callers** ([`callers()`]): one top entry per procedure (procedure frames, inlined
+//!   functions, unknown procedures, the kernel, merged by name, module, file and line over all
+//!   contexts); below it the chain of callers of each of its instances, each caller node keyed by
+//!   (caller, call site). Every node on the chain of an instance receives that instance's costs.
+//! - **flat** ([`flat()`]): module > file > procedure > inlined / loops / statements, the static
+//!   structure, costs summed over all contexts; calls made from a statement count in that
+//!   statement's (and its enclosing scopes') inclusive cost, not in their exclusive cost.
+//!
+//! Recursion, in the callers and flat views: a scope's inclusive cost counts only the outermost
+//! instance on each path (a sample is never counted twice for the same entry); exclusive costs
+//! are summed over all instances (they never overlap). Children in every returned tree are in
+//! display order (inclusive value of the first metric, descending).
 //!
 //! Address conventions: a leaf address is the sampled instruction; every interior address is a
 //! return address, looked up at `ra - 1` so that a call at the end of a function is attributed
 //! to its call instruction.
 //!
 //! ```no_run
-//! use correlate::database::{Database, Selection};
-//! use correlate::projection;
+//! use correlate::{top_down, Database, Selection};
 //!
 //! let db = Database::read(std::path::Path::new("profile.hpcdb"))?;
-//! let tree = projection::top_down(&db, &Selection::All);
+//! let tree = top_down(&db, &Selection::All);
 //! for (_, child) in tree.children(0) {
-//!     println!("{} {}", child.name, child.incl[0].value);
+//!     println!("{} {}", child.label(), child.incl[0].value);
 //! }
-//! # Ok::<(), correlate::database::DatabaseError>(())
+//! # Ok::<(), correlate::DatabaseError>(())
 //! ```
+//!
+//! Modules, in pipeline order: `inputs` (recognising profiles and structure files), `cache`
+//! (the on-disk structure cache), `correlation` (the whole `hpcprof-rs` run), `enrich`
+//! (expanding addresses into static contexts), `database` (the `*.hpcdb` file), `projection`
+//! (the three views), `view` (the view model), `label` (how scopes are named), `render` (the
+//! output formats).
 
-pub mod cache;
-pub mod correlation;
-pub mod database;
-pub mod enrich;
-pub mod error;
-pub mod inputs;
-pub mod projection;
-pub mod render;
-pub mod viewtree;
+#![deny(missing_docs)]
+
+mod cache;
+mod correlation;
+mod database;
+mod enrich;
+mod error;
+mod inputs;
+mod label;
+mod projection;
+mod render;
+mod view;
+
+pub use cache::StructureCache;
+pub use correlation::{correlate, summary_text, Analyser, Options, Summary};
+pub use database::{
+    ChildIndex, Database, DatabaseError, DbStats, FileId, MetricDesc, ModuleDesc, ModuleId, Node,
+    NodeId, NodeKey, NodeKind, Selection, StructureSource, ThreadCost, ThreadDesc, ThreadIdx,
+};
+pub use error::CorrelateError;
+pub use inputs::{classify, InputKind};
+pub use projection::{callers, flat, top_down};
+pub use render::{folded, json, source, text};
+pub use view::{MetricInfo, ViewKind, ViewNode, ViewTree};

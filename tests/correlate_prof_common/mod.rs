@@ -5,9 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use correlate::database::Database;
-use correlate::projection::{ViewNode, ViewTree};
+use correlate::{Database, ViewNode, ViewTree};
 use hpctoolkit_tests::{run, run_ok, tool};
+
+#[path = "../correlate_view_support/labels.rs"]
+mod labels;
 
 /// Run `bin args` under `hpcrun-rs` at 1 kHz cpu-clock, writing `dir/NAME.db`.
 pub fn measure(bin: &Path, args: &[&str], dir: &Path, name: &str) -> PathBuf {
@@ -36,7 +38,8 @@ pub fn hpcprof(dir: &Path, inputs: &[&Path], args: &[&str]) -> Output {
         .env("XDG_CACHE_HOME", dir.join("cache")))
 }
 
-/// Correlate `inputs` into `dir/NAME.hpcdb` (must succeed) and load it.
+/// Correlate `inputs` into `dir/NAME.hpcdb` (must succeed) and load it; every view of it must
+/// name its scopes alike in text and JSON.
 pub fn correlate(dir: &Path, inputs: &[&Path], name: &str) -> Database {
     let out = dir.join(format!("{name}.hpcdb"));
     let o = hpcprof(dir, inputs, &["-o", out.to_str().unwrap()]);
@@ -45,7 +48,9 @@ pub fn correlate(dir: &Path, inputs: &[&Path], name: &str) -> Database {
         "hpcprof-rs failed: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    Database::read(&out).expect("database readable")
+    let db = Database::read(&out).expect("database readable");
+    labels::check_labels(&db);
+    db
 }
 
 /// Metric-0 sample count of a cost vector.

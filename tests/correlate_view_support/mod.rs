@@ -3,11 +3,13 @@
 
 #![allow(dead_code)] // each test file uses a different subset
 
+pub mod labels;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use correlate::viewtree::{NodeKind, ViewKind, ViewNode, ViewTree};
+use correlate::{NodeKind, ViewKind, ViewNode, ViewTree};
 use serde_json::Value;
 
 /// One `hpcview-rs` run.
@@ -39,19 +41,7 @@ impl ViewRun {
     /// The text view's rows as (depth, label), read from the indentation under the `scope`
     /// heading.
     pub fn rows(&self) -> Vec<(usize, String)> {
-        let mut lines = self.stdout.lines();
-        let start = lines
-            .by_ref()
-            .find_map(|l| l.find("  scope").map(|i| i + 2))
-            .expect("a heading with `scope`");
-        lines
-            .filter(|l| l.len() > start)
-            .map(|l| {
-                let label = &l[start..];
-                let trimmed = label.trim_start();
-                ((label.len() - trimmed.len()) / 2, trimmed.to_string())
-            })
-            .collect()
+        labels::text_rows(&self.stdout)
     }
 
     /// The first text row whose label is exactly `label`.
@@ -94,6 +84,20 @@ const FIELDS: &[&str] = &[
     "call_file",
     "call_line",
 ];
+
+/// `hpcview-rs` names every node of every view of `db` alike in its text view (all rows, full
+/// names) and its JSON (see [`labels::assert_labels_agree`]).
+pub fn check_labels_cli(hpcview: &Path, db: &Path) {
+    for view in [&[][..], &["--callers"], &["--flat"]] {
+        let text = run_view(
+            hpcview,
+            db,
+            &[view, &["--threshold", "0", "--full-names"]].concat(),
+        );
+        let json = run_view(hpcview, db, &[view, &["--json"]].concat());
+        labels::assert_labels_agree(&text.stdout, &json.stdout);
+    }
+}
 
 /// Check the `--json` contract of DESIGN.md: top-level `metrics`, `view`, `root`; every node with
 /// a known `kind`, a `name`, `incl`/`excl` arrays of one integer per metric, `children` sorted by
@@ -165,51 +169,53 @@ fn check_node(node: &Value, metrics: usize) {
 /// the total.
 pub fn check_consistency(view: &ViewTree) {
     for (m, metric) in view.metrics.iter().enumerate() {
-        assert_eq!(view.root.incl[m], metric.total, "root inclusive = total");
-        view.root.walk(&mut |n: &ViewNode| {
+        let incl = |n: &ViewNode| n.incl[m].value;
+        let excl = |n: &ViewNode| n.excl[m].value;
+        assert_eq!(incl(view.root()), metric.total, "root inclusive = total");
+        for n in &view.nodes {
             assert!(
-                n.excl[m] <= n.incl[m],
-                "{} view: excl {} > incl {} at {} {}",
+                excl(n) <= incl(n),
+                "{} view: excl {} > incl {} at {:?} {}",
                 view.view.name(),
-                n.excl[m],
-                n.incl[m],
-                serde_json::to_value(n.kind).unwrap(),
+                excl(n),
+                incl(n),
+                n.kind,
                 n.name
             );
-        });
-        let top = &view.root.children;
+        }
+        let top: Vec<&ViewNode> = view.children(0).map(|(_, c)| c).collect();
         match view.view {
-            ViewKind::TopDown => check_top_down(&view.root, m),
+            ViewKind::TopDown => check_top_down(view, m),
             ViewKind::Flat => {
                 assert!(top.iter().all(|c| c.kind == NodeKind::Module));
-                let sum: u64 = top.iter().map(|c| c.excl[m]).sum();
+                let sum: u64 = top.iter().map(|c| excl(c)).sum();
                 assert_eq!(sum, metric.total, "flat: module totals sum to the total");
-                assert!(top.iter().all(|c| c.incl[m] <= metric.total));
+                assert!(top.iter().all(|c| incl(c) <= metric.total));
             }
             ViewKind::Callers => {
                 let (inlined, procedures): (Vec<&ViewNode>, Vec<&ViewNode>) =
                     top.iter().partition(|c| c.kind == NodeKind::Inlined);
-                let sum: u64 = procedures.iter().map(|c| c.excl[m]).sum();
+                let sum: u64 = procedures.iter().map(|c| excl(c)).sum();
                 assert_eq!(
                     sum, metric.total,
                     "callers: top-level exclusive sums to the total"
                 );
-                assert!(inlined.iter().all(|c| c.excl[m] <= metric.total));
+                assert!(inlined.iter().all(|c| excl(c) <= metric.total));
             }
         }
     }
 }
 
-fn check_top_down(node: &ViewNode, m: usize) {
-    let own = node.own.get(m).map_or(0, |o| o.value);
-    assert_eq!(
-        node.incl[m],
-        own + node.children_inclusive(m),
-        "top-down: inclusive = own + children at {}",
-        node.name
-    );
-    for child in &node.children {
-        check_top_down(child, m);
+/// Top-down: at every node, inclusive = what was sampled there + the children's inclusive.
+fn check_top_down(view: &ViewTree, m: usize) {
+    for (id, node) in view.nodes.iter().enumerate() {
+        let children: u64 = view.children(id).map(|(_, c)| c.incl[m].value).sum();
+        assert_eq!(
+            node.incl[m].value,
+            node.own[m].value + children,
+            "top-down: inclusive = own + children at {}",
+            node.name
+        );
     }
 }
 

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use correlate::cache::StructureCache;
-use correlate::correlation::{correlate, summary_text, Options};
-use correlate::error::CorrelateError;
+use correlate::{
+    correlate, summary_text, CorrelateError, DatabaseError, InputKind, Options, StructureCache,
+};
 
 /// Merge one or more profile.db files (from hpcrun-rs) with the structure of the code they
 /// sampled into one database of enriched calling contexts: every context is expanded into its
@@ -82,10 +82,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| default_output(&first_profile));
     if output.exists() {
-        return Err(
-            CorrelateError::Database(correlate::database::DatabaseError::Exists { path: output })
-                .into(),
-        );
+        return Err(CorrelateError::Database(DatabaseError::Exists { path: output }).into());
     }
     let (db, summary) = correlate(&options)?;
     db.write_new(&output).map_err(CorrelateError::Database)?;
@@ -97,9 +94,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
 fn first_profile(inputs: &[PathBuf]) -> PathBuf {
     inputs
         .iter()
-        .find(|p| {
-            correlate::inputs::classify(p).ok() == Some(correlate::inputs::InputKind::Profile)
-        })
+        .find(|p| correlate::classify(p).ok() == Some(InputKind::Profile))
         .unwrap_or(&inputs[0])
         .clone()
 }
@@ -111,7 +106,6 @@ fn default_output(profile: &Path) -> PathBuf {
 
 /// Whether an error is the user's input's fault (exit status 2) rather than ours (1).
 fn is_bad_input(e: &CorrelateError) -> bool {
-    use correlate::database::DatabaseError;
     match e {
         CorrelateError::Binary { .. } => false,
         CorrelateError::Database(d) => matches!(d, DatabaseError::Exists { .. }),

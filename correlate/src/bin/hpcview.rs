@@ -10,9 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Parser, ValueEnum};
-use correlate::database::{Database, Selection};
-use correlate::render::{folded, json, source, text};
-use correlate::viewtree::{ViewKind, ViewTree};
+use correlate::{folded, json, source, text, Database, Selection, ViewKind, ViewTree};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -158,7 +156,6 @@ fn run(args: &Args) -> Result<String, Failure> {
     };
     let mut view = ViewTree::from_database(&db, kind, &selection);
     view.select_metrics(&metrics);
-    view.sort();
 
     let stdout = io::stdout();
     let colour = use_colour(args.color, &stdout);
@@ -172,7 +169,7 @@ fn run(args: &Args) -> Result<String, Failure> {
         )
     } else if args.json {
         json::render(&view, &mut out)?;
-        format!("{what}: {} scopes as JSON", view.root.count())
+        format!("{what}: {} scopes as JSON", view.nodes.len())
     } else if args.folded {
         let written = folded::render(&view, 0, &mut out)?;
         format!(

@@ -10,16 +10,44 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::labels::folded_frame;
-use crate::viewtree::{ViewNode, ViewTree};
+use crate::database::NodeKind;
+use crate::view::{ViewNode, ViewTree};
+
+/// inferno's annotation for an inlined frame (its palettes colour such frames aqua).
+const INLINE_SUFFIX: &str = "_[i]";
+
+/// inferno's annotation for a kernel frame (drawn orange).
+const KERNEL_SUFFIX: &str = "_[k]";
 
 /// The folded stacks of `view` for metric `metric`: (frames joined by `;`, samples), in the
 /// tree's order (costliest first), each path once.
 pub fn stacks(view: &ViewTree, metric: usize) -> Vec<(String, u64)> {
-    let mut collector = Collector::default();
-    let mut frames = Vec::new();
-    collector.visit(&view.root, metric, &mut frames, &view.root.name);
+    let mut collector = Collector {
+        view,
+        metric,
+        lines: Vec::new(),
+        index: HashMap::new(),
+    };
+    collector.visit(0, &mut Vec::new());
     collector.lines
+}
+
+/// The frame `node` contributes to a folded stack: its name, annotated for inferno when it is
+/// inlined code or the kernel; `None` for scopes that are not frames (the program root, and
+/// statements, whose samples belong to the enclosing frame).
+fn frame(node: &ViewNode) -> Option<String> {
+    let frame = match node.kind {
+        NodeKind::Root | NodeKind::Statement => return None,
+        NodeKind::Inlined => format!("{}{INLINE_SUFFIX}", node.name),
+        NodeKind::Kernel => format!("{}{KERNEL_SUFFIX}", node.name),
+        _ => node.name.clone(),
+    };
+    Some(separable(&frame))
+}
+
+/// `text` without `;` (which separates frames) and line breaks (which end a record).
+fn separable(text: &str) -> String {
+    text.replace(';', ":").replace(['\n', '\r'], " ")
 }
 
 /// What [`render`] wrote.
@@ -42,31 +70,33 @@ pub fn render(view: &ViewTree, metric: usize, out: &mut dyn Write) -> io::Result
     Ok(summary)
 }
 
-#[derive(Default)]
-struct Collector {
+struct Collector<'a> {
+    view: &'a ViewTree,
+    metric: usize,
     lines: Vec<(String, u64)>,
     index: HashMap<String, usize>,
 }
 
-impl Collector {
-    fn visit(&mut self, node: &ViewNode, metric: usize, frames: &mut Vec<String>, root: &str) {
-        let frame = folded_frame(node);
+impl Collector<'_> {
+    fn visit(&mut self, id: usize, frames: &mut Vec<String>) {
+        let node = &self.view.nodes[id];
+        let frame = frame(node);
         let pushed = frame.is_some();
         if let Some(f) = frame {
             frames.push(f);
         }
-        let own = node.own.get(metric).map_or(0, |o| o.samples);
+        let own = node.own.get(self.metric).map_or(0, |o| o.samples);
         if own > 0 {
             // Samples at the root itself (none in a well-formed profile) keep the root as frame.
             let path = if frames.is_empty() {
-                root.replace(';', ":")
+                separable(&self.view.root().name)
             } else {
                 frames.join(";")
             };
             self.add(path, own);
         }
-        for child in &node.children {
-            self.visit(child, metric, frames, root);
+        for &child in &node.children {
+            self.visit(child, frames);
         }
         if pushed {
             frames.pop();
@@ -87,11 +117,12 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::viewtree::{MetricInfo, NodeKind, Own, ViewKind};
+    use crate::view::{MetricInfo, ViewKind};
+    use profiler::db::Cost;
 
     fn with_own(kind: NodeKind, name: &str, samples: u64) -> ViewNode {
         let mut n = ViewNode::new(kind, name, 1);
-        n.own[0] = Own {
+        n.own[0] = Cost {
             value: samples * 10,
             samples,
         };
@@ -100,30 +131,22 @@ mod tests {
 
     #[test]
     fn paths_are_root_first_merged_and_sum_to_the_samples() {
-        let mut lp = with_own(NodeKind::Loop, "", 0);
-        lp.file = Some("/src/m.cc".into());
-        lp.line = Some(19);
-        let mut add = with_own(NodeKind::Inlined, "Mp::add", 0);
-        add.children = vec![
-            with_own(NodeKind::Statement, "", 4),
-            with_own(NodeKind::Statement, "", 2),
-        ];
-        lp.children = vec![add, with_own(NodeKind::Statement, "", 1)];
-        let mut main = with_own(NodeKind::Procedure, "main", 0);
-        main.children = vec![lp, with_own(NodeKind::Statement, "", 3)];
-        let mut root = with_own(NodeKind::Root, "<program root>", 0);
-        root.children = vec![main];
-        let view = ViewTree {
-            metrics: vec![MetricInfo {
-                name: "cpu-clock".into(),
-                unit: "ns".into(),
-                period: Some(10),
-                total: 100,
-                samples: 10,
-            }],
-            view: ViewKind::TopDown,
-            root,
-        };
+        let metrics = vec![MetricInfo {
+            name: "cpu-clock".into(),
+            unit: "ns".into(),
+            period: Some(10),
+            total: 100,
+            samples: 10,
+        }];
+        let root = with_own(NodeKind::Root, "<program root>", 0);
+        let mut view = ViewTree::new(ViewKind::TopDown, metrics, root);
+        let main = view.push(0, with_own(NodeKind::Procedure, "main", 0));
+        let lp = view.push(main, with_own(NodeKind::Loop, "loop at m.cc: 19", 0));
+        view.push(main, with_own(NodeKind::Statement, "m.cc: 20", 3));
+        let add = view.push(lp, with_own(NodeKind::Inlined, "Mp::add", 0));
+        view.push(lp, with_own(NodeKind::Statement, "m.cc: 19", 1));
+        view.push(add, with_own(NodeKind::Statement, "m.h: 4", 4));
+        view.push(add, with_own(NodeKind::Statement, "m.h: 5", 2));
         let lines = stacks(&view, 0);
         assert_eq!(
             lines,
@@ -137,5 +160,24 @@ mod tests {
         let summary = render(&view, 0, &mut out).unwrap();
         assert_eq!((summary.stacks, summary.samples), (3, 10));
         assert!(String::from_utf8(out).unwrap().ends_with("main 3\n"));
+    }
+
+    #[test]
+    fn frames_mark_inlining_and_the_kernel_and_skip_statements() {
+        let frame_of = |kind, name: &str| frame(&ViewNode::new(kind, name, 1));
+        assert_eq!(
+            frame_of(NodeKind::Inlined, "Mp::add").unwrap(),
+            "Mp::add_[i]"
+        );
+        assert_eq!(
+            frame_of(NodeKind::Loop, "loop at stlmap.cc: 19").unwrap(),
+            "loop at stlmap.cc: 19"
+        );
+        assert_eq!(frame_of(NodeKind::Statement, "stlmap.cc: 20"), None);
+        assert_eq!(
+            frame_of(NodeKind::Kernel, "<kernel>").unwrap(),
+            "<kernel>_[k]"
+        );
+        assert_eq!(frame_of(NodeKind::Procedure, "a;b").unwrap(), "a:b");
     }
 }

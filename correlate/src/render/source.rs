@@ -10,7 +10,8 @@ use std::io::{self, Write};
 use std::path::{Component, Path};
 
 use super::text::{heading, metric_columns};
-use crate::viewtree::{MetricInfo, NodeKind, ViewNode, ViewTree};
+use crate::database::NodeKind;
+use crate::view::{MetricInfo, ViewNode, ViewTree};
 
 /// Why `--source` cannot be answered.
 #[derive(Debug, thiserror::Error)]
@@ -86,17 +87,18 @@ pub struct FileCosts {
     pub lines: BTreeMap<u32, LineCost>,
 }
 
-/// The per-line costs of the one file of `view` that matches `query` (see [`path_matches`]).
+/// The per-line costs of the one file of `view` that matches `query`: the recorded path and the
+/// query agree in their trailing path components.
 pub fn file_costs(view: &ViewTree, query: &str) -> Result<FileCosts, SourceError> {
-    let mut files = BTreeSet::new();
-    view.root.walk(&mut |n| {
-        if let (NodeKind::Statement, Some(f)) = (n.kind, &n.file) {
-            files.insert(f.as_str());
-        }
-        if let (NodeKind::Inlined, Some(f)) = (n.kind, &n.call_file) {
-            files.insert(f.as_str());
-        }
-    });
+    let files: BTreeSet<&str> = view
+        .nodes
+        .iter()
+        .filter_map(|n| match n.kind {
+            NodeKind::Statement => n.file.as_deref(),
+            NodeKind::Inlined => n.call_file.as_deref(),
+            _ => None,
+        })
+        .collect();
     let matching: Vec<&str> = files
         .iter()
         .copied()
@@ -118,13 +120,7 @@ pub fn file_costs(view: &ViewTree, query: &str) -> Result<FileCosts, SourceError
         }
     };
     let mut lines: BTreeMap<u32, LineCost> = BTreeMap::new();
-    add_line_costs(
-        &view.root,
-        &path,
-        view.metrics.len(),
-        &mut Vec::new(),
-        &mut lines,
-    );
+    add_line_costs(view, 0, &path, &mut Vec::new(), &mut lines);
     Ok(FileCosts { path, lines })
 }
 
@@ -138,16 +134,18 @@ fn line_in(n: &ViewNode, path: &str) -> Option<u32> {
     }
 }
 
-/// Add the costs below `n` to the lines of `path`. A line's inclusive cost counts each subtree
-/// once: not again below a scope already counted for that line (`active`), so code inlined into
-/// itself from one line (recursive templates) is not counted once per level.
+/// Add the costs at and below node `id` to the lines of `path`. A line's inclusive cost counts
+/// each subtree once: not again below a scope already counted for that line (`active`), so code
+/// inlined into itself from one line (recursive templates) is not counted once per level.
 fn add_line_costs(
-    n: &ViewNode,
+    view: &ViewTree,
+    id: usize,
     path: &str,
-    metrics: usize,
     active: &mut Vec<u32>,
     lines: &mut BTreeMap<u32, LineCost>,
 ) {
+    let n = &view.nodes[id];
+    let metrics = view.metrics.len();
     let line = line_in(n, path);
     if let Some(line) = line {
         let cost = lines.entry(line).or_insert_with(|| LineCost {
@@ -156,16 +154,16 @@ fn add_line_costs(
         });
         for m in 0..metrics {
             if !active.contains(&line) {
-                cost.incl[m] += n.incl[m];
+                cost.incl[m] += n.incl[m].value;
             }
             if n.kind == NodeKind::Statement {
-                cost.excl[m] += n.excl[m];
+                cost.excl[m] += n.excl[m].value;
             }
         }
         active.push(line);
     }
-    for child in &n.children {
-        add_line_costs(child, path, metrics, active, lines);
+    for &child in &n.children {
+        add_line_costs(view, child, path, active, lines);
     }
     if line.is_some() {
         active.pop();
@@ -176,7 +174,7 @@ fn add_line_costs(
 /// shorter of the two, as path components (ignoring `.`), is a suffix of the longer. So
 /// `stlmap.cc`, `fixtures/stlmap.cc` and `/abs/tests/fixtures/stlmap.cc` all match
 /// `/abs/tests/fixtures/stlmap.cc`.
-pub fn path_matches(recorded: &str, query: &str) -> bool {
+pub(crate) fn path_matches(recorded: &str, query: &str) -> bool {
     let parts = |p: &str| -> Vec<String> {
         Path::new(p)
             .components()
@@ -260,7 +258,8 @@ fn columns_width(metrics: &[MetricInfo], absolute: bool) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::viewtree::ViewKind;
+    use crate::view::ViewKind;
+    use profiler::db::Cost;
 
     #[test]
     fn specs_split_file_and_lines() {
@@ -301,38 +300,46 @@ mod tests {
         assert!(path_matches("stlmap.cc", "/x/y/stlmap.cc"));
     }
 
+    fn cost(value: u64) -> Cost {
+        Cost { samples: 1, value }
+    }
+
     fn statement(file: &str, line: u32, incl: u64, excl: u64) -> ViewNode {
-        let mut n = ViewNode::new(NodeKind::Statement, "", 1);
+        let mut n = ViewNode::new(NodeKind::Statement, format!("{file}: {line}"), 1);
         n.file = Some(file.into());
         n.line = Some(line);
-        n.incl[0] = incl;
-        n.excl[0] = excl;
+        n.incl[0] = cost(incl);
+        n.excl[0] = cost(excl);
         n
     }
 
+    fn inlined(name: &str, site: (&str, u32), incl: u64) -> ViewNode {
+        let mut n = ViewNode::new(NodeKind::Inlined, name, 1);
+        n.call_file = Some(site.0.into());
+        n.call_line = Some(site.1);
+        n.incl[0] = cost(incl);
+        n
+    }
+
+    /// f > {a.c: 3 (60, 10), a.c: 5 (30), b.c: 5 (5)}; g > a.c: 3 (5).
     fn view() -> ViewTree {
         let mut root = ViewNode::new(NodeKind::Root, "<program root>", 1);
-        root.incl[0] = 100;
-        let mut f = ViewNode::new(NodeKind::Procedure, "f", 1);
-        f.children = vec![
-            statement("/s/a.c", 3, 60, 10),
-            statement("/s/a.c", 5, 30, 30),
-            statement("/s/b.c", 5, 5, 5),
-        ];
-        let mut g = ViewNode::new(NodeKind::Inlined, "g", 1);
-        g.children = vec![statement("/s/a.c", 3, 5, 5)];
-        root.children = vec![f, g];
-        ViewTree {
-            metrics: vec![MetricInfo {
-                name: "cpu-clock".into(),
-                unit: "ns".into(),
-                period: Some(1),
-                total: 100,
-                samples: 100,
-            }],
-            view: ViewKind::Flat,
-            root,
-        }
+        root.incl[0] = cost(100);
+        let metrics = vec![MetricInfo {
+            name: "cpu-clock".into(),
+            unit: "ns".into(),
+            period: Some(1),
+            total: 100,
+            samples: 100,
+        }];
+        let mut v = ViewTree::new(ViewKind::Flat, metrics, root);
+        let f = v.push(0, ViewNode::new(NodeKind::Procedure, "f", 1));
+        v.push(f, statement("/s/a.c", 3, 60, 10));
+        v.push(f, statement("/s/a.c", 5, 30, 30));
+        v.push(f, statement("/s/b.c", 5, 5, 5));
+        let g = v.push(0, ViewNode::new(NodeKind::Inlined, "g", 1));
+        v.push(g, statement("/s/a.c", 3, 5, 5));
+        v
     }
 
     #[test]
@@ -351,18 +358,11 @@ mod tests {
     #[test]
     fn inlined_calls_count_on_their_call_line_once() {
         // h, inlined from a.c:7, holds b.c code and (recursively) h inlined again from a.c:7.
-        let mut inner = ViewNode::new(NodeKind::Inlined, "h", 1);
-        inner.call_file = Some("/s/a.c".into());
-        inner.call_line = Some(7);
-        inner.incl = vec![20];
-        inner.children = vec![statement("/s/b.c", 2, 20, 20)];
-        let mut outer = ViewNode::new(NodeKind::Inlined, "h", 1);
-        outer.call_file = Some("/s/a.c".into());
-        outer.call_line = Some(7);
-        outer.incl = vec![50];
-        outer.children = vec![statement("/s/b.c", 2, 30, 30), inner];
         let mut v = view();
-        v.root.children.push(outer);
+        let outer = v.push(0, inlined("h", ("/s/a.c", 7), 50));
+        v.push(outer, statement("/s/b.c", 2, 30, 30));
+        let inner = v.push(outer, inlined("h", ("/s/a.c", 7), 20));
+        v.push(inner, statement("/s/b.c", 2, 20, 20));
         let costs = file_costs(&v, "a.c").unwrap();
         assert_eq!(
             costs.lines[&7].incl,

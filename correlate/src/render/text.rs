@@ -10,9 +10,10 @@
 
 use std::io::{self, Write};
 
-use super::labels::{call_site, text_label};
-use super::names::shorten;
-use crate::viewtree::{MetricInfo, NodeKind, ViewNode, ViewTree};
+use profiler::db::Cost;
+
+use crate::database::NodeKind;
+use crate::view::{MetricInfo, ViewNode, ViewTree};
 
 /// How the text view is laid out.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,30 +58,31 @@ pub struct TextSummary {
 /// Print `view` as an indented tree to `out`.
 pub fn render(view: &ViewTree, opts: &TextOptions, out: &mut dyn Write) -> io::Result<TextSummary> {
     let mut printer = Printer {
-        metrics: &view.metrics,
+        view,
         opts,
-        hot: hot_path(&view.root, opts.expand_hot_pct),
+        hot: hot_path(view, opts.expand_hot_pct),
         out,
         summary: TextSummary::default(),
     };
     printer.header()?;
-    printer.node(&view.root, 0, true)?;
+    printer.node(0, 0, true)?;
     Ok(printer.summary)
 }
 
 /// Child indices from the root along the hot path: at each node, the costliest child while it
 /// holds at least `pct` percent of that node's inclusive cost (first metric).
-pub fn hot_path(root: &ViewNode, pct: f64) -> Vec<usize> {
+pub(crate) fn hot_path(view: &ViewTree, pct: f64) -> Vec<usize> {
     let mut path = Vec::new();
-    let mut node = root;
+    let mut node = view.root();
     while let Some((i, child)) = node
         .children
         .iter()
+        .map(|&c| &view.nodes[c])
         .enumerate()
-        .max_by_key(|(i, c)| (c.incl[0], std::cmp::Reverse(*i)))
+        .max_by_key(|(i, c)| (c.incl[0].value, std::cmp::Reverse(*i)))
     {
-        let parent = node.incl[0] as f64;
-        if parent <= 0.0 || (child.incl[0] as f64) * 100.0 < pct * parent {
+        let parent = node.incl[0].value as f64;
+        if parent <= 0.0 || (child.incl[0].value as f64) * 100.0 < pct * parent {
             break;
         }
         path.push(i);
@@ -102,7 +104,7 @@ const PCT_WIDTH: usize = 7;
 const ABS_WIDTH: usize = 10;
 
 struct Printer<'a> {
-    metrics: &'a [MetricInfo],
+    view: &'a ViewTree,
     opts: &'a TextOptions,
     hot: Vec<usize>,
     out: &'a mut dyn Write,
@@ -119,10 +121,10 @@ impl Printer<'_> {
     }
 
     fn header(&mut self) -> io::Result<()> {
-        for m in self.metrics {
+        for m in &self.view.metrics {
             writeln!(self.out, "{}", metric_summary(m))?;
         }
-        let [names, columns] = heading(self.metrics, self.opts.absolute, "scope");
+        let [names, columns] = heading(&self.view.metrics, self.opts.absolute, "scope");
         let names = self.paint(HEADING, &names);
         let columns = self.paint(HEADING, &columns);
         writeln!(self.out, "{names}")?;
@@ -130,16 +132,11 @@ impl Printer<'_> {
     }
 
     fn columns(&self, incl: &[u64], excl: &[u64]) -> String {
-        metric_columns(self.metrics, incl, excl, self.opts.absolute)
+        metric_columns(&self.view.metrics, incl, excl, self.opts.absolute)
     }
 
     fn label(&self, node: &ViewNode, hot: bool) -> String {
-        let width = self.opts.name_width;
-        let short = |name: &str| match width {
-            Some(w) => shorten(name, w),
-            None => name.to_string(),
-        };
-        let text = text_label(node, &short);
+        let text = node.label_within(self.opts.name_width);
         let style = match node.kind {
             _ if hot => HOT,
             NodeKind::Loop => LOOP,
@@ -151,8 +148,11 @@ impl Printer<'_> {
         } else {
             self.paint(style, &text)
         };
-        if matches!(node.kind, NodeKind::Procedure | NodeKind::Inlined) {
-            if let Some(site) = call_site(node) {
+        if matches!(
+            node.kind,
+            NodeKind::Procedure | NodeKind::Kernel | NodeKind::Inlined
+        ) {
+            if let Some(site) = node.call_site() {
                 label.push_str("  ");
                 label.push_str(&self.paint(DIM, &format!("({site})")));
             }
@@ -160,10 +160,12 @@ impl Printer<'_> {
         label
     }
 
-    fn node(&mut self, node: &ViewNode, depth: usize, hot: bool) -> io::Result<()> {
+    fn node(&mut self, id: usize, depth: usize, hot: bool) -> io::Result<()> {
+        let view = self.view;
+        let node = &view.nodes[id];
         let row = format!(
             "{}  {}{}",
-            self.columns(&node.incl, &node.excl),
+            self.columns(&values(&node.incl), &values(&node.excl)),
             "  ".repeat(depth),
             self.label(node, hot)
         );
@@ -174,14 +176,14 @@ impl Printer<'_> {
         } else {
             None
         };
-        let total = self.metrics.first().map_or(0, |m| m.total) as f64;
+        let total = view.metrics.first().map_or(0, |m| m.total) as f64;
         let deep_enough = self.opts.depth.is_some_and(|max| depth + 1 > max);
         let mut folded: Vec<&ViewNode> = Vec::new();
-        for (i, child) in node.children.iter().enumerate() {
+        for (i, (c, child)) in view.children(id).enumerate() {
             let is_hot = hot_child == Some(i);
-            let big = child.incl[0] as f64 * 100.0 >= self.opts.threshold_pct * total;
+            let big = child.incl[0].value as f64 * 100.0 >= self.opts.threshold_pct * total;
             if is_hot || (big && !deep_enough) {
-                self.node(child, depth + 1, is_hot)?;
+                self.node(c, depth + 1, is_hot)?;
             } else {
                 folded.push(child);
             }
@@ -194,10 +196,10 @@ impl Printer<'_> {
         if folded.is_empty() {
             return Ok(());
         }
-        let n = self.metrics.len();
-        let sum = |pick: fn(&ViewNode) -> &[u64]| -> Vec<u64> {
+        let n = self.view.metrics.len();
+        let sum = |pick: fn(&ViewNode) -> &[Cost]| -> Vec<u64> {
             (0..n)
-                .map(|m| folded.iter().map(|c| pick(c)[m]).sum())
+                .map(|m| folded.iter().map(|c| pick(c)[m].value).sum())
                 .collect()
         };
         let incl = sum(|c| &c.incl);
@@ -214,9 +216,14 @@ impl Printer<'_> {
     }
 }
 
+/// The values (in the metric's unit) of one cost per metric.
+fn values(costs: &[Cost]) -> Vec<u64> {
+    costs.iter().map(|c| c.value).collect()
+}
+
 /// One line saying what a metric adds up to, e.g.
 /// `cpu-clock: 4.123s in 4123 samples (period 1.000ms)`.
-pub fn metric_summary(m: &MetricInfo) -> String {
+pub(crate) fn metric_summary(m: &MetricInfo) -> String {
     let sampling = match m.period {
         Some(p) => format!("period {}", format_value(p, &m.unit)),
         None => "frequency-sampled".to_string(),
@@ -232,7 +239,7 @@ pub fn metric_summary(m: &MetricInfo) -> String {
 /// Two heading lines for the metric columns: metric names over their column groups, then
 /// `incl%`/`excl%` (and `incl`/`excl` for absolute values) followed by `last` (the row label's
 /// heading).
-pub fn heading(metrics: &[MetricInfo], absolute: bool, last: &str) -> [String; 2] {
+pub(crate) fn heading(metrics: &[MetricInfo], absolute: bool, last: &str) -> [String; 2] {
     let width = if absolute {
         2 * (PCT_WIDTH + ABS_WIDTH)
     } else {
@@ -257,7 +264,7 @@ pub fn heading(metrics: &[MetricInfo], absolute: bool, last: &str) -> [String; 2
 /// The metric columns of one row: per metric, the inclusive and exclusive values as percentages
 /// of the metric's total (preceded by absolute values when `absolute`); a zero exclusive value is
 /// left blank, as hpcviewer does.
-pub fn metric_columns(
+pub(crate) fn metric_columns(
     metrics: &[MetricInfo],
     incl: &[u64],
     excl: &[u64],
@@ -296,7 +303,7 @@ fn percent(value: u64, total: u64) -> String {
 
 /// An absolute value for display: seconds (or milliseconds) for `ns`, a count with a k/M/G
 /// suffix otherwise.
-pub fn format_value(value: u64, unit: &str) -> String {
+pub(crate) fn format_value(value: u64, unit: &str) -> String {
     if unit == "ns" {
         let secs = value as f64 / 1e9;
         return if secs >= 1.0 {
@@ -325,45 +332,44 @@ fn clip(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::viewtree::{ViewKind, ViewNode};
+    use crate::view::ViewKind;
 
     fn node(kind: NodeKind, name: &str, incl: u64, excl: u64) -> ViewNode {
         let mut n = ViewNode::new(kind, name, 1);
-        n.incl[0] = incl;
-        n.excl[0] = excl;
+        n.incl[0] = Cost {
+            samples: incl,
+            value: incl,
+        };
+        n.excl[0] = Cost {
+            samples: excl,
+            value: excl,
+        };
         n
     }
 
     /// root 1000 > main 990 > {hot 900 > {leaf 880, tiny 5, tinier 5}, cold 80, 5 x 2}
     fn sample_view() -> ViewTree {
-        let mut hot = node(NodeKind::Procedure, "hot", 900, 10);
-        hot.children = vec![
-            node(NodeKind::Procedure, "leaf", 880, 880),
-            node(NodeKind::Procedure, "tiny", 5, 5),
-            node(NodeKind::Procedure, "tinier", 5, 5),
-        ];
-        let mut main = node(NodeKind::Procedure, "main", 990, 0);
-        main.children = vec![hot, node(NodeKind::Procedure, "cold", 80, 80)];
-        main.children
-            .extend((0..5).map(|i| node(NodeKind::Statement, &format!("s{i}"), 2, 2)));
-        let mut root = node(NodeKind::Root, "<program root>", 1000, 0);
-        root.children = vec![
-            main,
-            node(NodeKind::Unknown, "<partial call paths>", 10, 10),
-        ];
-        ViewTree {
-            metrics: vec![MetricInfo {
-                name: "cpu-clock".into(),
-                unit: "ns".into(),
-                period: Some(1_000_000),
-                total: 1000,
-                samples: 1000,
-            }],
-            view: ViewKind::TopDown,
-            root,
+        let metrics = vec![MetricInfo {
+            name: "cpu-clock".into(),
+            unit: "ns".into(),
+            period: Some(1_000_000),
+            total: 1000,
+            samples: 1000,
+        }];
+        let root = node(NodeKind::Root, "<program root>", 1000, 0);
+        let mut view = ViewTree::new(ViewKind::TopDown, metrics, root);
+        let main = view.push(0, node(NodeKind::Procedure, "main", 990, 0));
+        view.push(0, node(NodeKind::Partial, "<partial call paths>", 10, 10));
+        let hot = view.push(main, node(NodeKind::Procedure, "hot", 900, 10));
+        view.push(hot, node(NodeKind::Procedure, "leaf", 880, 880));
+        view.push(hot, node(NodeKind::Procedure, "tiny", 5, 5));
+        view.push(hot, node(NodeKind::Procedure, "tinier", 5, 5));
+        view.push(main, node(NodeKind::Procedure, "cold", 80, 80));
+        for i in 0..5 {
+            view.push(main, node(NodeKind::Statement, &format!("s{i}"), 2, 2));
         }
+        view
     }
-
     fn render_to_string(view: &ViewTree, opts: &TextOptions) -> (String, TextSummary) {
         let mut out = Vec::new();
         let summary = render(view, opts, &mut out).unwrap();
@@ -430,8 +436,8 @@ mod tests {
             "hot path expanded past depth 1:\n{text}"
         );
         assert!(!text.contains(" cold"), "{text}");
-        assert_eq!(hot_path(&sample_view().root, 50.0), [0, 0, 0]);
-        assert_eq!(hot_path(&sample_view().root, 99.5), Vec::<usize>::new());
+        assert_eq!(hot_path(&sample_view(), 50.0), [0, 0, 0]);
+        assert_eq!(hot_path(&sample_view(), 99.5), Vec::<usize>::new());
     }
 
     #[test]
@@ -441,7 +447,7 @@ mod tests {
             ..TextOptions::default()
         };
         let (text, summary) = render_to_string(&sample_view(), &opts);
-        assert_eq!(summary.rows, sample_view().root.count());
+        assert_eq!(summary.rows, sample_view().nodes.len());
         assert!(!text.contains("more)"));
     }
 

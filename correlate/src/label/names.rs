@@ -1,4 +1,4 @@
-//! Shortening long C++ names for the text view.
+//! Shortening long C++ names for the text view ([`super::display`] with a width).
 //!
 //! Demangled C++ names can run to hundreds of characters of template arguments
 //! (`std::_Rb_tree<int, std::pair<int const, double>, std::_Select1st<...>, ...>::_M_insert_unique`).
@@ -26,7 +26,7 @@ const SPELLINGS: &[(&str, &str)] = &[
 const KEPT_GROUPS: &[&str] = &["(anonymous namespace)"];
 
 /// `name` shortened to at most `max` characters (see the module documentation).
-pub fn shorten(name: &str, max: usize) -> String {
+pub(crate) fn shorten(name: &str, max: usize) -> String {
     let mut name = name.to_string();
     for (long, short) in SPELLINGS {
         if name.contains(long) {
