@@ -21,7 +21,7 @@ use std::path::Path;
 
 use fxhash::FxHashMap;
 use profiler::db::{Cost, Sampling};
-use profiler::envelope::{EnvelopeError, FileKind, Replace};
+use profiler::envelope::{read_file, EnvelopeError, FileKind, Replace};
 use serde::{Deserialize, Serialize};
 
 use crate::label;
@@ -463,11 +463,7 @@ impl Database {
 
     /// Read a database file (see [`Database::from_bytes`]).
     pub fn read(path: &Path) -> Result<Database, DatabaseError> {
-        let bytes = std::fs::read(path).map_err(|source| DatabaseError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Database::from_bytes(&bytes, path)
+        Database::from_bytes(&read_file(path)?, path)
     }
 
     /// Write the database to `path`, which must not exist yet: it is put in place atomically

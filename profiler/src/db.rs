@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::addr::Svma;
-use crate::envelope::{EnvelopeError, FileKind, Replace};
+use crate::envelope::{read_file, EnvelopeError, FileKind, Replace};
 
 /// The kind of file a `profile.db` is.
 pub static PROFILE_FILE: FileKind = FileKind {
@@ -306,11 +306,7 @@ impl Profile {
 
     /// Read a `profile.db` file (see [`Profile::from_bytes`]).
     pub fn read(path: &Path) -> Result<Profile, DbError> {
-        let bytes = std::fs::read(path).map_err(|source| DbError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Profile::from_bytes(&bytes, path)
+        Profile::from_bytes(&read_file(path)?, path)
     }
 
     /// Write the profile to `path` atomically, replacing what is there (see

@@ -12,7 +12,6 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// A kind of file: its magic, the version this build writes and reads, and how to name it in
@@ -134,15 +133,6 @@ impl FileKind {
         postcard::from_bytes(self.body(bytes, path)?).map_err(|source| self.corrupt(path, source))
     }
 
-    /// Read and decode the file at `path`.
-    pub fn read<T: DeserializeOwned>(&'static self, path: &Path) -> Result<T, EnvelopeError> {
-        let bytes = std::fs::read(path).map_err(|source| EnvelopeError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        self.decode(&bytes, path)
-    }
-
     /// Encode `body` and put it at `path` atomically (see [`write_atomically`]).
     pub fn write<T: Serialize>(
         &'static self,
@@ -168,14 +158,7 @@ impl FileKind {
             source,
         };
         let bytes = self.encode(body).map_err(|e| self.corrupt(dir, e))?;
-        let mut file = tempfile::Builder::new()
-            .prefix(prefix)
-            .suffix(suffix)
-            .tempfile_in(dir)
-            .map_err(io_err)?;
-        file.write_all(&bytes)
-            .and_then(|()| file.as_file().sync_all())
-            .map_err(io_err)?;
+        let file = synced_temporary(dir, prefix, suffix, &bytes).map_err(io_err)?;
         let (_, path) = file.keep().map_err(|e| io_err(e.error))?;
         Ok(path)
     }
@@ -208,6 +191,14 @@ pub enum Replace {
     Refused,
 }
 
+/// The whole file at `path`, with an error that names it.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, EnvelopeError> {
+    std::fs::read(path).map_err(|source| EnvelopeError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// Put `bytes` at `path` atomically: they are written and synced to a temporary file created
 /// exclusively, under an unpredictable name, in the same directory, which is then renamed (or,
 /// with [`Replace::Refused`], linked) into place. A failure (a full disk) leaves nothing behind
@@ -222,14 +213,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8], replace: Replace) -> Result<(
         _ => Path::new("."),
     };
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(io_err)?;
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(io_err)?;
+    let tmp = synced_temporary(dir, &format!(".{name}."), ".tmp", bytes).map_err(io_err)?;
     let placed = match replace {
         Replace::Allowed => tmp.persist(path).map(drop),
         Replace::Refused => tmp.persist_noclobber(path).map(drop),
@@ -240,6 +224,23 @@ pub fn write_atomically(path: &Path, bytes: &[u8], replace: Replace) -> Result<(
         },
         _ => io_err(e.error),
     })
+}
+
+/// A new file `{prefix}*{suffix}` in `dir`, created exclusively under an unpredictable name,
+/// holding `bytes` synced to disk; it is removed when dropped unless kept or persisted.
+fn synced_temporary(
+    dir: &Path,
+    prefix: &str,
+    suffix: &str,
+    bytes: &[u8],
+) -> io::Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::Builder::new()
+        .prefix(prefix)
+        .suffix(suffix)
+        .tempfile_in(dir)?;
+    file.write_all(bytes)?;
+    file.as_file().sync_all()?;
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -283,9 +284,17 @@ mod tests {
         KIND.write(&1u32, &path, Replace::Refused).unwrap();
         let again = KIND.write(&2u32, &path, Replace::Refused).unwrap_err();
         assert!(matches!(again, EnvelopeError::Exists { .. }), "{again}");
-        assert_eq!(KIND.read::<u32>(&path).unwrap(), 1);
+        assert_eq!(
+            KIND.decode::<u32>(&read_file(&path).unwrap(), &path)
+                .unwrap(),
+            1
+        );
         KIND.write(&2u32, &path, Replace::Allowed).unwrap();
-        assert_eq!(KIND.read::<u32>(&path).unwrap(), 2);
+        assert_eq!(
+            KIND.decode::<u32>(&read_file(&path).unwrap(), &path)
+                .unwrap(),
+            2
+        );
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "no temporary left: {names:?}");
     }

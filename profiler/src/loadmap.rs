@@ -147,24 +147,25 @@ impl AddressSpace {
         });
     }
 
-    /// The module and link-time address of a runtime address, if it is mapped.
-    pub fn resolve(&self, avma: Avma) -> Option<(ModuleId, Svma)> {
+    /// The mapping holding runtime address `avma`, and the address's link-time address in it.
+    fn mapping_of(&self, avma: Avma) -> Option<(&Mapping, Svma)> {
         let i = self.mappings.partition_point(|m| m.start <= avma.0);
         let m = self.mappings.get(i.checked_sub(1)?)?;
-        (avma.0 < m.end).then(|| (m.module, Svma(avma.0.wrapping_sub(m.bias))))
+        (avma.0 < m.end).then(|| (m, Svma(avma.0.wrapping_sub(m.bias))))
+    }
+
+    /// The module and link-time address of a runtime address, if it is mapped.
+    pub fn resolve(&self, avma: Avma) -> Option<(ModuleId, Svma)> {
+        self.mapping_of(avma).map(|(m, svma)| (m.module, svma))
     }
 
     /// Whether return address `ra` is the return from the first call of a module's entry code
     /// (see [`ENTRY_CALL_WINDOW`]): the outermost frame of a process's main thread.
     pub(crate) fn is_entry_return(&self, ra: Avma) -> bool {
-        let i = self.mappings.partition_point(|m| m.start <= ra.0);
-        let Some(m) = i.checked_sub(1).and_then(|i| self.mappings.get(i)) else {
-            return false;
-        };
-        let svma = ra.0.wrapping_sub(m.bias);
-        ra.0 < m.end
-            && m.entry
-                .is_some_and(|e| svma > e && svma <= e + ENTRY_CALL_WINDOW)
+        self.mapping_of(ra).is_some_and(|(m, svma)| {
+            m.entry
+                .is_some_and(|e| svma.0 > e && svma.0 <= e + ENTRY_CALL_WINDOW)
+        })
     }
 
     /// Populate from `/proc/PID/maps` (for what was mapped before sampling started).
