@@ -327,3 +327,59 @@ fn c_inline_functions_in_a_dwz_supplementary_file() {
         }],
     );
 }
+
+/// Every procedure of a C++ program is named as binutils names the code at its entry: C++
+/// names spelled as GNU's demangler spells them (forwarding constructors, `std::function`,
+/// lambdas), and a function template instance whose DWARF has no link name (GCC omits it when
+/// a lambda is among the template arguments) named in full from the symbol table, not by its
+/// short DWARF name `apply_each<main(int, char**)::<lambda(long int)> >`.
+/// Before, 4 of 17 were misnamed: 3 by their short DWARF names, 1 by the `cpp_demangle` crate.
+#[test]
+fn cxx_procedures_named_as_binutils_names_their_entries() {
+    let dir = scratch_dir("structure-inline-names-procedures");
+    let exe = compile("inline_names_lambda.cc", &dir, "lambda", &["-O2", "-g"]);
+    let tree = analyze_file(&exe, &Options::default()).unwrap().tree;
+    let procs: Vec<_> = tree.procedures().map(|p| tree.get(p)).collect();
+    let entries: Vec<u64> = procs.iter().map(|p| p.entry.unwrap()).collect();
+    let oracle = Oracle {
+        program: "addr2line",
+        naming: Naming::Readable,
+    };
+    let theirs = verify::addr2line_frames(&exe, &entries, &oracle).unwrap();
+    let (mut compared, mut wrong) = (0, Vec::new());
+    for (p, chain) in procs.iter().zip(&theirs) {
+        // One frame: no inlined code at the entry, so binutils names the procedure itself.
+        let [frame] = chain.as_slice() else { continue };
+        if frame.function == "??" {
+            continue;
+        }
+        compared += 1;
+        // Where it falls back on the symbol table, binutils also prints the symbol's clone
+        // suffix (`[clone .constprop.0]`); a procedure is named after its source function.
+        let theirs = frame.function.split(" [clone ").next().unwrap();
+        if p.name != theirs {
+            wrong.push(format!(
+                "{:#x}: ours {}\n  binutils {theirs}",
+                p.entry.unwrap(),
+                p.name
+            ));
+        }
+    }
+    assert!(compared >= 12, "only {compared} procedures compared");
+    assert!(
+        wrong.is_empty(),
+        "{} of {compared} misnamed:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    let lambda_instance = procs
+        .iter()
+        .find(|p| {
+            p.link_name.as_deref() == Some("_Z10apply_eachIZ4mainEUllE0_ElRKSt6vectorIlSaIlEET_")
+        })
+        .expect("apply_each's lambda instance is a procedure, with its symbol's link name");
+    assert_eq!(
+        lambda_instance.name,
+        "long apply_each<main::{lambda(long)#2}>(std::vector<long, std::allocator<long> > const&, main::{lambda(long)#2})"
+    );
+}

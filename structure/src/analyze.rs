@@ -9,9 +9,10 @@
 //!    ([`crate::procedure`]), normalize ([`crate::normalize`]).
 //! 4. Assemble module > file > procedure and index addresses.
 
-use crate::aliens::SourceBounds;
+use crate::aliens::{clone_base, SourceBounds};
 use crate::binary::{self, CodeSection, FunctionSymbol, MappedFile};
 use crate::debuginfo::{DebugFiles, DebugSections};
+use crate::demangle::demangle;
 use crate::dwarf::{self, DwarfInfo, InlineCall, NO_FILE};
 use crate::error::StructureError;
 use crate::focus::{self, Coverage};
@@ -337,6 +338,16 @@ pub struct ProcPlan {
     pub noreturn_callees: Arc<dwarf::NoReturn>,
 }
 
+/// The mangled link name of the function symbol at `entry`, without a clone suffix
+/// (`.isra.0`, `.cold`, ...). GCC gives no `DW_AT_linkage_name` to some template instances (those
+/// with a lambda among their arguments); the symbol table names them in full, as binutils reads
+/// them.
+fn mangled_symbol_at(symbols: &[FunctionSymbol], entry: u64) -> Option<&str> {
+    let s = symbols.get(symbols.partition_point(|s| s.address < entry))?;
+    let link = clone_base(&s.link_name).unwrap_or(&s.link_name);
+    (s.address == entry && (link.starts_with("_Z") || link.starts_with("_R"))).then_some(link)
+}
+
 /// Reconcile DWARF procedures with function symbols into disjoint procedures.
 pub(crate) fn plan_procedures(
     mut procs: Vec<dwarf::DwarfProc>,
@@ -379,11 +390,15 @@ pub(crate) fn plan_procedures(
         for r in &ranges {
             claimed.insert(r.start, r.end);
         }
+        let (name, link_name) = match (p.link_name, mangled_symbol_at(symbols, p.entry)) {
+            (None, Some(link)) => (demangle(link), Some(link.to_string())),
+            (link_name, _) => (p.name, link_name),
+        };
         plans.push(ProcPlan {
             ranges,
             entry,
-            name: p.name,
-            link_name: p.link_name,
+            name,
+            link_name,
             file: p.file,
             line: p.line,
             inlines: p.inlines,

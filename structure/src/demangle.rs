@@ -12,13 +12,70 @@ pub fn demangle(name: &str) -> String {
         }
     }
     if name.starts_with("_Z") {
-        if let Ok(sym) = cpp_demangle::Symbol::new(name) {
-            if let Ok(d) = sym.demangle(&cpp_demangle::DemangleOptions::default()) {
-                return d;
-            }
+        if let Some(d) = demangle_cpp(name) {
+            return d;
         }
     }
     name.to_string()
+}
+
+/// The longest C++ name given to the C++ runtime's demangler. It keeps its working arrays on
+/// the stack (about 70 bytes per character of the name); longer names, rare even in heavy
+/// template code, go to the `cpp_demangle` crate, which works on the heap.
+const RUNTIME_DEMANGLER_MAX: usize = 4 * 1024;
+
+/// A C++ name as GNU tools print it. The C++ runtime's `__cxa_demangle` (libstdc++, the
+/// libiberty demangler that binutils, gdb and perf use) spells every name as they do; the
+/// `cpp_demangle` crate differs on a few percent of names (`std::nullptr_t`, parameters of
+/// forwarding constructors) and serves only names too long for the runtime's stack use.
+fn demangle_cpp(name: &str) -> Option<String> {
+    if name.len() > RUNTIME_DEMANGLER_MAX {
+        let sym = cpp_demangle::Symbol::new(name).ok()?;
+        return sym.demangle(&cpp_demangle::DemangleOptions::default()).ok();
+    }
+    runtime::demangle(name)
+}
+
+/// The C++ runtime's demangler, through its C ABI.
+mod runtime {
+    use std::ffi::{c_char, c_int, c_void, CStr, CString};
+
+    #[link(name = "stdc++")]
+    extern "C" {
+        /// Itanium C++ ABI §3.4: returns a `malloc`ed NUL-terminated string, or null with
+        /// `*status` < 0 (invalid name, out of memory).
+        fn __cxa_demangle(
+            mangled: *const c_char,
+            buffer: *mut c_char,
+            length: *mut usize,
+            status: *mut c_int,
+        ) -> *mut c_char;
+    }
+    extern "C" {
+        fn free(ptr: *mut c_void);
+    }
+
+    /// `name` demangled, or `None` where the runtime rejects it.
+    pub(super) fn demangle(name: &str) -> Option<String> {
+        let mangled = CString::new(name).ok()?;
+        let mut status: c_int = 0;
+        // SAFETY: `mangled` is NUL-terminated and outlives the call; a null buffer asks the
+        // runtime to allocate the result, which is copied and then freed exactly once.
+        unsafe {
+            let out = __cxa_demangle(
+                mangled.as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &mut status,
+            );
+            if out.is_null() {
+                return None;
+            }
+            let text = (status == 0).then(|| CStr::from_ptr(out).to_string_lossy().into_owned());
+            free(out.cast());
+            text
+        }
+    }
 }
 
 /// gfortran names a procedure `p` of module `m` `__m_MOD_p`.
@@ -60,5 +117,36 @@ mod tests {
         );
         assert_eq!(demangle("__MOD_x"), "__MOD_x");
         assert_eq!(demangle("_Zbogus"), "_Zbogus");
+    }
+
+    /// Names the `cpp_demangle` crate spells otherwise than binutils and gdb (it drops the
+    /// repeated and forwarded parameters of these two constructors).
+    #[test]
+    fn cpp_names_read_as_gnu_tools_print_them() {
+        assert_eq!(
+            demangle("_ZNSt6vectorIcSaIcEEC2IPcvEET_S4_RKS0_"),
+            "std::vector<char, std::allocator<char> >::vector<char*, void>(char*, char*, std::allocator<char> const&)"
+        );
+        assert_eq!(
+            demangle("_ZNSt8functionIFbcEEC2IZ1fvEUlcE_vEEOT_"),
+            "std::function<bool (char)>::function<f()::{lambda(char)#1}, void>(f()::{lambda(char)#1}&&)"
+        );
+    }
+
+    /// A name too long for the runtime's stack-allocated demangler still reads, and damaged
+    /// or hostile names come back unchanged.
+    #[test]
+    fn long_and_damaged_names() {
+        let params = RUNTIME_DEMANGLER_MAX + 1;
+        let long = format!("_Z1f{}", "i".repeat(params));
+        assert_eq!(
+            demangle(&long),
+            format!("f({})", vec!["int"; params].join(", "))
+        );
+        for depth in [RUNTIME_DEMANGLER_MAX - 10, 100_000] {
+            let deep = format!("_Z1f{}i", "P".repeat(depth));
+            assert_eq!(demangle(&deep), deep);
+        }
+        assert_eq!(demangle("_Z1f\0i"), "_Z1f\0i");
     }
 }
