@@ -122,7 +122,7 @@ fn line_table_only_binary_gets_aliens_from_the_line_map() {
 
     // Every line-table address of main and kernel: same procedure, and inlined (or not) from
     // the same file as the DWARF inline records say.
-    let addrs = structure::analyze::line_table_addresses(&full).unwrap();
+    let addrs = structure::line_table_addresses(&full).unwrap();
     let mut checked = 0;
     let mut alien = 0;
     for &a in &addrs {

@@ -85,7 +85,7 @@ fn assert_consistent(tree: &ScopeTree, binary: &Path, min_agreement: f64) {
         .sum();
     let index_bytes: u64 = tree.address_index().iter().map(|&(s, e, _)| e - s).sum();
     assert_eq!(stmt_bytes, index_bytes, "statement ranges overlap");
-    let addrs = structure::analyze::line_table_addresses(binary).unwrap();
+    let addrs = structure::line_table_addresses(binary).unwrap();
     assert!(!addrs.is_empty());
     let a = verify::compare_with_addr2line(tree, binary, &addrs).unwrap();
     let agree = a.agree as f64 / a.checked as f64;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 mod structure_support;
 
 use hpctoolkit_tests::{compile, scratch_dir};
-use structure::analyze::line_table_addresses;
+use structure::line_table_addresses;
 use structure::{analyze_file, analyze_focused, Coverage, Options, ScopeTree};
 use structure_support::{assert_focused_agrees, context};
 

@@ -1,4 +1,4 @@
-//! Measure how well inlined code inferred from the line map ([`structure::aliens`]) matches the
+//! Measure how well inlined code inferred from the line map (hpcstruct-rs's line-map fallback) matches the
 //! DWARF inline records: analyse a binary with full DWARF and a copy of it whose DWARF keeps
 //! only the line tables, and compare, at every line-table address, whether the code is the
 //! procedure's own or inlined, and from which file. Used by `scripts/bench-structure`.
@@ -26,7 +26,7 @@ fn main() -> Result<()> {
     let options = Options::default();
     let exact = analyze_file(Path::new(full), &options)?.tree;
     let inferred = analyze_file(Path::new(lines), &options)?.tree;
-    let addrs = structure::analyze::line_table_addresses(Path::new(full))?;
+    let addrs = structure::line_table_addresses(Path::new(full))?;
     // (native, inlined) addresses by DWARF, and how many of each the inference got right.
     let (mut native, mut inlined, mut native_ok, mut inlined_ok, mut same_file) = (0, 0, 0, 0, 0);
     for &a in &addrs {

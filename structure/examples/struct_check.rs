@@ -89,7 +89,7 @@ fn parse_args(args: Vec<String>) -> Result<(Vec<String>, Vec<String>)> {
 
 /// `samples` line-table addresses of `path`, drawn with a fixed-seed xorshift (reproducible).
 fn random_line_addresses(path: &Path, samples: usize) -> Result<Vec<u64>> {
-    let rows = structure::analyze::line_table_addresses(path)?;
+    let rows = structure::line_table_addresses(path)?;
     if rows.is_empty() {
         bail!("{}: no line table", path.display());
     }

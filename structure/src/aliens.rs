@@ -19,9 +19,9 @@
 //! and whose call line is unknown (0), so that the procedure builder places it, and the loops
 //! around and inside it, like an inlined call recorded in DWARF.
 
-use crate::analyze::ProcPlan;
 use crate::binary::FunctionSymbol;
 use crate::dwarf::{DwarfInfo, InlineCall};
+use crate::plan::{clone_base, ProcPlan};
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -221,13 +221,6 @@ fn link_name(plan: &ProcPlan) -> &str {
     plan.link_name.as_deref().unwrap_or(&plan.name)
 }
 
-/// The procedure a compiler-made part or copy belongs to: `f` for `f.cold`, `f.part.0`,
-/// `f.constprop.0`, `f.isra.0`, ...
-pub(crate) fn clone_base(link_name: &str) -> Option<&str> {
-    let (base, _) = link_name.split_once('.')?;
-    (!base.is_empty()).then_some(base)
-}
-
 /// A procedure's own begin: its DWARF declaration, or else the first line of its entry's
 /// file met from its entry on.
 fn own_begin(plan: &ProcPlan, info: &DwarfInfo) -> Option<Begin> {
@@ -285,13 +278,5 @@ mod tests {
         assert!(!b.admit(401));
         let mut capped = Bounds::new(begin(100, false), 150);
         assert!(!capped.admit(151), "never past the next procedure");
-    }
-
-    #[test]
-    fn compiler_made_parts_name_their_procedure() {
-        assert_eq!(clone_base("work.cold"), Some("work"));
-        assert_eq!(clone_base("_Z3fooi.part.0"), Some("_Z3fooi"));
-        assert_eq!(clone_base("main"), None);
-        assert_eq!(clone_base(".hidden"), None);
     }
 }

@@ -4,127 +4,31 @@
 //!    `/usr/lib/debug/.build-id/`, with its supplementary file: module `debuginfo`); read all
 //!    units in parallel.
 //! 2. Reconcile procedures from DWARF and from the symbol table (DWARF ranges are clipped where
-//!    they run into another function's entry: the thesis's "lying liars", §4.3).
+//!    they run into another function's entry: the thesis's "lying liars", §4.3: [`crate::plan`]).
 //! 3. In parallel, per procedure: decode, find loops, place statements, loops and inlined calls
 //!    ([`crate::procedure`]), normalize ([`crate::normalize`]).
 //! 4. Assemble module > file > procedure and index addresses.
 
-use crate::aliens::{clone_base, SourceBounds};
-use crate::binary::{self, CodeSection, FunctionSymbol, MappedFile};
+use crate::aliens::SourceBounds;
+use crate::analysis::{
+    Analysis, Coverage, DebugSource, Heuristics, IrreducibleLoop, Options, Summary,
+};
+use crate::binary::{self, MappedFile};
 use crate::debuginfo::{DebugFiles, DebugSections};
-use crate::demangle::demangle;
 use crate::dwarf::{self, DwarfInfo, InlineCall, NO_FILE};
 use crate::error::StructureError;
-use crate::focus::{self, Coverage};
+use crate::focus;
 use crate::loopnest::{self, LoopEnv};
+use crate::normalize;
+use crate::plan::{lacks_inline_records, plan_procedures, ProcPlan};
 use crate::procedure::{self, LocalTree, Step};
-use crate::scope::{normalize_ranges, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
+use crate::scope::{
+    module_basename, normalize_ranges, FileId, Scope, ScopeId, ScopeKind, ScopeTree,
+};
 use rayon::prelude::*;
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// How to analyse.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Worker threads; 0 means one per core.
-    pub threads: usize,
-    /// Whether to decode code and recover loops (off: procedures, inlining and lines only).
-    pub loops: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            threads: 0,
-            loops: true,
-        }
-    }
-}
-
-/// Heuristics of the analysis that a user rarely changes. Kept apart from [`Options`] so that
-/// new ones do not break callers that build `Options` with a struct literal.
-#[derive(Clone, Debug)]
-pub struct Heuristics {
-    /// Infer inlined code from procedure bounds and the line map where DWARF has no inline
-    /// records for it ([`crate::aliens`]); off: such code stays in its host procedure.
-    pub line_map_aliens: bool,
-}
-
-impl Default for Heuristics {
-    fn default() -> Self {
-        Heuristics {
-            line_map_aliens: true,
-        }
-    }
-}
-
-/// Where the debug information came from.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum DebugSource {
-    /// The binary itself.
-    Embedded,
-    /// A separate debug file.
-    Separate(PathBuf),
-    /// None found: symbols only.
-    #[default]
-    None,
-}
-
-/// Counts and notes about one analysis, for the user (the default: nothing found).
-#[derive(Clone, Debug, Default)]
-pub struct Summary {
-    /// Procedures recovered.
-    pub procedures: usize,
-    /// Inlined-call scopes in the tree.
-    pub inlined: usize,
-    /// Of those, the ones inferred from the line map (no inline records in DWARF).
-    pub inferred_inlined: usize,
-    /// Loops in the tree.
-    pub loops: usize,
-    /// The loops among them that are irreducible regions (several entries), kept in the tree
-    /// as loops headed by their first entry.
-    pub irreducible_loops: Vec<IrreducibleLoop>,
-    /// Statements in the tree.
-    pub statements: usize,
-    /// DWARF compilation units read.
-    pub units: usize,
-    /// Line programs read without a unit (`.debug_info` stripped, or the unit unreadable).
-    pub unitless_line_programs: usize,
-    /// Where the debug information came from.
-    pub debug_source: DebugSource,
-    /// Things skipped (corrupt units, undecodable code), one line each.
-    pub skipped: Vec<String>,
-    /// Wall time of the analysis.
-    pub elapsed: Duration,
-}
-
-/// An irreducible loop (a cycle with several entries), as reported in the [`Summary`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IrreducibleLoop {
-    /// The procedure holding it.
-    pub procedure: String,
-    /// Its begin line's file ("" if unknown) and line (0 if unknown).
-    pub file: String,
-    /// Its begin line.
-    pub line: u32,
-    /// Addresses where control enters it, header first (at least two).
-    pub entries: Vec<u64>,
-}
-
-/// The result of analysing one binary.
-pub struct Analysis {
-    /// The module's structure, finished (lookups work).
-    pub tree: ScopeTree,
-    /// What was found and skipped.
-    pub summary: Summary,
-    /// The addresses for which `tree` answers as a whole-module analysis would: everything
-    /// for [`analyze_file`], the analysed procedures and the asked addresses for
-    /// [`crate::focus::analyze_focused`].
-    pub coverage: Coverage,
-}
 
 /// Analyse the ELF binary or shared library at `path`.
 pub fn analyze_file(path: &Path, options: &Options) -> Result<Analysis, StructureError> {
@@ -138,6 +42,27 @@ pub fn analyze_file_with(
     heuristics: &Heuristics,
 ) -> Result<Analysis, StructureError> {
     analyze(path, options, heuristics, None)
+}
+
+/// Analyse, in the ELF file at `path`, only the procedures that contain one of `addresses`
+/// (link-time addresses, any order, duplicates allowed). For those addresses, the tree's
+/// [`ScopeTree::lookup`] and ancestors agree with [`analyze_file`]'s.
+pub fn analyze_focused(
+    path: &Path,
+    addresses: &[u64],
+    options: &Options,
+) -> Result<Analysis, StructureError> {
+    analyze_focused_with(path, addresses, options, &Heuristics::default())
+}
+
+/// [`analyze_focused`] with chosen [`Heuristics`].
+pub fn analyze_focused_with(
+    path: &Path,
+    addresses: &[u64],
+    options: &Options,
+    heuristics: &Heuristics,
+) -> Result<Analysis, StructureError> {
+    analyze(path, options, heuristics, Some(addresses))
 }
 
 /// Analyse `path` in a pool of `options.threads` workers: the whole module, or with `focus`
@@ -262,16 +187,6 @@ fn analyze_in_pool(
     })
 }
 
-/// Whether a procedure's inlined code must be inferred: its DWARF unit has no inline records,
-/// or it has no DWARF descriptor and its lines come from a line program without a unit.
-pub(crate) fn lacks_inline_records(plan: &ProcPlan, info: &DwarfInfo) -> bool {
-    if plan.from_dwarf {
-        !plan.unit_has_inlines
-    } else {
-        info.is_unitless(plan.entry)
-    }
-}
-
 fn summarize(
     tree: &ScopeTree,
     units: usize,
@@ -313,183 +228,6 @@ pub fn line_table_addresses(path: &Path) -> Result<Vec<u64>, StructureError> {
         .collect())
 }
 
-/// One procedure to build.
-#[derive(Clone, Debug)]
-pub struct ProcPlan {
-    /// Code ranges (sorted, disjoint).
-    pub ranges: Vec<Range<u64>>,
-    /// Entry address.
-    pub entry: u64,
-    /// Readable name.
-    pub name: String,
-    /// Link name if different.
-    pub link_name: Option<String>,
-    /// Declaration file (index in the DWARF file table).
-    pub file: Option<u32>,
-    /// Declaration line.
-    pub line: u32,
-    /// Inlined calls from DWARF.
-    pub inlines: Vec<InlineCall>,
-    /// Whether the unit had inline records (if not, the alien fallback applies).
-    pub unit_has_inlines: bool,
-    /// Whether it came from DWARF (else from the symbol table only).
-    pub from_dwarf: bool,
-    /// The functions its DWARF unit declares never to return.
-    pub noreturn_callees: Arc<dwarf::NoReturn>,
-}
-
-/// The mangled link name of the function symbol at `entry`, without a clone suffix
-/// (`.isra.0`, `.cold`, ...). GCC gives no `DW_AT_linkage_name` to some template instances (those
-/// with a lambda among their arguments); the symbol table names them in full, as binutils reads
-/// them.
-fn mangled_symbol_at(symbols: &[FunctionSymbol], entry: u64) -> Option<&str> {
-    let s = symbols.get(symbols.partition_point(|s| s.address < entry))?;
-    let link = clone_base(&s.link_name).unwrap_or(&s.link_name);
-    (s.address == entry && (link.starts_with("_Z") || link.starts_with("_R"))).then_some(link)
-}
-
-/// Reconcile DWARF procedures with function symbols into disjoint procedures.
-pub(crate) fn plan_procedures(
-    mut procs: Vec<dwarf::DwarfProc>,
-    symbols: &[FunctionSymbol],
-    code: &[CodeSection<'_>],
-) -> Vec<ProcPlan> {
-    procs.sort_by_key(|p| p.entry);
-    procs.dedup_by_key(|p| p.entry);
-    let dwarf_entries: std::collections::BTreeSet<u64> = procs.iter().map(|p| p.entry).collect();
-    let by_link_name: HashMap<&str, u64> = symbols
-        .iter()
-        .map(|s| (s.link_name.as_str(), s.address))
-        .collect();
-    let mut claimed: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut plans = Vec::new();
-    for p in procs {
-        let mut ranges = Vec::new();
-        for r in normalize_ranges(p.ranges.clone()) {
-            let end = symbols
-                .iter()
-                .skip(symbols.partition_point(|s| s.address <= r.start))
-                .take_while(|s| s.address < r.end)
-                .find(|s| dwarf_entries.contains(&s.address) && s.address != p.entry)
-                .map_or(r.end, |s| s.address);
-            ranges.extend(unclaimed(&claimed, r.start..end));
-        }
-        if ranges.is_empty() {
-            continue;
-        }
-        let entry = by_link_name
-            .get(p.link_name.as_deref().unwrap_or(&p.name))
-            .copied()
-            .filter(|a| ranges.iter().any(|r| r.contains(a)))
-            .unwrap_or(p.entry);
-        let entry = if ranges.iter().any(|r| r.contains(&entry)) {
-            entry
-        } else {
-            ranges[0].start
-        };
-        for r in &ranges {
-            claimed.insert(r.start, r.end);
-        }
-        let (name, link_name) = match (p.link_name, mangled_symbol_at(symbols, p.entry)) {
-            (None, Some(link)) => (demangle(link), Some(link.to_string())),
-            (link_name, _) => (p.name, link_name),
-        };
-        plans.push(ProcPlan {
-            ranges,
-            entry,
-            name,
-            link_name,
-            file: p.file,
-            line: p.line,
-            inlines: p.inlines,
-            unit_has_inlines: p.unit_has_inlines,
-            from_dwarf: true,
-            noreturn_callees: p.noreturn_callees,
-        });
-    }
-    for (i, s) in symbols.iter().enumerate() {
-        if is_claimed(&claimed, s.address) {
-            continue;
-        }
-        let ranges = unclaimed(&claimed, symbol_extent(symbols, i, code));
-        let Some(first) = ranges.first() else {
-            continue;
-        };
-        if first.start != s.address {
-            continue;
-        }
-        for r in &ranges {
-            claimed.insert(r.start, r.end);
-        }
-        plans.push(ProcPlan {
-            ranges,
-            entry: s.address,
-            link_name: (s.link_name != s.name).then(|| s.link_name.clone()),
-            name: s.name.clone(),
-            file: None,
-            line: 0,
-            inlines: Vec::new(),
-            unit_has_inlines: false,
-            from_dwarf: false,
-            noreturn_callees: Arc::default(),
-        });
-    }
-    plans.sort_by_key(|p| p.entry);
-    plans
-}
-
-/// The code that symbol `symbols[i]` names: its size if known, else up to the next symbol,
-/// never past its section.
-pub(crate) fn symbol_extent(
-    symbols: &[FunctionSymbol],
-    i: usize,
-    code: &[CodeSection<'_>],
-) -> Range<u64> {
-    let s = &symbols[i];
-    let section_end = code
-        .iter()
-        .find(|c| c.contains(s.address))
-        .map_or(s.address, |c| c.address + c.bytes.len() as u64);
-    let end = if s.size > 0 {
-        s.address.saturating_add(s.size).min(section_end)
-    } else {
-        symbols
-            .get(i + 1)
-            .map_or(section_end, |n| n.address.min(section_end))
-    };
-    s.address..end
-}
-
-fn is_claimed(claimed: &BTreeMap<u64, u64>, addr: u64) -> bool {
-    claimed
-        .range(..=addr)
-        .next_back()
-        .is_some_and(|(_, &e)| addr < e)
-}
-
-/// The parts of `r` not covered by `claimed`.
-fn unclaimed(claimed: &BTreeMap<u64, u64>, r: Range<u64>) -> Vec<Range<u64>> {
-    let mut out = Vec::new();
-    let mut cursor = r.start;
-    let from = claimed
-        .range(..=r.start)
-        .next_back()
-        .map_or(r.start, |(&s, _)| s);
-    for (&s, &e) in claimed.range(from..r.end) {
-        if e <= cursor {
-            continue;
-        }
-        if s > cursor {
-            out.push(cursor..s.min(r.end));
-        }
-        cursor = cursor.max(e);
-    }
-    if cursor < r.end {
-        out.push(cursor..r.end);
-    }
-    out
-}
-
 /// One procedure, built.
 struct Built {
     local: LocalTree,
@@ -525,7 +263,8 @@ fn build_procedure(
         .or_else(|| first_file(plan, info))
         .unwrap_or(NO_FILE);
     let calls = inferred.as_deref().unwrap_or(&plan.inlines);
-    let local = procedure::build_local_tree(&plan.ranges, calls, info, &nest, default_file);
+    let mut local = procedure::build_local_tree(&plan.ranges, calls, info, &nest, default_file);
+    normalize::normalize(&mut local);
     Built {
         local,
         inferred,
@@ -563,7 +302,7 @@ struct Assembler<'a> {
 impl<'a> Assembler<'a> {
     fn new(module: &str, info: &'a DwarfInfo) -> Self {
         let mut tree = ScopeTree::new(module);
-        let base = crate::writer::module_basename(module);
+        let base = module_basename(module);
         let unknown_file = tree.intern_file(&format!("[{base}]"));
         Assembler {
             tree,

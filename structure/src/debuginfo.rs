@@ -6,7 +6,7 @@
 //! A supplementary file that is named but cannot be found is reported; the DWARF still reads,
 //! but names and declarations that live only there stay unknown.
 
-use crate::analyze::DebugSource;
+use crate::analysis::DebugSource;
 use crate::binary::{self, MappedFile};
 use crate::dwarf::Slice;
 use crate::error::StructureError;

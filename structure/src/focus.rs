@@ -39,63 +39,18 @@
 //! answered too: by no scope, as the whole-module tree would). A caller caching trees can
 //! reuse one for any later set of addresses it covers.
 
-use crate::aliens::clone_base;
-use crate::analyze::{self, lacks_inline_records, plan_procedures, symbol_extent, ProcPlan};
-use crate::analyze::{Analysis, Heuristics, Options};
+use crate::analysis::{Coverage, Heuristics};
 use crate::binary::{CodeSection, FunctionSymbol};
 use crate::dwarf::{DwarfInfo, UnitsOnDemand};
-use crate::error::StructureError;
+use crate::plan::{clone_base, lacks_inline_records, plan_procedures, symbol_extent, ProcPlan};
 use crate::scope::{normalize_ranges, ranges_meet};
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::ops::Range;
-use std::path::Path;
 
 #[cfg(doc)]
-use crate::{analyze::analyze_file, scope::ScopeTree};
-
-/// The addresses a tree answers for as a whole-module analysis would.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Coverage {
-    /// The whole module.
-    Module,
-    /// These link-time ranges (sorted, disjoint).
-    Ranges(Vec<Range<u64>>),
-}
-
-impl Coverage {
-    /// Whether the tree answers for `addr`.
-    pub fn covers(&self, addr: u64) -> bool {
-        match self {
-            Coverage::Module => true,
-            Coverage::Ranges(r) => {
-                let i = r.partition_point(|g| g.end <= addr);
-                r.get(i).is_some_and(|g| g.start <= addr)
-            }
-        }
-    }
-}
-
-/// Analyse, in the ELF file at `path`, only the procedures that contain one of `addresses`
-/// (link-time addresses, any order, duplicates allowed). For those addresses, the tree's
-/// [`ScopeTree::lookup`] and ancestors agree with [`analyze_file`]'s.
-pub fn analyze_focused(
-    path: &Path,
-    addresses: &[u64],
-    options: &Options,
-) -> Result<Analysis, StructureError> {
-    analyze_focused_with(path, addresses, options, &Heuristics::default())
-}
-
-/// [`analyze_focused`] with chosen [`Heuristics`].
-pub fn analyze_focused_with(
-    path: &Path,
-    addresses: &[u64],
-    options: &Options,
-    heuristics: &Heuristics,
-) -> Result<Analysis, StructureError> {
-    analyze::analyze(path, options, heuristics, Some(addresses))
-}
+use crate::{
+    analysis::Analysis, analyze::analyze_file, analyze::analyze_focused, scope::ScopeTree,
+};
 
 /// The procedures to build for a focused analysis.
 pub(crate) struct Selection {

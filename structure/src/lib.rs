@@ -13,7 +13,7 @@
 //! and specifications across units, into dwz's supplementary files too, as the addr2line
 //! crate does), lines from the line tables, loops from the decoded code. Where DWARF has line tables but no inline records (an old compiler,
 //! `.debug_info` stripped down to `.debug_line`, a corrupt unit), inlined code is inferred from
-//! procedure bounds and the line map ([`aliens`], the thesis's fallback). A corrupt unit is
+//! procedure bounds and the line map (the thesis's fallback). A corrupt unit is
 //! skipped and reported in [`Summary::skipped`]; bad files give a [`StructureError`] naming
 //! the file, never a panic.
 //!
@@ -25,7 +25,7 @@
 //! for a profile that touches a few dozen procedures of libc, a small fraction of the work.
 //! For every asked address its tree answers exactly as the whole-module tree does (same
 //! procedure, inlined calls, loops, line); [`Analysis::coverage`] says which addresses that
-//! holds for, so a caller can cache the tree and know when it still serves ([`focus`]).
+//! holds for, so a caller can cache the tree and know when it still serves.
 //!
 //! ## The scope tree
 //!
@@ -52,30 +52,35 @@
 //! assert_eq!(tree.ancestors(s).collect::<Vec<_>>(), vec![p]);
 //! ```
 
-pub mod aliens;
-pub mod analyze;
-pub mod binary;
-pub mod cfg;
-pub(crate) mod debuginfo;
-pub mod demangle;
-pub mod dwarf;
-pub mod error;
-pub mod focus;
-pub mod loopnest;
-pub mod loops;
-pub mod normalize;
-pub mod procedure;
-pub mod reader;
-pub mod scope;
-pub mod verify;
-pub mod writer;
+#![deny(missing_docs)]
 
+mod aliens;
+mod analysis;
+mod analyze;
+mod binary;
+pub mod cfg;
+mod debuginfo;
+mod demangle;
+mod dwarf;
+mod error;
+mod focus;
+mod loopnest;
+pub mod loops;
+mod normalize;
+mod plan;
+mod procedure;
+mod reader;
+mod scope;
+pub mod verify;
+mod writer;
+
+pub use analysis::{
+    Analysis, Coverage, DebugSource, Heuristics, IrreducibleLoop, Options, Summary,
+};
 pub use analyze::{
-    analyze_file, analyze_file_with, Analysis, DebugSource, Heuristics, IrreducibleLoop, Options,
-    Summary,
+    analyze_file, analyze_file_with, analyze_focused, analyze_focused_with, line_table_addresses,
 };
 pub use error::StructureError;
-pub use focus::{analyze_focused, analyze_focused_with, Coverage};
 pub use reader::{read_structure, read_structure_file};
 pub use scope::{normalize_ranges, Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 pub use writer::{write_structure, write_structure_file};

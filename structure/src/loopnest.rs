@@ -2,11 +2,11 @@
 //! loop nesting forest ([`crate::loops`]) and give each loop its header address and its begin
 //! line (bbranch-max-fuzzy over the line table).
 
-use crate::analyze::ProcPlan;
 use crate::binary::CodeSection;
 use crate::cfg::{Cfg, CfgEnv, CodeRange};
 use crate::dwarf::DwarfInfo;
 use crate::loops::{LoopForest, LOOP_BEGIN_TOLERANCE};
+use crate::plan::ProcPlan;
 use crate::procedure::{LoopDesc, LoopNest};
 use std::collections::{HashMap, HashSet};
 

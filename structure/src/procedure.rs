@@ -9,7 +9,6 @@
 //! the thesis's nesting-cycle correction made exact by DWARF inline records.
 
 use crate::dwarf::{DwarfInfo, InlineCall, NO_FILE};
-use crate::normalize;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
@@ -186,7 +185,6 @@ pub fn build_local_tree(
             .or_default()
             .push(seg.range.clone());
     }
-    normalize::normalize(&mut tree);
     tree
 }
 

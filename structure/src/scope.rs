@@ -429,6 +429,11 @@ pub fn ranges_meet(region: &[Range<u64>], ranges: &[Range<u64>]) -> bool {
     })
 }
 
+/// The last component of a module path.
+pub(crate) fn module_basename(module_path: &str) -> &str {
+    module_path.rsplit('/').next().unwrap_or(module_path)
+}
+
 #[cfg(test)]
 #[allow(clippy::single_range_in_vec_init)]
 mod tests {

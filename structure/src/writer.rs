@@ -7,7 +7,7 @@
 //! enclosing scope's or whose line precedes their procedure's line.
 
 use crate::error::StructureError;
-use crate::scope::{FileId, Scope, ScopeId, ScopeKind, ScopeTree};
+use crate::scope::{module_basename, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::ops::Range;
@@ -83,11 +83,6 @@ pub fn write_structure<W: Write>(out: &mut W, trees: &[ScopeTree]) -> io::Result
 /// `" [libfoo.so]"`: what HPCToolkit appends to the procedure names of a shared library.
 pub(crate) fn library_suffix(module_path: &str) -> String {
     format!(" [{}]", module_basename(module_path))
-}
-
-/// The last component of a module path.
-pub(crate) fn module_basename(module_path: &str) -> &str {
-    module_path.rsplit('/').next().unwrap_or(module_path)
 }
 
 struct TreeWriter<'a> {

@@ -69,7 +69,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
             StructureCache::standard()
         },
         analyser: &|path: &Path, addresses: &[u64]| {
-            let options = structure::analyze::Options {
+            let options = structure::Options {
                 threads: args.threads.unwrap_or(0),
                 loops: true,
             };

@@ -1,0 +1,221 @@
+//! Cutting decoded instructions into basic blocks and linking them.
+
+use super::decode::{Decoded, Flow};
+use super::{BasicBlock, BlockId, CallKind, CallSite, Cfg, CfgEnv, Edge, EdgeKind, Terminator};
+use iced_x86::{Instruction, Mnemonic};
+
+/// Per-instruction facts gathered before blocks are cut.
+pub(super) struct Builder<'d, 'e> {
+    pub(super) d: &'d Decoded,
+    pub(super) env: &'d CfgEnv<'e>,
+    pub(super) leader: Vec<bool>,
+    /// Instructions that are branch or jump-table targets.
+    pub(super) target: Vec<bool>,
+    /// Instructions that are alignment padding (see [`Terminator::Padding`]).
+    pub(super) padding: Vec<bool>,
+    /// Resolved jump tables, keyed by the index of their `jmp`: (table address, target indices).
+    pub(super) tables: Vec<(usize, u64, Vec<usize>)>,
+    pub(super) unresolved: Vec<u64>,
+    pub(super) calls: Vec<CallSite>,
+}
+
+impl<'d, 'e> Builder<'d, 'e> {
+    pub(super) fn new(d: &'d Decoded, env: &'d CfgEnv<'e>) -> Self {
+        Builder {
+            d,
+            env,
+            leader: vec![false; d.insns.len()],
+            target: vec![false; d.insns.len()],
+            padding: vec![false; d.insns.len()],
+            tables: Vec::new(),
+            unresolved: Vec::new(),
+            calls: Vec::new(),
+        }
+    }
+
+    /// A jump-table target inside the procedure: its instruction index, or `None` (recorded as
+    /// unresolved) when it is not an instruction boundary.
+    pub(super) fn table_target(&mut self, target: u64) -> Option<usize> {
+        let idx = self.d.index_of(target);
+        if idx.is_none() {
+            self.unresolved.push(target);
+        }
+        idx
+    }
+
+    pub(super) fn call_site(&mut self, insn: &Instruction, target: Option<u64>, kind: CallKind) {
+        let noreturn = kind == CallKind::Call && target.is_some_and(|t| (self.env.is_noreturn)(t));
+        self.calls.push(CallSite {
+            addr: insn.ip(),
+            next_addr: insn.next_ip(),
+            target,
+            kind,
+            noreturn,
+        });
+    }
+
+    /// Mark block leaders, record call sites and resolve jump tables.
+    pub(super) fn find_leaders(&mut self) {
+        let d = self.d;
+        for (i, (insn, &flow)) in d.insns.iter().zip(&d.flows).enumerate() {
+            let contiguous = i > 0
+                && d.insns[i - 1].next_ip() == insn.ip()
+                && d.ranges.binary_search_by_key(&insn.ip(), |r| r.0).is_err();
+            if !contiguous || (i > 0 && d.flows[i - 1].ends_block()) {
+                self.leader[i] = true;
+            }
+            match flow {
+                Flow::Call { target, .. } => self.call_site(insn, target, CallKind::Call),
+                Flow::Jump(t) | Flow::CondJump(t) => {
+                    if d.contains(t) {
+                        if let Some(j) = d.containing(t) {
+                            if d.insns[j].ip() != t {
+                                self.unresolved.push(t);
+                            }
+                            self.leader[j] = true;
+                            self.target[j] = true;
+                        }
+                    } else {
+                        self.call_site(insn, Some(t), CallKind::TailCall);
+                    }
+                }
+                Flow::Indirect => self.indirect_jump(i),
+                _ => {}
+            }
+        }
+    }
+
+    /// Mark runs of `nop`s that follow an instruction without fall-through and are no branch
+    /// target as
+    /// padding, and start a block at the first instruction after such a run.
+    pub(super) fn find_padding(&mut self) {
+        let d = self.d;
+        let mut in_run = false;
+        for i in 0..d.insns.len() {
+            let after_end = i > 0
+                && d.insns[i - 1].next_ip() == d.insns[i].ip()
+                && !d.flows[i - 1].falls_through();
+            let is_nop = d.insns[i].mnemonic() == Mnemonic::Nop;
+            if self.target[i] || (!after_end && !in_run) {
+                in_run = false;
+            } else if after_end {
+                in_run = is_nop;
+            } else if !is_nop {
+                in_run = false;
+                self.leader[i] = true;
+            }
+            self.padding[i] = in_run;
+        }
+    }
+
+    /// Cut the instruction list into blocks and connect them.
+    pub(super) fn make_blocks(self) -> Cfg {
+        let d = self.d;
+        let mut blocks = Vec::new();
+        let mut block_of_insn = vec![0u32; d.insns.len()];
+        let mut start = 0;
+        for i in 0..d.insns.len() {
+            let last = i + 1 == d.insns.len() || self.leader[i + 1];
+            if last {
+                for slot in &mut block_of_insn[start..=i] {
+                    *slot = blocks.len() as u32;
+                }
+                blocks.push(BasicBlock {
+                    start: d.insns[start].ip(),
+                    end: d.insns[i].next_ip(),
+                    last_insn: d.insns[i].ip(),
+                    terminator: Terminator::FallThrough,
+                    succs: Vec::new(),
+                    preds: Vec::new(),
+                    insns: start as u32..(i + 1) as u32,
+                });
+                start = i + 1;
+            }
+        }
+        let mut cfg = Cfg {
+            blocks,
+            entry: None,
+            calls: self.calls,
+            unresolved_targets: self.unresolved,
+            ranges: d.ranges.clone(),
+            insn_addrs: d.insns.iter().map(Instruction::ip).collect(),
+        };
+        let tables = self.tables;
+        for b in 0..cfg.blocks.len() {
+            let last = cfg.blocks[b].insns.end as usize - 1;
+            let follows = (last + 1 < d.insns.len()
+                && d.insns[last + 1].ip() == d.insns[last].next_ip())
+            .then(|| block_of_insn[last + 1]);
+            let first = cfg.blocks[b].insns.start as usize;
+            let (terminator, edges) = if self.padding[first] {
+                (Terminator::Padding, Vec::new())
+            } else {
+                link(d, last, follows, &block_of_insn, &tables)
+            };
+            cfg.blocks[b].terminator = terminator;
+            for edge in edges {
+                if cfg.blocks[b].succs.iter().all(|e| e.to != edge.to) {
+                    cfg.blocks[b].succs.push(edge);
+                    cfg.blocks[edge.to.index()].preds.push(BlockId(b as u32));
+                }
+            }
+        }
+        cfg.calls.sort_by_key(|c| c.addr);
+        cfg.unresolved_targets.sort_unstable();
+        cfg.unresolved_targets.dedup();
+        cfg
+    }
+}
+
+/// The terminator and outgoing edges of the block whose last instruction has index `last`;
+/// `follows` is the block of the next contiguous instruction, if any.
+fn link(
+    d: &Decoded,
+    last: usize,
+    follows: Option<u32>,
+    block_of_insn: &[u32],
+    tables: &[(usize, u64, Vec<usize>)],
+) -> (Terminator, Vec<Edge>) {
+    let edge = |insn_index: usize, kind| Edge {
+        to: BlockId(block_of_insn[insn_index]),
+        kind,
+    };
+    let fall = |kind| {
+        follows.map(|b| Edge {
+            to: BlockId(b),
+            kind,
+        })
+    };
+    let inside = |t: u64| d.containing(t).filter(|_| d.contains(t));
+    match d.flows[last] {
+        Flow::Next
+        | Flow::Call {
+            noreturn: false, ..
+        } => match fall(EdgeKind::FallThrough) {
+            Some(e) => (Terminator::FallThrough, vec![e]),
+            None => (Terminator::EndOfCode, Vec::new()),
+        },
+        Flow::Call { .. } => (Terminator::NoReturnCall, Vec::new()),
+        Flow::Jump(t) => match inside(t) {
+            Some(j) => (Terminator::Jump, vec![edge(j, EdgeKind::Jump)]),
+            None if d.contains(t) => (Terminator::Jump, Vec::new()),
+            None => (Terminator::TailCall, Vec::new()),
+        },
+        Flow::CondJump(t) => {
+            let taken = inside(t).map(|j| edge(j, EdgeKind::Taken));
+            let edges = taken.into_iter().chain(fall(EdgeKind::NotTaken)).collect();
+            (Terminator::Branch, edges)
+        }
+        Flow::Indirect => match tables.iter().find(|(i, _, _)| *i == last) {
+            Some((_, table, targets)) => (
+                Terminator::JumpTable { table: *table },
+                targets.iter().map(|&t| edge(t, EdgeKind::Table)).collect(),
+            ),
+            None if d.insns[last].is_ip_rel_memory_operand() => (Terminator::TailCall, Vec::new()),
+            None => (Terminator::IndirectJump, Vec::new()),
+        },
+        Flow::Return => (Terminator::Return, Vec::new()),
+        Flow::Trap => (Terminator::Trap, Vec::new()),
+        Flow::Invalid => (Terminator::Invalid, Vec::new()),
+    }
+}

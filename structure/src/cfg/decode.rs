@@ -1,0 +1,162 @@
+//! Decoding a procedure's bytes into instructions, each classified by how it affects control
+//! flow.
+
+use super::{CfgEnv, CodeRange};
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
+
+/// How one decoded instruction affects control flow, with its target already classified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Flow {
+    Next,
+    Call { target: Option<u64>, noreturn: bool },
+    Jump(u64),
+    CondJump(u64),
+    Indirect,
+    Return,
+    Trap,
+    Invalid,
+}
+
+impl Flow {
+    /// True if control can continue with the next instruction.
+    pub(super) fn falls_through(self) -> bool {
+        matches!(
+            self,
+            Flow::Next
+                | Flow::CondJump(_)
+                | Flow::Call {
+                    noreturn: false,
+                    ..
+                }
+        )
+    }
+
+    /// True if the instruction ends its block.
+    pub(super) fn ends_block(self) -> bool {
+        !matches!(
+            self,
+            Flow::Next
+                | Flow::Call {
+                    noreturn: false,
+                    ..
+                }
+        )
+    }
+}
+
+/// Decoded instructions of a procedure, sorted by address, with the ranges they came from.
+pub(super) struct Decoded {
+    pub(super) insns: Vec<Instruction>,
+    pub(super) flows: Vec<Flow>,
+    pub(super) ranges: Vec<(u64, u64)>,
+}
+
+impl Decoded {
+    pub(super) fn new(code: &[CodeRange<'_>], env: &CfgEnv<'_>) -> Self {
+        let mut ranges: Vec<(u64, u64)> = code
+            .iter()
+            .filter(|r| !r.bytes.is_empty())
+            .map(|r| (r.start, r.start.saturating_add(r.bytes.len() as u64)))
+            .collect();
+        ranges.sort_unstable();
+        let mut insns = Vec::new();
+        let mut sorted: Vec<&CodeRange<'_>> = code.iter().collect();
+        sorted.sort_by_key(|r| r.start);
+        for range in sorted {
+            decode_range(range, &mut insns);
+        }
+        let mut decoded = Decoded {
+            insns,
+            flows: Vec::new(),
+            ranges,
+        };
+        decoded.flows = decoded
+            .insns
+            .iter()
+            .map(|i| decoded.classify(i, env))
+            .collect();
+        decoded
+    }
+
+    pub(super) fn contains(&self, addr: u64) -> bool {
+        self.ranges.iter().any(|&(s, e)| s <= addr && addr < e)
+    }
+
+    /// Index of the instruction starting exactly at `addr`.
+    pub(super) fn index_of(&self, addr: u64) -> Option<usize> {
+        self.insns.binary_search_by_key(&addr, Instruction::ip).ok()
+    }
+
+    /// Index of the instruction whose bytes include `addr`.
+    pub(super) fn containing(&self, addr: u64) -> Option<usize> {
+        let i = self
+            .insns
+            .partition_point(|x| x.ip() <= addr)
+            .checked_sub(1)?;
+        (addr < self.insns[i].next_ip()).then_some(i)
+    }
+
+    fn classify(&self, insn: &Instruction, env: &CfgEnv<'_>) -> Flow {
+        if insn.is_invalid() {
+            return Flow::Invalid;
+        }
+        if matches!(insn.mnemonic(), Mnemonic::Hlt | Mnemonic::Int3) {
+            return Flow::Trap;
+        }
+        match insn.flow_control() {
+            FlowControl::Next | FlowControl::Interrupt => Flow::Next,
+            FlowControl::XbeginXabortXend => match insn.op0_kind() {
+                OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64 => {
+                    Flow::CondJump(insn.near_branch_target())
+                }
+                _ => Flow::Next,
+            },
+            FlowControl::Call => {
+                let target = near_target(insn);
+                let noreturn = target.is_some_and(|t| (env.is_noreturn)(t));
+                Flow::Call { target, noreturn }
+            }
+            FlowControl::IndirectCall => Flow::Call {
+                target: None,
+                noreturn: false,
+            },
+            FlowControl::UnconditionalBranch => match near_target(insn) {
+                Some(t) => Flow::Jump(t),
+                None => Flow::Indirect,
+            },
+            FlowControl::ConditionalBranch => match near_target(insn) {
+                Some(t) => Flow::CondJump(t),
+                None => Flow::Next,
+            },
+            FlowControl::IndirectBranch => Flow::Indirect,
+            FlowControl::Return => Flow::Return,
+            FlowControl::Exception => Flow::Trap,
+        }
+    }
+}
+
+/// The target of a direct near branch or call, `None` for far or indirect forms.
+fn near_target(insn: &Instruction) -> Option<u64> {
+    match insn.op0_kind() {
+        OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64 => {
+            Some(insn.near_branch_target())
+        }
+        _ => None,
+    }
+}
+
+/// Decode one range in a linear sweep, appending instructions that do not overlap earlier ones.
+fn decode_range(range: &CodeRange<'_>, out: &mut Vec<Instruction>) {
+    let mut decoder = Decoder::with_ip(64, range.bytes, range.start, DecoderOptions::NONE);
+    let mut insn = Instruction::default();
+    while decoder.can_decode() {
+        decoder.decode_out(&mut insn);
+        if insn.len() == 0 {
+            break;
+        }
+        let overlaps = out.last().is_some_and(|prev| prev.next_ip() > insn.ip());
+        if !overlaps {
+            out.push(insn);
+        }
+    }
+}

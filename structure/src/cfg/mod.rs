@@ -1,0 +1,242 @@
+//! Control-flow graphs of one procedure's machine code.
+//!
+//! The caller hands over the procedure's bytes (one or more address ranges: gcc splits hot and
+//! `.cold` parts) at their link-time addresses (SVMA), plus two things only it knows about the
+//! rest of the binary: which call targets never return (`exit`, `abort`, `__cxa_throw`, ...) and
+//! how to read read-only data (for jump tables). [`Cfg::build`] decodes every byte with iced-x86
+//! in a linear sweep, splits the instructions into basic blocks and links them:
+//!
+//! - direct jumps, both arms of conditional branches and fall-through are edges;
+//! - calls stay inside a block unless the callee is known not to return;
+//! - returns, indirect jumps, `ud2`, `hlt`, `int3` and undecodable bytes end a block;
+//! - jumps leaving the procedure are tail calls: no edge, but a [`CallSite`];
+//! - jump tables of the usual gcc/clang shapes are read and become [`EdgeKind::Table`] edges:
+//!   position-independent `lea T(%rip),%rB; ...; add %rB,%rA; jmp *%rA` (entries are 32-bit
+//!   offsets from `T`) and absolute `jmp *T(,%rI,8)` or `mov T(,%rI,8),%rA; jmp *%rA`. The number
+//!   of entries comes from the bounds check (`cmp $N, ...; ja default`) when one is found nearby,
+//!   and reading always stops at the first entry that leaves the procedure.
+//!
+//! Garbage bytes never panic: an undecodable instruction ends its block, a branch into the middle
+//! of an instruction (the old "jump over the `lock` prefix" idiom, or overlapping code) goes to
+//! the block of the instruction containing the target and is recorded in
+//! [`Cfg::unresolved_targets`]; a jump-table entry that does so ends the table.
+
+mod builder;
+mod decode;
+mod tables;
+
+use builder::Builder;
+use decode::Decoded;
+
+/// Index of a basic block in [`Cfg::blocks`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BlockId(pub u32);
+
+impl BlockId {
+    /// The block's position in [`Cfg::blocks`].
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One contiguous piece of a procedure: its first link-time address and its bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct CodeRange<'a> {
+    /// Link-time address (SVMA) of `bytes[0]`.
+    pub start: u64,
+    /// The machine code.
+    pub bytes: &'a [u8],
+}
+
+/// What the caller knows about the rest of the binary, consulted while building a [`Cfg`].
+pub struct CfgEnv<'a> {
+    /// True for a call target (link-time address) that never returns; such a call ends its
+    /// block without successors.
+    pub is_noreturn: &'a dyn Fn(u64) -> bool,
+    /// Read `len` bytes of read-only data at a link-time address, `None` if not mapped in the
+    /// file. Used to read jump tables.
+    pub read_data: &'a dyn Fn(u64, usize) -> Option<&'a [u8]>,
+}
+
+impl CfgEnv<'static> {
+    /// An environment that knows nothing: every callee returns and no data can be read, so jump
+    /// tables stay unresolved.
+    pub fn blind() -> Self {
+        CfgEnv {
+            is_noreturn: &|_| false,
+            read_data: &|_, _| None,
+        }
+    }
+}
+
+/// Why a basic block ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Terminator {
+    /// The next instruction starts another block (a branch target); control falls through.
+    FallThrough,
+    /// Direct unconditional jump to a block of this procedure.
+    Jump,
+    /// Conditional branch: a taken and a not-taken arm (the taken arm may leave the procedure,
+    /// then it is a conditional tail call and has no edge).
+    Branch,
+    /// Return instruction.
+    Return,
+    /// Indirect jump through a recognised jump table at this link-time address.
+    JumpTable {
+        /// Address of the table's first entry.
+        table: u64,
+    },
+    /// Indirect jump whose targets are unknown (a computed goto, a call through a pointer in
+    /// tail position, or a table shape we do not recognise).
+    IndirectJump,
+    /// Jump leaving the procedure (a tail call); see [`Cfg::calls`].
+    TailCall,
+    /// Call to a function the caller declared noreturn.
+    NoReturnCall,
+    /// `ud2`, `hlt`, `int3` and similar traps.
+    Trap,
+    /// Bytes that do not decode as an instruction.
+    Invalid,
+    /// The code range ends without a terminator (the code falls off the end of the range).
+    EndOfCode,
+    /// Alignment `nop`s after an instruction without fall-through (jump, return, trap) that
+    /// nothing branches to; they fall into the next block only on paper, so they get no edge
+    /// (otherwise every padded loop head would look like a second loop entry).
+    Padding,
+}
+
+/// How control gets along an [`Edge`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeKind {
+    /// Falls through into the next block (after a non-branch instruction or a call).
+    FallThrough,
+    /// Direct unconditional jump.
+    Jump,
+    /// Taken arm of a conditional branch.
+    Taken,
+    /// Not-taken arm of a conditional branch.
+    NotTaken,
+    /// One entry of a jump table.
+    Table,
+}
+
+/// A control-flow edge to another block of the same procedure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edge {
+    /// The destination block.
+    pub to: BlockId,
+    /// The kind of transfer.
+    pub kind: EdgeKind,
+}
+
+/// A maximal straight-line run of instructions (calls may sit inside it).
+#[derive(Clone, Debug)]
+pub struct BasicBlock {
+    /// Link-time address of the first instruction.
+    pub start: u64,
+    /// Link-time address just past the last instruction (half-open range).
+    pub end: u64,
+    /// Address of the last instruction (the branch, for blocks ending in one).
+    pub last_insn: u64,
+    /// Why the block ends.
+    pub terminator: Terminator,
+    /// Edges leaving the block, without duplicate destinations.
+    pub succs: Vec<Edge>,
+    /// Blocks with an edge into this one, without duplicates.
+    pub preds: Vec<BlockId>,
+    /// Position of the block's instructions in [`Cfg::insn_addrs`].
+    insns: std::ops::Range<u32>,
+}
+
+/// Whether a [`CallSite`] returns to its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallKind {
+    /// A `call` instruction.
+    Call,
+    /// A jump (conditional or not, direct or through memory) leaving the procedure.
+    TailCall,
+}
+
+/// A call (or tail call) found in the procedure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallSite {
+    /// Link-time address of the call instruction.
+    pub addr: u64,
+    /// Address just after it: the return address of a `call`.
+    pub next_addr: u64,
+    /// The callee's link-time address for direct calls, `None` for indirect ones.
+    pub target: Option<u64>,
+    /// Call or tail call.
+    pub kind: CallKind,
+    /// The caller's `is_noreturn` said the target never returns.
+    pub noreturn: bool,
+}
+
+/// The control-flow graph of one procedure.
+#[derive(Clone, Debug)]
+pub struct Cfg {
+    /// Basic blocks sorted by start address.
+    pub blocks: Vec<BasicBlock>,
+    /// The block at the first range's start (the procedure entry), if that range is non-empty.
+    pub entry: Option<BlockId>,
+    /// Calls and tail calls, sorted by address.
+    pub calls: Vec<CallSite>,
+    /// Branch or table targets inside the procedure that are not instruction boundaries
+    /// (a skipped prefix, overlapping code or garbage). A branch there is linked to the
+    /// instruction containing it; a table entry there ends the table.
+    pub unresolved_targets: Vec<u64>,
+    /// The procedure's address ranges as half-open `(start, end)` pairs, sorted.
+    pub ranges: Vec<(u64, u64)>,
+    /// Start addresses of all decoded instructions, sorted; each block owns a slice of them.
+    pub insn_addrs: Vec<u64>,
+}
+
+impl Cfg {
+    /// Decode `code` and build its control-flow graph. `code[0].start` is the procedure's entry.
+    pub fn build(code: &[CodeRange<'_>], env: &CfgEnv<'_>) -> Cfg {
+        let decoded = Decoded::new(code, env);
+        let mut builder = Builder::new(&decoded, env);
+        builder.find_leaders();
+        builder.find_padding();
+        let mut cfg = builder.make_blocks();
+        cfg.entry = code
+            .first()
+            .filter(|r| !r.bytes.is_empty())
+            .and_then(|r| cfg.block_starting_at(r.start));
+        cfg
+    }
+
+    /// The block containing link-time address `addr`.
+    pub fn block_at(&self, addr: u64) -> Option<BlockId> {
+        let i = self.blocks.partition_point(|b| b.start <= addr);
+        let b = self.blocks.get(i.checked_sub(1)?)?;
+        (addr < b.end).then_some(BlockId((i - 1) as u32))
+    }
+
+    /// The block whose first instruction is at `addr`.
+    pub fn block_starting_at(&self, addr: u64) -> Option<BlockId> {
+        self.block_at(addr)
+            .filter(|&b| self.blocks[b.index()].start == addr)
+    }
+
+    /// One block.
+    pub fn block(&self, id: BlockId) -> &BasicBlock {
+        &self.blocks[id.index()]
+    }
+
+    /// Start addresses of the instructions of block `id`, in order.
+    pub fn instructions(&self, id: BlockId) -> &[u64] {
+        let r = &self.blocks[id.index()].insns;
+        &self.insn_addrs[r.start as usize..r.end as usize]
+    }
+
+    /// Number of blocks.
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// True when nothing decoded (all ranges empty).
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+}
