@@ -2,8 +2,6 @@
 //! that compares across trees (files as paths, not ids), and the agreement of focused and
 //! whole-module analysis.
 
-#![allow(dead_code)] // each test file uses a different subset
-
 use std::path::Path;
 use structure::{analyze_focused, Analysis, Options, ScopeId, ScopeKind, ScopeTree};
 

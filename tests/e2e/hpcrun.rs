@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hpctoolkit_tests::symbols::{Namer, SymbolTable};
-use hpctoolkit_tests::{compile, run, scratch_dir, tool};
+use crate::support::symbols::{Namer, SymbolTable};
+use crate::support::{compile, run, scratch_dir, tool};
 use profiler::db::Profile;
 
 const CFLAGS: &[&str] = &["-O2", "-g", "-fomit-frame-pointer"];

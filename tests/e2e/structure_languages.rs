@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use hpctoolkit_tests::{compile, marker, scratch_dir};
+use crate::support::{compile, marker, scratch_dir};
 use structure::loops::LOOP_BEGIN_TOLERANCE;
 use structure::{analyze_file, Options, ScopeKind};
 

@@ -3,20 +3,18 @@
 //! a loop, an inlined frame, partial paths and an unknown procedure. The same checks run on real
 //! profiles in `correlate_view_pipeline.rs`; here they pin the presentation down precisely.
 
-mod correlate_view_support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::correlate_view_support::labels::check_labels;
+use crate::correlate_view_support::{
+    check_consistency, check_labels_cli, check_schema, folded_lines, inferno_svg, run_view, ViewRun,
+};
+use crate::support::{run_ok, scratch_dir, tool};
 use correlate::{
     ChildIndex, Database, MetricDesc, ModuleDesc, NodeId, NodeKey, NodeKind, Selection,
     StructureSource, ThreadDesc, ViewKind, ViewTree,
 };
-use correlate_view_support::labels::check_labels;
-use correlate_view_support::{
-    check_consistency, check_labels_cli, check_schema, folded_lines, inferno_svg, run_view, ViewRun,
-};
-use hpctoolkit_tests::{run_ok, scratch_dir, tool};
 use profiler::db::{Cost, Sampling};
 
 /// Sampling period of the hand-built metric (ns per sample).

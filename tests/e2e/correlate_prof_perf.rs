@@ -1,14 +1,12 @@
 //! The flat view of a mixed workload agrees with `perf report --no-children --sort sym` on the
 //! same workload: per-procedure exclusive shares within a total variation distance of 0.10.
 
-mod correlate_prof_common;
-
 use std::collections::BTreeMap;
 use std::process::Command;
 
+use crate::correlate_prof_common::{bare, correlate, measure};
+use crate::support::{compile, run_ok, scratch_dir};
 use correlate::{flat, NodeKind, Selection};
-use correlate_prof_common::{bare, correlate, measure};
-use hpctoolkit_tests::{compile, run_ok, scratch_dir};
 
 /// `arith.constprop.0(long)` -> `arith`: the name without parameters or GCC clone suffixes.
 fn normal(name: &str) -> String {

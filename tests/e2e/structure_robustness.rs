@@ -3,9 +3,7 @@
 //! its line table); truncated and scribbled-over binaries give a result or a clean error,
 //! never a panic.
 
-mod structure_support;
-
-use hpctoolkit_tests::{compile_all, marker, run, scratch_dir, tool};
+use crate::support::{compile_all, marker, run, scratch_dir, tool};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use structure::{analyze_file, read_structure_file, Options, ScopeId, ScopeKind, ScopeTree};
@@ -125,7 +123,7 @@ fn a_corrupt_unit_is_skipped_and_the_other_recovered() {
         // Focused analysis treats the damaged unit as the whole-module analysis does.
         let full = analyze_file(&path, &Options::default()).unwrap();
         let starts: Vec<u64> = full.tree.address_index().iter().map(|r| r.0).collect();
-        let (_, resolved) = structure_support::assert_focused_agrees(&path, &full, &starts);
+        let (_, resolved) = crate::structure_support::assert_focused_agrees(&path, &full, &starts);
         assert_eq!(resolved, starts.len(), "{what}");
 
         // The intact unit: procedures, lines, loops and inline records as compiled.

@@ -1,8 +1,6 @@
 //! Shared checks for the `hpcview-rs` tests: running the tool, reading its text rows, the JSON
 //! contract, view consistency, folded-stack format and flame-graph rendering.
 
-#![allow(dead_code)] // each test file uses a different subset
-
 pub mod labels;
 
 use std::io::Write;

@@ -2,7 +2,7 @@
 //! chains and call sites against the source's markers, and every inline chain against
 //! `addr2line -i -f`.
 
-use hpctoolkit_tests::{compile, fixture, marker, scratch_dir};
+use crate::support::{compile, fixture, marker, scratch_dir};
 use std::path::Path;
 use structure::loops::LOOP_BEGIN_TOLERANCE;
 use structure::{analyze_file, verify, Options, ScopeId, ScopeKind, ScopeTree};

@@ -1,15 +1,13 @@
 //! Helpers shared by the `correlate_prof_*` tests: measure a fixture with `hpcrun-rs`,
 //! correlate with `hpcprof-rs` (with a private structure cache), load the database.
-#![allow(dead_code)] // each test file uses a different subset
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::{run, run_ok, tool};
 use correlate::{Database, ViewNode, ViewTree};
-use hpctoolkit_tests::{run, run_ok, tool};
 
-#[path = "../correlate_view_support/labels.rs"]
-mod labels;
+use crate::correlate_view_support::labels;
 
 /// Run `bin args` under `hpcrun-rs` at 1 kHz cpu-clock, writing `dir/NAME.db`.
 pub fn measure(bin: &Path, args: &[&str], dir: &Path, name: &str) -> PathBuf {

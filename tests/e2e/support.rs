@@ -1,4 +1,4 @@
-//! Support for the end-to-end tests in `tests/`: compiling fixture programs at test time and
+//! What the end-to-end tests share: compiling fixture programs at test time and
 //! running the workspace's tools.
 //!
 //! Fixture sources live in `tests/fixtures/`; each test compiles the ones it needs with the

@@ -1,14 +1,12 @@
 //! Inputs: HPCToolkit-written structure files are accepted, our own structure file gives the
 //! same answers as on-the-fly analysis, and bad inputs get clear errors naming the file.
 
-mod correlate_prof_common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::correlate_prof_common::{correlate, hpcprof, measure};
+use crate::support::{compile, run_ok, scratch_dir, tool};
 use correlate::{top_down, Database, NodeId, Selection};
-use correlate_prof_common::{correlate, hpcprof, measure};
-use hpctoolkit_tests::{compile, run_ok, scratch_dir, tool};
 use profiler::addr::Svma;
 use profiler::db::{
     AddrKind, Cct, CctNode, Cost, EventDesc, Frame, ModuleInfo, Profile, Sampling, Stats,

@@ -6,12 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
-mod structure_support;
-
-use hpctoolkit_tests::{compile, scratch_dir};
+use crate::structure_support::{assert_focused_agrees, context};
+use crate::support::{compile, scratch_dir};
 use structure::line_table_addresses;
 use structure::{analyze_file, analyze_focused, Coverage, Options, ScopeTree};
-use structure_support::{assert_focused_agrees, context};
 
 /// A small deterministic generator (xorshift64*), so failures reproduce.
 struct Rng(u64);

@@ -22,7 +22,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use hpctoolkit_tests::{compile, compile_all, fixture, marker, run_ok, scratch_dir};
+use crate::support::{compile, compile_all, fixture, marker, run_ok, scratch_dir};
 use structure::line_table_addresses;
 use structure::verify::{self, Frame, Naming, Oracle};
 use structure::{analyze_file, analyze_focused, Options, ScopeTree};

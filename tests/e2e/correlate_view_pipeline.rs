@@ -4,16 +4,14 @@
 //! 3:1:2 between three threads) and known structure (the STL map program's loops and inlined
 //! frames); sampling noise is allowed for with tolerances, never with retries.
 
-mod correlate_view_support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use correlate::{Database, Selection, ViewKind, ViewTree};
-use correlate_view_support::{
+use crate::correlate_view_support::{
     check_consistency, check_labels_cli, check_schema, folded_lines, inferno_svg, run_view, ViewRun,
 };
-use hpctoolkit_tests::{compile, run_ok, scratch_dir, tool};
+use crate::support::{compile, run_ok, scratch_dir, tool};
+use correlate::{Database, Selection, ViewKind, ViewTree};
 use serde_json::Value;
 
 /// Sampling rate: high enough for a few hundred samples per tenth of a second of CPU time.

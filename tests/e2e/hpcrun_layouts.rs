@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hpctoolkit_tests::symbols::Namer;
-use hpctoolkit_tests::{compile, run, run_ok, scratch_dir, tool};
+use crate::support::symbols::Namer;
+use crate::support::{compile, run, run_ok, scratch_dir, tool};
 use profiler::db::Profile;
 
 /// Rounds of run_callers: about half a second, a thousand samples at 2 kHz.
@@ -185,7 +185,7 @@ fn gcc_with_lld_gold_and_mold() {
 #[test]
 fn clang_build() {
     let dir = scratch_dir("layout-clang");
-    let src = hpctoolkit_tests::fixture("run_callers.c");
+    let src = crate::support::fixture("run_callers.c");
     let exe = dir.join("run_callers");
     run_ok(
         Command::new("clang")

@@ -1,11 +1,9 @@
 //! Time in the kernel-provided `[vdso]` gets procedure names: hpcprof-rs uses this machine's own
 //! vdso image when its build-id is the profiled one.
 
-mod correlate_prof_common;
-
+use crate::correlate_prof_common::{all, correlate, measure, samples};
+use crate::support::{compile, scratch_dir};
 use correlate::{flat, NodeKind, Selection};
-use correlate_prof_common::{all, correlate, measure, samples};
-use hpctoolkit_tests::{compile, scratch_dir};
 
 #[test]
 fn vdso_samples_are_named_procedures() {

@@ -1,7 +1,7 @@
 //! hpcstruct-rs as a command, and the analysis on degraded inputs: no DWARF, stripped shared
 //! library, separate debug file via `.gnu_debuglink`, compressed debug sections, not ELF.
 
-use hpctoolkit_tests::{compile, run, scratch_dir, tool};
+use crate::support::{compile, run, scratch_dir, tool};
 use std::path::Path;
 use std::process::Command;
 use structure::{analyze_file, read_structure_file, DebugSource, Options, ScopeKind, ScopeTree};
@@ -176,7 +176,7 @@ fn irreducible_loops_are_kept_and_reported_with_their_entries() {
     // At -O0 the goto into the loop body leaves a loop with two entries.
     let bin = compile("struct_shapes.c", &dir, "shapes", &["-O0", "-g"]);
     let a = analyze_file(&bin, &Options::default()).unwrap();
-    let want_line = std::fs::read_to_string(hpctoolkit_tests::fixture("struct_shapes.c"))
+    let want_line = std::fs::read_to_string(crate::support::fixture("struct_shapes.c"))
         .unwrap()
         .lines()
         .position(|l| l.contains("@irreducible "))

@@ -1,11 +1,9 @@
 //! The STL map program (thesis Figure 5.1) at -O3 -g: loops, inlined frames and call sites
 //! come out where the source says they are.
 
-mod correlate_prof_common;
-
+use crate::correlate_prof_common::{all, bare, below, correlate, dump, measure_with, samples};
+use crate::support::{compile, fixture, scratch_dir};
 use correlate::{top_down, NodeKind, Selection};
-use correlate_prof_common::{all, bare, below, correlate, dump, measure_with, samples};
-use hpctoolkit_tests::{compile, fixture, scratch_dir};
 
 /// Line numbers (1-based) of the source lines starting with `for (` in the fixture.
 fn for_lines() -> Vec<u32> {

@@ -3,7 +3,7 @@
 //! the same-file helper as aliens inside their callers, with loops in place, as the full DWARF
 //! does; and units that have DWARF descriptors but no inlining must not grow false aliens.
 
-use hpctoolkit_tests::{compile, compile_all, fixture, marker, run, scratch_dir, tool};
+use crate::support::{compile, compile_all, fixture, marker, run, scratch_dir, tool};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use structure::{

@@ -1,11 +1,9 @@
 //! The 2:1 two-callers program: `leaf`'s cost splits 2:1 between `caller_a` and `caller_b`,
 //! in the top-down tree and in the callers view.
 
-mod correlate_prof_common;
-
+use crate::correlate_prof_common::{all, bare, below, correlate, measure, samples};
+use crate::support::{compile, scratch_dir};
 use correlate::{callers, top_down, NodeKind, Selection};
-use correlate_prof_common::{all, bare, below, correlate, measure, samples};
-use hpctoolkit_tests::{compile, scratch_dir};
 
 /// caller_a's share of the two values, which must be 2/3 within 5 points.
 fn assert_two_to_one(a: u64, b: u64, what: &str) {

@@ -1,0 +1,28 @@
+//! End-to-end tests of the hpctoolkit-rs tools: fixture programs compiled at test time
+//! (`tests/fixtures/`), measured with hpcrun-rs, analysed with hpcstruct-rs, correlated with
+//! hpcprof-rs and viewed with hpcview-rs, each result checked against an independent oracle
+//! (addr2line, gdb, perf, the ELF symbol table, counts built into the fixtures). One test
+//! binary, one module per area; `support` holds what they share.
+
+mod correlate_prof_common;
+mod correlate_view_support;
+mod structure_support;
+mod support;
+
+mod correlate_prof_callers;
+mod correlate_prof_inputs;
+mod correlate_prof_perf;
+mod correlate_prof_stlmap;
+mod correlate_prof_vdso;
+mod correlate_view_cli;
+mod correlate_view_pipeline;
+mod hpcrun;
+mod hpcrun_layouts;
+mod structure_aliens;
+mod structure_cli;
+mod structure_fixtures;
+mod structure_focus;
+mod structure_inline_names;
+mod structure_languages;
+mod structure_robustness;
+mod structure_xml;
