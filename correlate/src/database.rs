@@ -1,7 +1,7 @@
 //! The correlated database (`*.hpcdb`): what `hpcprof-rs` writes and `hpcview-rs` reads.
 //!
 //! A file is one [`Database`] in the tools' common envelope ([`profiler::envelope`], magic
-//! `HPCPROFD`, version 1). It holds everything the three views need:
+//! `HPCPROFD`, version 2: version 1 with a checksum; both read). It holds everything the three views need:
 //!
 //! - the metric descriptors ([`MetricDesc`]: event name, unit, sampling, run total),
 //! - the module table ([`ModuleDesc`], with where each module's structure came from),
@@ -29,7 +29,9 @@ use crate::label;
 /// The kind of file a database is.
 pub(crate) static DATABASE_FILE: FileKind = FileKind {
     magic: *b"HPCPROFD",
-    version: 1,
+    version: 2,
+    oldest: 1,
+    checked_since: 2,
     noun: "database",
     writer: "hpcprof-rs",
 };
