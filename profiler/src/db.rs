@@ -8,14 +8,12 @@
 //! parent precedes its children, and every module and event reference is in range.
 
 use std::ops::{Add, AddAssign};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::addr::Svma;
-use crate::envelope::{
-    read_file, write_atomically, write_unique, EnvelopeError, FileKind, Replace,
-};
+use crate::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
 
 /// The kind of file a `profile.db` is.
 pub static PROFILE_FILE: FileKind = FileKind {
@@ -370,13 +368,6 @@ impl Profile {
     pub fn write(&self, path: &Path) -> Result<(), DbError> {
         let bytes = self.to_bytes().map_err(|e| PROFILE_FILE.corrupt(path, e))?;
         write_atomically(path, &bytes, Replace::Allowed)
-    }
-
-    /// Write the profile to a new file of a unique, unpredictable name `hpcrun-rs-*.db` in
-    /// `dir` (where a profile goes when its own output cannot be written); returns its path.
-    pub fn write_fallback(&self, dir: &Path) -> Result<PathBuf, DbError> {
-        let bytes = self.to_bytes().map_err(|e| PROFILE_FILE.corrupt(dir, e))?;
-        write_unique(&bytes, dir, "hpcrun-rs-", ".db")
     }
 }
 

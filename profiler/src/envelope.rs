@@ -331,7 +331,7 @@ pub fn write_unique(
 
 /// A new file `{prefix}*{suffix}` in `dir`, created exclusively under an unpredictable name,
 /// holding `bytes` synced to disk; it is removed when dropped unless kept or persisted.
-fn synced_temporary(
+pub fn synced_temporary(
     dir: &Path,
     prefix: &str,
     suffix: &str,
