@@ -27,7 +27,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use profiler::envelope::{write_atomically, FileKind, Replace};
+use profiler::envelope::{write_atomically, EnvelopeError, FileKind, Replace};
 use structure::{Coverage, ScopeTree};
 
 /// The kind of file a cache entry is. The version changes whenever the analysis gives other
@@ -156,7 +156,11 @@ impl StructureCache {
 /// An entry's tree and coverage, `None` if another version of the tools wrote it, or why it is
 /// damaged.
 fn decode_entry(bytes: &[u8], path: &Path) -> Result<Option<(ScopeTree, Coverage)>, String> {
-    let body = CACHE_ENTRY.body(bytes, path).map_err(|e| e.to_string())?;
+    let body = match CACHE_ENTRY.body(bytes, path) {
+        Ok(body) => body,
+        Err(EnvelopeError::Version { .. }) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
     let corrupt = |e| CACHE_ENTRY.corrupt(path, e).to_string();
     let (tools, body) = postcard::take_from_bytes::<&str>(body.bytes).map_err(corrupt)?;
     if tools != TOOLS {

@@ -554,6 +554,26 @@ mod tests {
     }
 
     #[test]
+    fn no_damaged_byte_of_a_database_is_accepted_and_version_1_still_reads() {
+        let p = Path::new("x.hpcdb");
+        let db = sample_db();
+        let bytes = DATABASE_FILE.encode(&db).unwrap();
+        for i in 0..bytes.len() {
+            for flip in [0x01, 0x10, 0xff] {
+                let mut bad = bytes.clone();
+                bad[i] ^= flip;
+                assert!(
+                    Database::from_bytes(&bad, p).is_err(),
+                    "byte {i} ^ {flip:#x}"
+                );
+            }
+        }
+        let mut v1 = b"HPCPROFD\x01\0\0\0".to_vec();
+        v1.extend(postcard::to_stdvec(&db).unwrap());
+        assert_eq!(Database::from_bytes(&v1, p).unwrap(), db);
+    }
+
+    #[test]
     fn a_node_listed_twice_or_under_another_parent_is_refused() {
         let p = Path::new("x.hpcdb");
         let mut twice = sample_db();
