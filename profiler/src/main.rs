@@ -35,8 +35,8 @@ struct Cli {
 
     /// Where to write the profile. An existing file is kept as FILE.old; if another run
     /// writes FILE meanwhile (several runs with one output, as under mpirun), this profile goes
-    /// to the first free FILE-STEM.N.EXT (profile.1.db, profile.2.db, ...), never over another
-    /// run's
+    /// to the first free numbered name beside it (profile.1.db, profile.2.db, ...; stderr
+    /// names it), never over another run's
     #[arg(short, long, value_name = "FILE", default_value = "profile.db")]
     output: PathBuf,
 
