@@ -3,11 +3,16 @@
 //!
 //! Entries live in `$XDG_CACHE_HOME/hpctoolkit-rs/structure/` (else
 //! `~/.cache/hpctoolkit-rs/structure/`), one file per binary, named by its GNU build-id or,
-//! without one, by a hash of its path, size and modification time. Each file is, in the tools'
-//! common envelope ([`profiler::envelope`], magic `HPCSCACH`), the version of the tools that
-//! wrote it (a newer analyser invalidates old entries), the [`Coverage`] and the [`ScopeTree`].
-//! Entries that fail to decode are treated as missing and replaced; writes are atomic, so
-//! concurrent runs never see half an entry.
+//! without one, by a hash of its path and content checksum (as the profile recorded it), else
+//! of its path, size and modification time. Each file is, in the tools' common envelope
+//! ([`profiler::envelope`], magic `HPCSCACH`, checksummed), the version of the tools that wrote
+//! it (a newer analyser invalidates old entries), the [`Coverage`] and the [`ScopeTree`].
+//!
+//! An entry is trusted no further than the bytes on disk: one that fails its checksum, does not
+//! decode or holds an inconsistent tree ([`ScopeTree::validate`]) is removed, reported once and
+//! rebuilt. Writes are synced and atomic, so concurrent runs never see half an entry. A cache
+//! directory that another user owns, or that group or others may write, is not used at all:
+//! whoever can write there could plant entries.
 //!
 //! Trees recovered on the fly are *focused* (`structure::analyze_focused`): they hold only the
 //! procedures that a profile sampled, and their coverage says which addresses they answer for.
@@ -18,18 +23,21 @@
 
 use std::fs;
 use std::hash::{Hash, Hasher};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use profiler::envelope::{write_atomically, FileKind, Replace};
+use profiler::envelope::{write_atomically, EnvelopeError, FileKind, Replace};
 use structure::{Coverage, ScopeTree};
 
 /// The kind of file a cache entry is. The version changes whenever the analysis gives other
 /// trees for the same binary, so that entries of an older analysis are recomputed (3: inlined
-/// callees named across units and dwz files, entry-point symbols).
+/// callees named across units and dwz files, entry-point symbols; 4: checksummed).
 static CACHE_ENTRY: FileKind = FileKind {
     magic: *b"HPCSCACH",
-    version: 3,
+    version: 4,
+    oldest: 4,
+    checked_since: 4,
     noun: "structure cache entry",
     writer: "hpcprof-rs",
 };
@@ -64,15 +72,43 @@ impl StructureCache {
         &self.dir
     }
 
-    /// The cache key of the binary at `path`: its build-id in hex, or a hash of its path, size
-    /// and modification time. `None` if the file cannot be examined.
-    pub(crate) fn key(path: &Path, build_id: Option<&[u8]>) -> Option<String> {
+    /// Why the cache must not be used, if it must not: its directory (when it exists) is owned
+    /// by another user or writable by group or others, so its entries could be someone else's.
+    pub(crate) fn refusal(&self) -> Option<String> {
+        let meta = fs::metadata(&self.dir).ok()?;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        let why = if meta.uid() != me {
+            "owned by another user"
+        } else if meta.mode() & 0o022 != 0 {
+            "writable by group or others"
+        } else {
+            return None;
+        };
+        Some(format!(
+            "structure cache {} is {why}; running without the cache (fix its owner or mode, e.g. chmod go-w)",
+            self.dir.display()
+        ))
+    }
+
+    /// The cache key of the binary at `path`: its build-id in hex, else a hash of its path and
+    /// the content `checksum` recorded in the profile, else of its path, size and modification
+    /// time. `None` if the file cannot be examined.
+    pub(crate) fn key(
+        path: &Path,
+        build_id: Option<&[u8]>,
+        checksum: Option<u32>,
+    ) -> Option<String> {
         if let Some(id) = build_id.filter(|id| !id.is_empty()) {
             return Some(format!("b-{}", hex(id)));
         }
+        let mut h = fxhash::FxHasher64::default();
+        if let Some(sum) = checksum {
+            (path, sum).hash(&mut h);
+            return Some(format!("c-{:016x}", h.finish()));
+        }
         let meta = fs::metadata(path).ok()?;
         let mtime = meta.modified().ok()?.duration_since(UNIX_EPOCH).ok()?;
-        let mut h = fxhash::FxHasher64::default();
         (path, meta.len(), mtime.as_nanos()).hash(&mut h);
         Some(format!("p-{:016x}", h.finish()))
     }
@@ -81,17 +117,22 @@ impl StructureCache {
         self.dir.join(format!("{key}.struct"))
     }
 
-    /// The tree cached under `key` and the addresses it covers, if there is a valid entry.
-    pub(crate) fn load(&self, key: &str) -> Option<(ScopeTree, Coverage)> {
+    /// The tree cached under `key` and the addresses it covers: `Ok(None)` if there is no
+    /// entry or it is from another version of the tools, `Err` with a warning if the entry
+    /// was damaged (it is then removed, to be rebuilt).
+    pub(crate) fn load(&self, key: &str) -> Result<Option<(ScopeTree, Coverage)>, String> {
         let path = self.entry(key);
-        let bytes = fs::read(&path).ok()?;
-        let body = CACHE_ENTRY.body(&bytes, &path).ok()?;
-        let (tools, body) = postcard::take_from_bytes::<&str>(body).ok()?;
-        if tools != TOOLS {
-            return None;
+        let Ok(bytes) = fs::read(&path) else {
+            return Ok(None);
+        };
+        let decoded = decode_entry(&bytes, &path);
+        if let Err(why) = &decoded {
+            let _ = fs::remove_file(&path);
+            return Err(format!(
+                "damaged structure cache entry removed, rebuilt: {why}"
+            ));
         }
-        let (coverage, tree): (Coverage, ScopeTree) = postcard::from_bytes(body).ok()?;
-        Some((tree, coverage))
+        decoded
     }
 
     /// Store `tree`, which answers for `coverage`, under `key`, replacing any previous entry.
@@ -101,12 +142,34 @@ impl StructureCache {
         tree: &ScopeTree,
         coverage: &Coverage,
     ) -> std::io::Result<()> {
-        fs::create_dir_all(&self.dir)?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)?;
         let bytes = CACHE_ENTRY
             .encode(&(TOOLS, coverage, tree))
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
         write_atomically(&self.entry(key), &bytes, Replace::Allowed).map_err(std::io::Error::other)
     }
+}
+
+/// An entry's tree and coverage, `None` if another version of the tools wrote it, or why it is
+/// damaged.
+fn decode_entry(bytes: &[u8], path: &Path) -> Result<Option<(ScopeTree, Coverage)>, String> {
+    let body = match CACHE_ENTRY.body(bytes, path) {
+        Ok(body) => body,
+        Err(EnvelopeError::Version { .. }) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let corrupt = |e| CACHE_ENTRY.corrupt(path, e).to_string();
+    let (tools, body) = postcard::take_from_bytes::<&str>(body.bytes).map_err(corrupt)?;
+    if tools != TOOLS {
+        return Ok(None);
+    }
+    let (coverage, tree): (Coverage, ScopeTree) = postcard::from_bytes(body).map_err(corrupt)?;
+    tree.validate()
+        .map_err(|why| CACHE_ENTRY.malformed(path, why).to_string())?;
+    Ok(Some((tree, coverage)))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -132,16 +195,57 @@ mod tests {
         s.ranges = vec![0x10..0x20];
         let s = tree.add(p, s);
         tree.finish();
-        let key = StructureCache::key(Path::new("/bin/x"), Some(&[0xab, 0x01])).unwrap();
+        let key = StructureCache::key(Path::new("/bin/x"), Some(&[0xab, 0x01]), None).unwrap();
         assert_eq!(key, "b-ab01");
-        assert!(cache.load(&key).is_none());
+        assert_eq!(cache.load(&key), Ok(None));
         let coverage = Coverage::Ranges(vec![0x10..0x20]);
         cache.store(&key, &tree, &coverage).unwrap();
-        let (back, covered) = cache.load(&key).unwrap();
+        let (back, covered) = cache.load(&key).unwrap().unwrap();
         assert_eq!(back.lookup(0x18), Some(s));
         assert_eq!(covered, coverage);
-        fs::write(cache.entry(&key), b"HPCSCACH\x01\0\0\0garbage").unwrap();
-        assert!(cache.load(&key).is_none(), "corrupt entry is a miss");
+        let mode = fs::metadata(&dir).unwrap().mode();
+        assert_eq!(mode & 0o777, 0o700, "a new cache directory is private");
+        fs::write(cache.entry(&key), b"HPCSCACH\x04\0\0\0garbage").unwrap();
+        let damaged = cache.load(&key).unwrap_err();
+        assert!(damaged.contains("checksum"), "{damaged}");
+        assert_eq!(cache.load(&key), Ok(None), "a damaged entry is removed");
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_entry_whose_tree_is_inconsistent_is_refused_though_its_checksum_fits() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = StructureCache::at(dir.path().to_path_buf());
+        let mut tree = ScopeTree::new("/bin/x");
+        let p = tree.add(tree.root(), Scope::new(ScopeKind::Procedure));
+        tree.get_mut(p).children.push(p);
+        let bytes = CACHE_ENTRY
+            .encode(&(TOOLS, Coverage::Module, &tree))
+            .unwrap();
+        fs::write(cache.entry("k"), bytes).unwrap();
+        let why = cache.load("k").unwrap_err();
+        assert!(why.contains("scope 1: child 1 is not its own"), "{why}");
+    }
+
+    #[test]
+    fn keys_without_build_id_follow_the_content_checksum() {
+        let bin = Path::new("/bin/sh");
+        let a = StructureCache::key(bin, None, Some(1)).unwrap();
+        assert_ne!(a, StructureCache::key(bin, None, Some(2)).unwrap());
+        assert!(StructureCache::key(bin, None, None)
+            .unwrap()
+            .starts_with("p-"));
+    }
+
+    #[test]
+    fn a_directory_others_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let cache = StructureCache::at(dir.path().to_path_buf());
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(cache.refusal(), None);
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let why = cache.refusal().unwrap();
+        assert!(why.contains("writable by group or others"), "{why}");
     }
 }

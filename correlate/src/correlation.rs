@@ -264,6 +264,9 @@ fn find_structures(
     options: &Options<'_>,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Found>, CorrelateError> {
+    let refusal = options.cache.as_ref().and_then(StructureCache::refusal);
+    let cache = options.cache.as_ref().filter(|_| refusal.is_none());
+    warnings.extend(refusal);
     let mut used = vec![vec![false; 0]; files.len()];
     for (u, f) in used.iter_mut().zip(files) {
         *u = vec![false; f.trees.len()];
@@ -281,7 +284,7 @@ fn find_structures(
             });
         }
     }
-    let results: Vec<(Found, Option<String>)> = plans
+    let results: Vec<(Found, Vec<String>)> = plans
         .into_par_iter()
         .zip(addresses)
         .map(|(p, addresses)| match p {
@@ -291,7 +294,7 @@ fn find_structures(
                     tree: Some(tree.clone()),
                     analysed: 0,
                 },
-                None,
+                Vec::new(),
             ),
             Plan::None(why) => (
                 Found {
@@ -299,9 +302,11 @@ fn find_structures(
                     tree: None,
                     analysed: 0,
                 },
-                None,
+                Vec::new(),
             ),
-            Plan::Recover(binary, key) => recover(&binary, key.as_deref(), addresses, options),
+            Plan::Recover(binary, key) => {
+                recover(&binary, key.as_deref(), addresses, cache, options.analyser)
+            }
         })
         .collect();
     Ok(results
@@ -363,34 +368,37 @@ fn plan<'s>(
     if !is_file {
         return Ok(Plan::None(format!("{}: not a readable file", m.path)));
     }
-    let on_disk = facts.as_ref().and_then(|f| f.build_id.clone());
-    if let (Some(want), Some(have)) = (&m.build_id, &on_disk) {
-        if want != have {
-            warnings.push(format!(
-                "{}: the binary changed since it was profiled (build-id differs); its samples stay unresolved",
-                m.path
-            ));
-            return Ok(Plan::None("binary changed since profiling".into()));
-        }
+    let on_disk = facts.as_ref().and_then(|f| f.build_id.as_deref());
+    if let Some(why) = inputs::changed_since_profiled(m, on_disk, binary) {
+        warnings.push(format!(
+            "{}: the binary changed since it was profiled ({why}); its samples stay unresolved",
+            m.path
+        ));
+        return Ok(Plan::None("binary changed since profiling".into()));
     }
-    let id = m.build_id.as_deref().or(on_disk.as_deref());
+    let id = m.build_id.as_deref().or(on_disk);
     Ok(Plan::Recover(
         binary.to_path_buf(),
-        StructureCache::key(binary, id),
+        StructureCache::key(binary, id, m.checksum),
     ))
 }
 
 /// Recover one binary's structure for `addresses`: from the cache if its entry covers them all,
 /// else by focused analysis of those addresses' procedures and the entry's (the union is then
-/// cached). Returns what was found and a warning if something went wrong.
+/// cached). Returns what was found and warnings if something went wrong.
 fn recover(
     binary: &Path,
     key: Option<&str>,
     addresses: &[u64],
-    options: &Options<'_>,
-) -> (Found, Option<String>) {
-    let cache = options.cache.as_ref().zip(key);
-    let cached = cache.and_then(|(c, k)| c.load(k));
+    cache: Option<&StructureCache>,
+    analyser: &Analyser<'_>,
+) -> (Found, Vec<String>) {
+    let cache = cache.zip(key);
+    let (cached, mut warnings) = match cache.map(|(c, k)| c.load(k)) {
+        Some(Err(damaged)) => (None, vec![damaged]),
+        Some(Ok(entry)) => (entry, Vec::new()),
+        None => (None, Vec::new()),
+    };
     let mut wanted = addresses.to_vec();
     if let Some((tree, coverage)) = cached {
         if addresses.iter().all(|&a| coverage.covers(a)) {
@@ -399,25 +407,25 @@ fn recover(
                 tree: Some(tree),
                 analysed: 0,
             };
-            return (found, None);
+            return (found, warnings);
         }
         wanted.extend(revisit(&tree, &coverage));
         wanted.sort_unstable();
         wanted.dedup();
     }
-    match (options.analyser)(binary, &wanted) {
+    match analyser(binary, &wanted) {
         Ok(analysis) => {
-            let warning = cache.and_then(|(c, k)| {
+            warnings.extend(cache.and_then(|(c, k)| {
                 c.store(k, &analysis.tree, &analysis.coverage)
                     .err()
                     .map(|e| format!("cannot write structure cache in {}: {e}", c.dir().display()))
-            });
+            }));
             let found = Found {
                 source: StructureSource::OnTheFly,
                 analysed: analysis.tree.procedures().count(),
                 tree: Some(analysis.tree),
             };
-            (found, warning)
+            (found, warnings)
         }
         Err(e) => {
             let found = Found {
@@ -425,7 +433,8 @@ fn recover(
                 tree: None,
                 analysed: 0,
             };
-            (found, Some(e.to_string()))
+            warnings.push(e.to_string());
+            (found, warnings)
         }
     }
 }
@@ -543,8 +552,8 @@ mod tests {
         let bin = Path::new("/bin/app");
         let key = Some("b-0123");
         let run = |addresses: &[u64]| {
-            let (found, warning) = recover(bin, key, addresses, &options);
-            assert_eq!(warning, None);
+            let (found, warnings) = recover(bin, key, addresses, options.cache.as_ref(), &analyser);
+            assert_eq!(warnings, Vec::<String>::new());
             found
         };
         let first = run(&[0x105, 0x203]);
@@ -575,7 +584,7 @@ mod tests {
             cache: None,
             ..options
         };
-        let (found, _) = recover(bin, key, &[0x101], &uncached);
+        let (found, _) = recover(bin, key, &[0x101], uncached.cache.as_ref(), &analyser);
         assert_eq!(
             found.source,
             StructureSource::OnTheFly,

@@ -1,7 +1,7 @@
 //! The correlated database (`*.hpcdb`): what `hpcprof-rs` writes and `hpcview-rs` reads.
 //!
 //! A file is one [`Database`] in the tools' common envelope ([`profiler::envelope`], magic
-//! `HPCPROFD`, version 1). It holds everything the three views need:
+//! `HPCPROFD`, version 2: version 1 with a checksum; both read). It holds everything the three views need:
 //!
 //! - the metric descriptors ([`MetricDesc`]: event name, unit, sampling, run total),
 //! - the module table ([`ModuleDesc`], with where each module's structure came from),
@@ -29,7 +29,9 @@ use crate::label;
 /// The kind of file a database is.
 pub(crate) static DATABASE_FILE: FileKind = FileKind {
     magic: *b"HPCPROFD",
-    version: 1,
+    version: 2,
+    oldest: 1,
+    checked_since: 2,
     noun: "database",
     writer: "hpcprof-rs",
 };
@@ -549,6 +551,26 @@ mod tests {
         bytes[8] = 99;
         let ver = Database::from_bytes(&bytes, p).unwrap_err();
         assert!(ver.to_string().contains("version 99"), "{ver}");
+    }
+
+    #[test]
+    fn no_damaged_byte_of_a_database_is_accepted_and_version_1_still_reads() {
+        let p = Path::new("x.hpcdb");
+        let db = sample_db();
+        let bytes = DATABASE_FILE.encode(&db).unwrap();
+        for i in 0..bytes.len() {
+            for flip in [0x01, 0x10, 0xff] {
+                let mut bad = bytes.clone();
+                bad[i] ^= flip;
+                assert!(
+                    Database::from_bytes(&bad, p).is_err(),
+                    "byte {i} ^ {flip:#x}"
+                );
+            }
+        }
+        let mut v1 = b"HPCPROFD\x01\0\0\0".to_vec();
+        v1.extend(postcard::to_stdvec(&db).unwrap());
+        assert_eq!(Database::from_bytes(&v1, p).unwrap(), db);
     }
 
     #[test]

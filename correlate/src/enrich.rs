@@ -352,6 +352,7 @@ mod tests {
             modules: vec![ModuleInfo {
                 path: "/bin/app".into(),
                 build_id: None,
+                checksum: None,
             }],
             processes: vec![],
             threads: vec![ThreadProfile {

@@ -24,12 +24,14 @@ pub enum InputKind {
 /// the file.
 pub fn classify(path: &Path) -> Result<InputKind, CorrelateError> {
     let mut head = Vec::with_capacity(4096);
-    File::open(path)
+    let io_err = |source| CorrelateError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    profiler::envelope::open_regular(path)
+        .map_err(std::io::Error::other)
         .and_then(|f| f.take(4096).read_to_end(&mut head))
-        .map_err(|source| CorrelateError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        .map_err(io_err)?;
     if head.starts_with(&profiler::db::PROFILE_FILE.magic) {
         return Ok(InputKind::Profile);
     }
@@ -75,6 +77,22 @@ pub(crate) struct BinaryFacts {
     pub(crate) build_id: Option<Vec<u8>>,
     /// Addresses and names of its function symbols.
     pub(crate) functions: Vec<(u64, String)>,
+}
+
+/// Why `binary` on disk is not the file module `m` was when it was profiled, if it is not:
+/// another build-id or, for a file without one, another content checksum than the profile
+/// recorded (the same path, size and time do not make the same program: `cp -p`, `rsync -a`).
+pub(crate) fn changed_since_profiled(
+    m: &profiler::db::ModuleInfo,
+    on_disk: Option<&[u8]>,
+    binary: &Path,
+) -> Option<&'static str> {
+    match (m.build_id.as_deref(), on_disk, m.checksum) {
+        (Some(want), Some(have), _) => (want != have).then_some("build-id differs"),
+        (None, _, Some(sum)) => (profiler::db::checksum_file(binary).ok() != Some(sum))
+            .then_some("its contents differ, and it has no build-id"),
+        _ => None,
+    }
 }
 
 /// A file holding this machine's `[vdso]` image, if its build-id is `build_id` (the kernel maps

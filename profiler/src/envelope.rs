@@ -1,10 +1,17 @@
 //! The one envelope of every binary file the tools write (`profile.db`, the hpcprof-rs
 //! database, structure-cache entries): an 8-byte magic naming the kind of file, a little-endian
-//! `u32` format version, then the body encoded with postcard; and the one way they are put on
-//! disk, atomically.
+//! `u32` format version, a little-endian CRC-32 of the body (from the kind's
+//! [`FileKind::checked_since`] version on), then the body encoded with postcard; and the one way
+//! they are put on disk, atomically.
+//!
+//! The checksum catches what decoding alone cannot: a damaged byte that still decodes, into
+//! other numbers. CRC-32 detects every error confined to 32 consecutive bits, so any one damaged
+//! byte, and all but one in 2^32 of other damage. Files of older versions, written before there
+//! was a checksum, still read (unchecked) where the kind says the body did not change.
 //!
 //! Readers get an error that names the file and says what is wrong with it (another kind of
-//! file, another version, a truncated body, an inconsistent one); writers never leave half a
+//! file, another version, a damaged or truncated body, an inconsistent one, a FIFO or device
+//! given as a file); writers never leave half a
 //! file behind, never write through a name another user could have prepared (the temporary file
 //! is created exclusively, under an unpredictable name, in the target's directory) and, when
 //! asked, never replace an existing file.
@@ -14,22 +21,37 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// A kind of file: its magic, the version this build writes and reads, and how to name it in
+/// A kind of file: its magic, the versions this build writes and reads, and how to name it in
 /// errors ("not a {noun} written by {writer}").
 #[derive(Debug)]
 pub struct FileKind {
     /// The first eight bytes of every file of this kind.
     pub magic: [u8; 8],
-    /// The format version this build writes and reads.
+    /// The format version this build writes (and the newest it reads).
     pub version: u32,
+    /// The oldest format version this build still reads.
+    pub oldest: u32,
+    /// The first version whose files carry a checksum of the body.
+    pub checked_since: u32,
     /// What the file is called, e.g. `profile.db`.
     pub noun: &'static str,
     /// The tool that writes it, e.g. `hpcrun-rs`.
     pub writer: &'static str,
 }
 
-/// Bytes of the header: magic and version.
+/// Bytes of the header before the checksum: magic and version.
 const HEADER: usize = 12;
+/// Bytes of the checksum, after the header in checked versions.
+const CHECKSUM: usize = 4;
+
+/// The body of a file, once its header (and checksum) are checked.
+#[derive(Debug, Clone, Copy)]
+pub struct Body<'b> {
+    /// The format version the file was written in.
+    pub version: u32,
+    /// The encoded body.
+    pub bytes: &'b [u8],
+}
 
 /// Why a file could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -52,8 +74,8 @@ pub enum EnvelopeError {
     },
     /// The file was written by another version of the format.
     #[error(
-        "{path}: {} {} format version {found}, this build reads version {}",
-        kind.writer, kind.noun, kind.version
+        "{path}: {} {} format version {found}, this build reads versions {} to {}",
+        kind.writer, kind.noun, kind.oldest, kind.version
     )]
     Version {
         /// The file.
@@ -72,6 +94,21 @@ pub enum EnvelopeError {
         kind: &'static FileKind,
         /// The decoder's complaint (part of the message, not a separate cause).
         problem: postcard::Error,
+    },
+    /// The body does not match its checksum (a damaged or truncated file).
+    #[error("{path}: truncated or corrupt {} {} (checksum mismatch)", kind.writer, kind.noun)]
+    Checksum {
+        /// The file.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static FileKind,
+    },
+    /// The path names something other than a regular file (a FIFO, a device, a directory),
+    /// which reading could block on forever or never finish.
+    #[error("{path}: not a regular file")]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
     },
     /// The body decoded but is inconsistent (an index out of range, a child before its parent).
     #[error("{path}: corrupt {} {}: {why}", kind.writer, kind.noun)]
@@ -92,45 +129,77 @@ pub enum EnvelopeError {
 }
 
 impl FileKind {
-    /// Header and `body` encoded, ready to write.
+    /// Header, checksum and `body` encoded in the current version, ready to write.
     pub fn encode<T: Serialize>(&self, body: &T) -> Result<Vec<u8>, postcard::Error> {
-        let mut out = Vec::with_capacity(1 << 16);
-        out.extend_from_slice(&self.magic);
-        out.extend_from_slice(&self.version.to_le_bytes());
-        postcard::to_extend(body, out)
+        self.encode_parts(&[&postcard::to_stdvec(body)?])
     }
 
-    /// The body bytes of `bytes` once magic and version are checked; `path` names the file in
-    /// errors.
+    /// Header and checksum followed by `parts`, concatenated, as the body of a file in the
+    /// current version (for bodies encoded in pieces).
+    pub fn encode_parts(&self, parts: &[&[u8]]) -> Result<Vec<u8>, postcard::Error> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut out = Vec::with_capacity(HEADER + CHECKSUM + len);
+        out.extend_from_slice(&self.magic);
+        out.extend_from_slice(&self.version.to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        parts.iter().for_each(|p| crc.update(p));
+        if self.version >= self.checked_since {
+            out.extend_from_slice(&crc.finalize().to_le_bytes());
+        }
+        parts.iter().for_each(|p| out.extend_from_slice(p));
+        Ok(out)
+    }
+
+    /// The body of `bytes` once magic, version and checksum are checked; `path` names the file
+    /// in errors.
     pub fn body<'b>(
         &'static self,
         bytes: &'b [u8],
         path: &Path,
-    ) -> Result<&'b [u8], EnvelopeError> {
+    ) -> Result<Body<'b>, EnvelopeError> {
         if bytes.len() < HEADER || bytes[..8] != self.magic {
             return Err(EnvelopeError::BadMagic {
                 path: path.to_path_buf(),
                 kind: self,
             });
         }
-        let found = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        if found != self.version {
+        let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        if !(self.oldest..=self.version).contains(&version) {
             return Err(EnvelopeError::Version {
                 path: path.to_path_buf(),
                 kind: self,
-                found,
+                found: version,
             });
         }
-        Ok(&bytes[HEADER..])
+        let rest = &bytes[HEADER..];
+        if version < self.checked_since {
+            return Ok(Body {
+                version,
+                bytes: rest,
+            });
+        }
+        let damaged = || EnvelopeError::Checksum {
+            path: path.to_path_buf(),
+            kind: self,
+        };
+        let (sum, body) = rest.split_first_chunk::<CHECKSUM>().ok_or_else(damaged)?;
+        if crc32fast::hash(body) != u32::from_le_bytes(*sum) {
+            return Err(damaged());
+        }
+        Ok(Body {
+            version,
+            bytes: body,
+        })
     }
 
-    /// Decode a whole file's bytes into its body's type.
+    /// Decode a whole file's bytes into its body's type (the same in every version read).
     pub fn decode<'b, T: Deserialize<'b>>(
         &'static self,
         bytes: &'b [u8],
         path: &Path,
     ) -> Result<T, EnvelopeError> {
-        postcard::from_bytes(self.body(bytes, path)?).map_err(|source| self.corrupt(path, source))
+        let body = self.body(bytes, path)?;
+        postcard::from_bytes(body.bytes).map_err(|source| self.corrupt(path, source))
     }
 
     /// Encode `body` and put it at `path` atomically (see [`write_atomically`]).
@@ -142,25 +211,6 @@ impl FileKind {
     ) -> Result<(), EnvelopeError> {
         let bytes = self.encode(body).map_err(|e| self.corrupt(path, e))?;
         write_atomically(path, &bytes, replace)
-    }
-
-    /// Encode `body` into a new file of a unique, unpredictable name `{prefix}*{suffix}` in
-    /// `dir`, created exclusively; returns its path.
-    pub fn write_unique<T: Serialize>(
-        &'static self,
-        body: &T,
-        dir: &Path,
-        prefix: &str,
-        suffix: &str,
-    ) -> Result<PathBuf, EnvelopeError> {
-        let io_err = |source| EnvelopeError::Io {
-            path: dir.to_path_buf(),
-            source,
-        };
-        let bytes = self.encode(body).map_err(|e| self.corrupt(dir, e))?;
-        let file = synced_temporary(dir, prefix, suffix, &bytes).map_err(io_err)?;
-        let (_, path) = file.keep().map_err(|e| io_err(e.error))?;
-        Ok(path)
     }
 
     /// The error for a body that does not decode.
@@ -191,12 +241,48 @@ pub enum Replace {
     Refused,
 }
 
-/// The whole file at `path`, with an error that names it.
+/// The whole file at `path`, with an error that names it; anything but a regular file (a FIFO
+/// that would block until a writer comes, a device that never ends) is refused.
 pub fn read_file(path: &Path) -> Result<Vec<u8>, EnvelopeError> {
-    std::fs::read(path).map_err(|source| EnvelopeError::Io {
+    let io_err = |source| EnvelopeError::Io {
         path: path.to_path_buf(),
         source,
-    })
+    };
+    let mut file = open_regular(path).map_err(|e| match e {
+        OpenError::Io(source) => io_err(source),
+        OpenError::NotAFile => EnvelopeError::NotAFile {
+            path: path.to_path_buf(),
+        },
+    })?;
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut file, &mut bytes).map_err(io_err)?;
+    Ok(bytes)
+}
+
+/// Why [`open_regular`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The file could not be opened or examined.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// It is a FIFO, a device, a socket or a directory.
+    #[error("not a regular file")]
+    NotAFile,
+}
+
+/// Open `path` for reading if it is a regular file. The open itself does not wait (a FIFO with
+/// no writer would otherwise block it forever); the kind is judged on the opened file, so a
+/// file swapped in after a check cannot slip through.
+pub fn open_regular(path: &Path) -> Result<std::fs::File, OpenError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(OpenError::NotAFile);
+    }
+    Ok(file)
 }
 
 /// Put `bytes` at `path` atomically: they are written and synced to a temporary file created
@@ -226,9 +312,26 @@ pub fn write_atomically(path: &Path, bytes: &[u8], replace: Replace) -> Result<(
     })
 }
 
+/// Put `bytes` into a new file of a unique, unpredictable name `{prefix}*{suffix}` in `dir`,
+/// created exclusively; returns its path.
+pub fn write_unique(
+    bytes: &[u8],
+    dir: &Path,
+    prefix: &str,
+    suffix: &str,
+) -> Result<PathBuf, EnvelopeError> {
+    let io_err = |source| EnvelopeError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let file = synced_temporary(dir, prefix, suffix, bytes).map_err(io_err)?;
+    let (_, path) = file.keep().map_err(|e| io_err(e.error))?;
+    Ok(path)
+}
+
 /// A new file `{prefix}*{suffix}` in `dir`, created exclusively under an unpredictable name,
 /// holding `bytes` synced to disk; it is removed when dropped unless kept or persisted.
-fn synced_temporary(
+pub fn synced_temporary(
     dir: &Path,
     prefix: &str,
     suffix: &str,
@@ -250,6 +353,8 @@ mod tests {
     static KIND: FileKind = FileKind {
         magic: *b"TESTKIND",
         version: 3,
+        oldest: 2,
+        checked_since: 3,
         noun: "test file",
         writer: "the tests",
     };
@@ -272,9 +377,56 @@ mod tests {
         let ver = KIND.decode::<(u32, String)>(&other, p).unwrap_err();
         assert!(ver
             .to_string()
-            .contains("format version 4, this build reads version 3"));
+            .contains("format version 4, this build reads versions 2 to 3"));
         let cut = KIND.decode::<(u32, String)>(&bytes[..bytes.len() - 2], p);
-        assert!(matches!(cut, Err(EnvelopeError::Corrupt { .. })));
+        assert!(
+            matches!(cut, Err(EnvelopeError::Checksum { .. })),
+            "{cut:?}"
+        );
+    }
+
+    #[test]
+    fn every_damaged_byte_is_caught_and_unchecked_old_versions_still_read() {
+        let p = Path::new("f.bin");
+        let body = (
+            7u64,
+            "a body long enough to damage".to_string(),
+            vec![1u32; 9],
+        );
+        let bytes = KIND.encode(&body).unwrap();
+        for i in 0..bytes.len() {
+            for flip in [0x01, 0x80, 0xff] {
+                let mut bad = bytes.clone();
+                bad[i] ^= flip;
+                let read = KIND.decode::<(u64, String, Vec<u32>)>(&bad, p);
+                assert!(read.is_err(), "byte {i} ^ {flip:#x} accepted: {read:?}");
+            }
+        }
+        let mut old = b"TESTKIND\x02\0\0\0".to_vec();
+        old.extend(postcard::to_stdvec(&body).unwrap());
+        assert_eq!(
+            KIND.decode::<(u64, String, Vec<u32>)>(&old, p).unwrap(),
+            body
+        );
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        mkfifo(&fifo);
+        let err = read_file(&fifo).unwrap_err();
+        assert!(matches!(err, EnvelopeError::NotAFile { .. }), "{err}");
+        assert!(
+            err.to_string().ends_with("fifo: not a regular file"),
+            "{err}"
+        );
+    }
+
+    fn mkfifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     }
 
     #[test]

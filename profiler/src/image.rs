@@ -80,6 +80,11 @@ pub enum ImageError {
 }
 
 impl Image {
+    /// [`crate::db::file_checksum`] of the image's bytes.
+    pub fn checksum(&self) -> u32 {
+        crate::db::file_checksum((*self.bytes).as_ref())
+    }
+
     /// Map and parse the file at `path`.
     pub fn open(path: &Path) -> Result<Image, ImageError> {
         let file = File::open(path)?;

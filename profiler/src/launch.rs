@@ -179,12 +179,24 @@ pub fn exit_fd(pid: Pid) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) })
 }
 
-/// Whether the child has ended (without blocking).
-pub fn poll_child(pid: Pid) -> Option<Ended> {
-    match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-        Ok(WaitStatus::Exited(_, code)) => Some(Ended::Exited(code)),
-        Ok(WaitStatus::Signaled(_, sig, _)) => Some(Ended::Signaled(sig as i32)),
-        Ok(_) => None,
-        Err(_) => Some(Ended::Exited(0)),
+/// What the child is doing, as far as `waitpid` tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildState {
+    /// Running, or nothing new to tell.
+    Running,
+    /// It has just been stopped by this signal (SIGSTOP it raised itself, a SIGTSTP).
+    Stopped(i32),
+    /// It has ended.
+    Ended(Ended),
+}
+
+/// What the child is doing (without blocking); a stop is reported once, when it happens.
+pub fn poll_child(pid: Pid) -> ChildState {
+    match waitpid(pid, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
+        Ok(WaitStatus::Exited(_, code)) => ChildState::Ended(Ended::Exited(code)),
+        Ok(WaitStatus::Signaled(_, sig, _)) => ChildState::Ended(Ended::Signaled(sig as i32)),
+        Ok(WaitStatus::Stopped(_, sig)) => ChildState::Stopped(sig as i32),
+        Ok(_) => ChildState::Running,
+        Err(_) => ChildState::Ended(Ended::Exited(0)),
     }
 }

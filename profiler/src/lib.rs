@@ -32,6 +32,7 @@
 //!     stack_size: profiler::perf::DEFAULT_STACK_SIZE,
 //!     ring_pages: None,
 //!     target: Target::Launch(vec!["./app".into()]),
+//!     notify: |notice| eprintln!("{notice}"),
 //! };
 //! let measurement = session::run(&opts).expect("measured");
 //! let profile = session::into_profile(measurement);
@@ -62,6 +63,8 @@ mod image;
 pub mod launch;
 #[cfg(feature = "sampler")]
 mod loadmap;
+#[cfg(feature = "sampler")]
+pub mod output;
 #[cfg(feature = "sampler")]
 pub mod perf;
 #[cfg(feature = "sampler")]

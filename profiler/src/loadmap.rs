@@ -44,9 +44,16 @@ impl ModuleRegistry {
         }
         .map(Arc::new);
         let id = self.infos.len() as ModuleId;
+        let build_id = image.as_ref().and_then(|i| i.build_id.clone());
+        // Only a file without a build-id needs its bytes summed to be recognised later.
+        let checksum = image
+            .as_ref()
+            .filter(|_| build_id.is_none())
+            .map(|i| i.checksum());
         self.infos.push(ModuleInfo {
             path: path.to_string(),
-            build_id: image.as_ref().and_then(|i| i.build_id.clone()),
+            build_id,
+            checksum,
         });
         self.by_path.insert(path.to_string(), (id, image.clone()));
         (id, image)

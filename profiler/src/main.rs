@@ -1,7 +1,7 @@
 //! `hpcrun-rs`: measure a command (or a running process) with sampled call paths.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -9,8 +9,9 @@ use clap::Parser;
 
 use profiler::db::Profile;
 use profiler::events::EventSpec;
+use profiler::output::{Output, Placement};
 use profiler::perf::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE};
-use profiler::report;
+use profiler::report::{self, Notice};
 use profiler::session::{self, Options, RunError, Target};
 
 /// Sampling call-path profiler: runs COMMAND and records where it spends its time, by full
@@ -32,7 +33,10 @@ struct Cli {
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     events: Vec<String>,
 
-    /// Where to write the profile (an existing file is kept as FILE.old)
+    /// Where to write the profile. An existing file is kept as FILE.old; if another run
+    /// writes FILE meanwhile (several runs with one output, as under mpirun), this profile goes
+    /// to the first free numbered name beside it (profile.1.db, profile.2.db, ...; stderr
+    /// names it), never over another run's
     #[arg(short, long, value_name = "FILE", default_value = "profile.db")]
     output: PathBuf,
 
@@ -146,15 +150,13 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             )))
         }
     };
-    check_output(&cli.output).map_err(usage)?;
-    if let (Target::Attach(pid), false) = (&target, cli.quiet) {
-        say!("hpcrun-rs: sampling process {pid} until it exits or Ctrl-C\n");
-    }
+    let output = Output::prepare(&cli.output).map_err(|e| usage(e.into()))?;
     let opts = Options {
         events,
         stack_size: cli.stack_size,
         ring_pages,
         target,
+        notify: if cli.quiet { notify_quiet } else { notify },
     };
     let measurement = session::run(&opts).map_err(|e| match e {
         RunError::Launch(l) => Failure {
@@ -185,7 +187,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     }
     notes.push(own_cpu_note(measurement.attached_cpu));
     let profile = session::into_profile(measurement);
-    let written = write_output(&profile, &cli.output, &mut notes)?;
+    let written = write_output(&profile, &output, &mut notes)?;
     if !cli.quiet {
         say!(
             "{}",
@@ -201,6 +203,19 @@ impl From<RunError> for Failure {
             status: 1,
             error: error.into(),
         }
+    }
+}
+
+/// Tell the user at once what cannot wait for the summary.
+fn notify(notice: Notice) {
+    say!("hpcrun-rs: {notice}\n");
+}
+
+/// [`notify`] under `--quiet`: only what the user must act on (a command that stopped itself
+/// and waits for SIGCONT).
+fn notify_quiet(notice: Notice) {
+    if matches!(notice, Notice::Stopped(..)) {
+        notify(notice);
     }
 }
 
@@ -239,66 +254,32 @@ fn parse_events(texts: &[String]) -> Result<Vec<EventSpec>> {
         .collect()
 }
 
-/// Refuse early (before running anything) an output that cannot be written.
-fn check_output(path: &Path) -> Result<()> {
-    if path.is_dir() {
-        anyhow::bail!(
-            "{} is a directory; give a file name with -o",
-            path.display()
-        );
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        anyhow::bail!(
-            "cannot write {}: directory {} does not exist",
-            path.display(),
-            dir.display()
-        );
-    }
-    // An unnamed temporary file (O_TMPFILE where the file system has it, else an exclusive
-    // random name, removed at once): no name another user could have prepared.
-    tempfile::tempfile_in(dir).with_context(|| format!("cannot write in {}", dir.display()))?;
-    Ok(())
-}
-
-/// Write the profile, keeping an existing file as FILE.old; if the write fails (a full disk),
-/// try the temporary directory so the measurement is not lost.
+/// Write the profile (see [`profiler::output`]) and say where it went when that is not where
+/// it was asked to go.
 fn write_output(
     profile: &Profile,
-    path: &Path,
+    output: &Output,
     notes: &mut Vec<String>,
 ) -> Result<PathBuf, Failure> {
-    if path.exists() {
-        let mut old = path.as_os_str().to_owned();
-        old.push(".old");
-        let old = PathBuf::from(old);
-        std::fs::rename(path, &old).with_context(|| {
-            format!(
-                "cannot keep the existing {} as {}",
-                path.display(),
-                old.display()
-            )
-        })?;
-        notes.push(format!(
-            "the previous {} was kept as {}",
-            path.display(),
+    let bytes = profile.to_bytes().context("cannot encode the profile")?;
+    let (path, how) = output.place(&bytes).map_err(anyhow::Error::from)?;
+    match how {
+        Placement::Requested { kept_old: None } => {}
+        Placement::Requested {
+            kept_old: Some(old),
+        } => notes.push(format!(
+            "the previous profile was kept as {}",
             old.display()
-        ));
+        )),
+        Placement::Sibling => say!(
+            "hpcrun-rs: another run wrote {} meanwhile; this profile is {}\n",
+            output.path().display(),
+            path.display()
+        ),
+        Placement::Fallback(why) => say!(
+            "hpcrun-rs: {why}; saved the profile as {} instead\n",
+            path.display()
+        ),
     }
-    match profile.write(path) {
-        Ok(()) => Ok(path.to_path_buf()),
-        Err(e) => {
-            let fallback = profile
-                .write_fallback(&std::env::temp_dir())
-                .map_err(|e2| anyhow::anyhow!("cannot write the profile: {e}; nor {e2}"))?;
-            say!(
-                "hpcrun-rs: cannot write the profile: {e}; saved it as {} instead\n",
-                fallback.display()
-            );
-            Ok(fallback)
-        }
-    }
+    Ok(path)
 }

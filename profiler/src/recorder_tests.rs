@@ -288,7 +288,7 @@ fn a_recording_survives_a_profile_db_round_trip() {
         threads: r.threads,
         stats: r.stats,
     };
-    let bytes = crate::db::PROFILE_FILE.encode(&profile).unwrap();
+    let bytes = profile.to_bytes().unwrap();
     let back = crate::db::Profile::from_bytes(&bytes, std::path::Path::new("p.db")).unwrap();
     assert_eq!(back, profile);
     assert_eq!(back.modules[0].path, "/nonexistent/app");

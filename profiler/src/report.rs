@@ -7,6 +7,34 @@ use crate::db::{Cct, Frame, NodeId, Profile, Sampling};
 use crate::events::{EventClass, EventSpec, KNOWN_EVENTS};
 use crate::perf::{self, AttrOptions, DEFAULT_STACK_SIZE};
 
+/// What the user must hear while a run goes on, not at its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    /// Sampling of an attached process has started.
+    Attached(u32),
+    /// The command (this pid) was stopped by this signal and hpcrun-rs waits for it.
+    Stopped(u32, i32),
+}
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Notice::Attached(pid) => {
+                write!(f, "sampling process {pid} until it exits or Ctrl-C")
+            }
+            Notice::Stopped(pid, sig) => {
+                let name = nix::sys::signal::Signal::try_from(sig)
+                    .map(|s| s.as_str())
+                    .unwrap_or("a signal");
+                write!(
+                    f,
+                    "the command stopped itself ({name}); hpcrun-rs waits; send SIGCONT to {pid} (kill -CONT {pid})"
+                )
+            }
+        }
+    }
+}
+
 /// The summary printed on stderr at the end of a run.
 pub fn summary(profile: &Profile, duration_s: f64, output: &str, notes: &[String]) -> String {
     let s = &profile.stats;

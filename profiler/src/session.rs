@@ -13,9 +13,10 @@ use perf_event_open_sys::bindings as sys;
 
 use crate::db::{EventDesc, Sampling};
 use crate::events::{self, EventClass, EventSpec};
-use crate::launch::{self, Ended, LaunchError};
+use crate::launch::{self, ChildState, Ended, LaunchError};
 use crate::perf::{self, AttrOptions};
 use crate::recorder::{EventLayout, Recorder, Recording};
+use crate::report::Notice;
 use crate::ring::Ring;
 use crate::signals::SignalPipe;
 
@@ -39,6 +40,8 @@ pub struct Options {
     pub ring_pages: Option<usize>,
     /// What to measure.
     pub target: Target,
+    /// Where notices go that cannot wait for the end of the run ([`Notice`]).
+    pub notify: fn(Notice),
 }
 
 /// Why a measurement could not be made.
@@ -414,11 +417,15 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         }
     };
     let mut attached_cpu = AttachedCpu::default();
+    if let Target::Attach(pid) = opts.target {
+        (opts.notify)(Notice::Attached(pid));
+    }
     let ended = record_loop(
         &mut open,
         &mut recorder,
         &signals,
         child_pid,
+        opts.notify,
         &tasks,
         &mut attached_cpu,
     );
@@ -484,6 +491,7 @@ fn record_loop(
     recorder: &mut Recorder,
     signals: &SignalPipe,
     child: Option<Pid>,
+    notify: fn(Notice),
     tasks: &[i32],
     attached_cpu: &mut AttachedCpu,
 ) -> Option<Ended> {
@@ -531,11 +539,11 @@ fn record_loop(
         }
         drain(&mut open.rings, recorder, monotonic_ns());
         match child {
-            Some(pid) => {
-                if let Some(ended) = launch::poll_child(pid) {
-                    break Some(ended);
-                }
-            }
+            Some(pid) => match launch::poll_child(pid) {
+                ChildState::Ended(ended) => break Some(ended),
+                ChildState::Stopped(sig) => notify(Notice::Stopped(pid.as_raw() as u32, sig)),
+                ChildState::Running => {}
+            },
             None => {
                 attached_cpu.update(tasks[0]);
                 let gone = kill(Pid::from_raw(tasks[0]), None).is_err();

@@ -340,6 +340,59 @@ impl ScopeTree {
             .filter(|&id| self.get(id).kind == ScopeKind::Procedure)
     }
 
+    /// Why the tree is not well formed, if it is not: for a tree decoded from bytes that may be
+    /// damaged or crafted (a cache entry), before anything indexes or walks it. Checks that the
+    /// root is the one module scope, that every other scope comes after its parent and is
+    /// listed exactly once, by that parent (so there are no cycles), and that every file and
+    /// scope reference (the address index included) is in range.
+    pub fn validate(&self) -> Result<(), String> {
+        let n = self.scopes.len();
+        match self.scopes.first() {
+            Some(root) if root.kind == ScopeKind::Module && root.parent.is_none() => {}
+            _ => return Err("the first scope is not a module root".into()),
+        }
+        let mut listed = vec![false; n];
+        for (i, scope) in self.scopes.iter().enumerate() {
+            self.check_scope(i, scope, &mut listed)
+                .map_err(|why| format!("scope {i}: {why}"))?;
+        }
+        if let Some(i) = listed.iter().skip(1).position(|&l| !l) {
+            return Err(format!("scope {}: not listed by its parent", i + 1));
+        }
+        let index_ok = self.index.iter().all(|&(s, e, id)| s < e && id.index() < n)
+            && self.index.windows(2).all(|w| w[0].1 <= w[1].0);
+        index_ok
+            .then_some(())
+            .ok_or_else(|| "the address index is out of range or unsorted".into())
+    }
+
+    /// One scope's part of [`ScopeTree::validate`]; marks its children in `listed`.
+    fn check_scope(&self, i: usize, scope: &Scope, listed: &mut [bool]) -> Result<(), String> {
+        if i > 0 && (scope.kind == ScopeKind::Module || scope.parent.is_none_or(|p| p.index() >= i))
+        {
+            return Err("a second root, or a parent that does not precede it".into());
+        }
+        let call_file = match scope.kind {
+            ScopeKind::Alien { call_file, .. } => call_file,
+            _ => None,
+        };
+        if [scope.file, call_file]
+            .iter()
+            .flatten()
+            .any(|f| f.0 as usize >= self.files.len())
+        {
+            return Err("a file out of range".into());
+        }
+        for &c in &scope.children {
+            let child = self.scopes.get(c.index()).filter(|_| c.index() > i);
+            if child.is_none_or(|ch| ch.parent != Some(ScopeId(i as u32))) || listed[c.index()] {
+                return Err(format!("child {} is not its own", c.0));
+            }
+            listed[c.index()] = true;
+        }
+        Ok(())
+    }
+
     /// The scopes below `id` (excluding it) in pre-order.
     pub fn descendants(&self, id: ScopeId) -> Vec<ScopeId> {
         let mut out = Vec::new();
@@ -510,6 +563,26 @@ mod tests {
         assert_eq!(back.lookup(0x118), Some(s2));
         let again = back.intern_file("a.c");
         assert_eq!(again, FileId(0));
+    }
+
+    #[test]
+    fn validate_accepts_built_trees_and_refuses_broken_links() {
+        let (tree, _, l, _, _) = sample_tree();
+        assert_eq!(tree.validate(), Ok(()));
+        let broken = |edit: &dyn Fn(&mut ScopeTree)| {
+            let mut t = tree.clone();
+            edit(&mut t);
+            t.validate().unwrap_err()
+        };
+        let last = ScopeId(tree.len() as u32 - 1);
+        assert!(broken(&|t| t.scopes[l.index()].parent = Some(l)).contains("not its own"));
+        assert!(broken(&|t| t.scopes[0].children.push(ScopeId(99))).contains("child 99"));
+        assert!(broken(&|t| t.scopes[0].children.push(l)).contains("is not its own"));
+        assert!(broken(&|t| t.scopes[last.index()].file = Some(FileId(50))).contains("file"));
+        assert!(broken(&|t| t.index.push((1, 2, ScopeId(77)))).contains("index"));
+        let orphan = broken(&|t| t.scopes[l.index()].children.clear());
+        assert!(orphan.contains("not listed"), "{orphan}");
+        assert!(broken(&|t| t.scopes.clear()).contains("root"));
     }
 
     #[test]

@@ -52,6 +52,7 @@ fn synthetic(module: &str, ips: &[(u64, u64)]) -> Profile {
         modules: vec![ModuleInfo {
             path: module.to_string(),
             build_id: None,
+            checksum: None,
         }],
         processes: vec![],
         threads: vec![ThreadProfile {
