@@ -11,6 +11,7 @@ mod support;
 
 mod correlate_prof_callers;
 mod correlate_prof_inputs;
+mod correlate_prof_integrity;
 mod correlate_prof_perf;
 mod correlate_prof_stlmap;
 mod correlate_prof_vdso;
@@ -18,6 +19,7 @@ mod correlate_view_cli;
 mod correlate_view_pipeline;
 mod hpcrun;
 mod hpcrun_layouts;
+mod hpcrun_output;
 mod structure_aliens;
 mod structure_cli;
 mod structure_fixtures;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hpctoolkit_tests::{compile, run, scratch_dir, tool};
+use crate::support::{compile, run, scratch_dir, tool};
 use profiler::db::Profile;
 
 /// The path after "profile written to " in a run's summary.

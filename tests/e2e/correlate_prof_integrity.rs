@@ -1,15 +1,13 @@
 //! End-to-end tests of what `hpcprof-rs` trusts: its structure cache (damaged entries, a
 //! directory others may write) and binaries without a build-id that changed since profiling.
 
-mod correlate_prof_common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use crate::correlate_prof_common::{hpcprof, measure};
+use crate::support::{compile, scratch_dir};
 use correlate::Database;
-use correlate_prof_common::{hpcprof, measure};
-use hpctoolkit_tests::{compile, scratch_dir};
 use object::{Object, ObjectSection, ObjectSymbol};
 use profiler::db::Profile;
 
