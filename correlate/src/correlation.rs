@@ -10,6 +10,7 @@
 //! procedures holding them (`structure::analyze_focused`), which answers those lookups exactly
 //! as a whole-module analysis would. See [`crate::cache`] for how such trees are reused.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,6 +19,7 @@ use fxhash::FxHashMap;
 use profiler::db::Profile;
 use rayon::prelude::*;
 use structure::{Analysis, Coverage, ScopeTree, StructureError};
+use tempfile::TempDir;
 
 use crate::cache::StructureCache;
 use crate::database::{Database, MetricDesc, ModuleDesc, ModuleId, StructureSource};
@@ -271,9 +273,12 @@ fn find_structures(
     for (u, f) in used.iter_mut().zip(files) {
         *u = vec![false; f.trees.len()];
     }
+    // A private directory (unpredictable name, mode 0700, removed at the end) for the image of
+    // hpcprof-rs's own vDSO, made when a profile has one.
+    let scratch = OnceCell::new();
     let plans: Vec<Plan<'_>> = modules
         .iter()
-        .map(|m| plan(m, files, &mut used, warnings))
+        .map(|m| plan(m, files, &mut used, warnings, &scratch))
         .collect::<Result<_, _>>()?;
     for (f, u) in files.iter().zip(&used) {
         if !u.iter().any(|&x| x) {
@@ -326,6 +331,7 @@ fn plan<'s>(
     files: &'s [StructureFile],
     used: &mut [Vec<bool>],
     warnings: &mut Vec<String>,
+    scratch: &OnceCell<Option<TempDir>>,
 ) -> Result<Plan<'s>, CorrelateError> {
     let candidates: Vec<(usize, usize)> = files
         .iter()
@@ -347,7 +353,15 @@ fn plan<'s>(
         _ => None,
     });
     let vdso = (m.path == "[vdso]")
-        .then(|| m.build_id.as_deref().and_then(inputs::own_vdso_image))
+        .then(|| {
+            let dir = scratch.get_or_init(|| {
+                tempfile::Builder::new()
+                    .prefix("hpcprof-rs-")
+                    .tempdir()
+                    .ok()
+            });
+            inputs::own_vdso_image(m.build_id.as_deref()?, dir.as_ref()?.path())
+        })
         .flatten();
     let binary = vdso.as_deref().unwrap_or(Path::new(&m.path));
     let is_file = (vdso.is_some() || !m.path.starts_with('[')) && binary.is_file();

@@ -96,17 +96,11 @@ pub(crate) fn changed_since_profiled(
 }
 
 /// A file holding this machine's `[vdso]` image, if its build-id is `build_id` (the kernel maps
-/// the same image into every process, so a profile taken under this kernel can use ours). The
-/// image is written once to the temporary directory, named by its build-id.
-pub(crate) fn own_vdso_image(build_id: &[u8]) -> Option<std::path::PathBuf> {
-    let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
-    let path = std::env::temp_dir().join(format!("hpcprof-rs-vdso-{hex}.so"));
-    if !path.is_file() {
-        let image = profiler::vdso::own_vdso()?;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, image).ok()?;
-        std::fs::rename(&tmp, &path).ok()?;
-    }
+/// the same image into every process, so a profile taken under this kernel can use ours),
+/// written into `dir`, a private directory of this run (never a shared, predictable name).
+pub(crate) fn own_vdso_image(build_id: &[u8], dir: &Path) -> Option<std::path::PathBuf> {
+    let path = dir.join("vdso.so");
+    std::fs::write(&path, profiler::vdso::own_vdso()?).ok()?;
     let facts = binary_facts(&path).ok()?;
     (facts.build_id.as_deref() == Some(build_id)).then_some(path)
 }
