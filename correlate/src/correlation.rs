@@ -137,9 +137,10 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
     db.profiles = profiles.iter().map(|p| p.display().to_string()).collect();
     db.command = read[0].command.clone();
     for p in &read {
-        db.stats.samples += p.stats.samples;
-        db.stats.lost += p.stats.lost;
-        db.stats.partial += p.stats.partial;
+        let stats = &mut db.stats;
+        stats.samples = stats.samples.saturating_add(p.stats.samples);
+        stats.lost = stats.lost.saturating_add(p.stats.lost);
+        stats.partial = stats.partial.saturating_add(p.stats.partial);
     }
     let summary = Summary {
         modules: db

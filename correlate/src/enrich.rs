@@ -92,7 +92,9 @@ impl<'a> Enricher<'a> {
                         costs[map.metrics[e]] = *c;
                     }
                     if self.db.nodes[here as usize].kind == NodeKind::Unknown {
-                        self.db.stats.unknown_samples += costs.first().map_or(0, |c| c.samples);
+                        let samples = costs.first().map_or(0, |c| c.samples);
+                        let stats = &mut self.db.stats;
+                        stats.unknown_samples = stats.unknown_samples.saturating_add(samples);
                     }
                     self.db.add_cost(here, tidx, &costs);
                 }

@@ -121,7 +121,7 @@ impl PathTree {
         if root.samples > 0 {
             writeln!(out, "{} {}", root.frame, root.samples)?;
             summary.stacks += 1;
-            summary.samples += root.samples;
+            summary.samples = root.samples;
         }
         let mut path = String::new();
         // (node, length of the prefix to return to once its subtree is done).
