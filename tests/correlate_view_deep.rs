@@ -326,11 +326,38 @@ fn deep_profile(app: &Path) -> Profile {
     }
 }
 
-/// Run `hpcprof-rs` with an 8 MB stack on `profile`, writing `db`; it must succeed.
-fn hpcprof(dir: &Path, profile: &Path, db: &Path) {
+/// A structure file for the fixture `app`: `main` and `down` one statement each, and `bottom`
+/// a nest of `DEPTH` loops (lines `NEST_LINE...`) around one statement covering all its code.
+fn nest_structure(app: &Path) -> String {
+    let symbols = SymbolTable::read(app.to_str().unwrap());
+    let src = hpctoolkit_tests::fixture("run_recursion.c");
+    let mut xml = format!(
+        "<?xml version=\"1.0\"?>\n<HPCToolkitStructure i=\"0\" version=\"4.9\" n=\"\">\n\
+         <LM i=\"1\" n=\"{}\" has-calls=\"0\">\n<F i=\"2\" n=\"{}\">\n",
+        app.display(),
+        src.display()
+    );
+    for (name, line) in [("main", 24), ("down", 19), ("bottom", 9)] {
+        let r = symbols.range(name).expect("symbol");
+        let entry = format!("{{[{:#x}-{:#x})}}", r.start, r.start + 1);
+        let all = format!("{{[{:#x}-{:#x})}}", r.start, r.end);
+        xml += &format!("<P n=\"{name}\" l=\"{line}\" v=\"{entry}\">\n");
+        let loops = if name == "bottom" { DEPTH } else { 0 };
+        for k in 0..loops {
+            xml += &format!("<L l=\"{}\" v=\"{entry}\">\n", NEST_LINE + k);
+        }
+        xml += &format!("<S l=\"{line}\" v=\"{all}\"/>\n");
+        xml += &"</L>\n".repeat(loops as usize);
+        xml += "</P>\n";
+    }
+    xml + "</F>\n</LM>\n</HPCToolkitStructure>\n"
+}
+
+/// Run `hpcprof-rs` with an 8 MB stack on `inputs`, writing `db`; it must succeed.
+fn hpcprof(dir: &Path, inputs: &[&Path], db: &Path) {
     run_ok(
         with_8mb_stack("hpcprof-rs")
-            .arg(profile)
+            .args(inputs)
             .arg("-o")
             .arg(db)
             .env("XDG_CACHE_HOME", dir.join("cache")),
@@ -345,19 +372,26 @@ fn hpcprof_writes_and_hpcview_reads_a_deep_profile() {
     PROFILE_FILE
         .write(&deep_profile(&app), &profile, Replace::Refused)
         .expect("write the profile");
+    let structure = dir.join("app.hpcstruct");
+    std::fs::write(&structure, nest_structure(&app)).expect("write the structure file");
     let db_path = dir.join("deep.hpcdb");
-    hpcprof(&dir, &profile, &db_path);
+    hpcprof(&dir, &[&profile, &structure], &db_path);
     let db = Database::read(&db_path).expect("read the database");
 
+    // main, DEPTH recursive calls of down, bottom, DEPTH loops.
     let folded = folded_lines(&view(&db_path, &["--folded"]));
     assert_eq!(folded.len(), 1, "one path");
     let frames: Vec<&str> = folded[0].0.split(';').collect();
-    assert_eq!(frames[0], "main");
-    assert_eq!(
-        frames.iter().filter(|f| **f == "down").count(),
-        DEPTH as usize
-    );
+    let depth = DEPTH as usize;
+    assert_eq!(frames.len(), 2 * depth + 2);
+    assert_eq!((frames[0], frames[depth + 1]), ("main", "bottom"));
+    assert!(frames[1..=depth].iter().all(|f| *f == "down"));
+    let innermost = format!("loop at run_recursion.c: {}", NEST_LINE + DEPTH - 1);
+    assert_eq!(frames.last(), Some(&innermost.as_str()));
     assert_eq!(folded[0].1, 5);
+    // Flat: module > file > bottom > DEPTH loops > line 9.
+    let (_, flat_depth) = json_shape(&view(&db_path, &["--flat", "--json"]));
+    assert_eq!(flat_depth, depth + 4);
 
     let (nodes, deepest) = json_shape(&view(&db_path, &["--json"]));
     assert_eq!((nodes, deepest), (db.nodes.len(), max_depth(&db)));
@@ -384,7 +418,7 @@ fn a_measured_20000_level_recursion_goes_through_every_view() {
             .current_dir(&dir),
     );
     let db_path = dir.join("app.hpcdb");
-    hpcprof(&dir, &profile, &db_path);
+    hpcprof(&dir, &[&profile], &db_path);
     let db = Database::read(&db_path).expect("read the database");
 
     // Every sample is on one folded line, and the deepest line is as deep as the deepest frame.
