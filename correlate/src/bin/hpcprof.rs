@@ -47,7 +47,7 @@ fn main() -> ExitCode {
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hpcprof-rs: error: {e:#}");
+            eprintln!("hpcprof-rs: error: {}", correlate::one_line(e.chain()));
             let bad_input = e.downcast_ref::<CorrelateError>().is_some_and(is_bad_input);
             ExitCode::from(if bad_input { 2 } else { 1 })
         }
