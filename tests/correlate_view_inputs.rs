@@ -8,7 +8,8 @@ use correlate::{
     ChildIndex, Database, MetricDesc, ModuleDesc, NodeKey, NodeKind, StructureSource, ThreadDesc,
 };
 use hpctoolkit_tests::{scratch_dir, tool};
-use profiler::db::{Cost, Sampling};
+use profiler::db::{Cct, Cost, EventDesc, Profile, Sampling, Stats, ThreadProfile, PROFILE_FILE};
+use profiler::envelope::Replace;
 
 /// A database with `metrics` metrics whose `main` has `samples` samples in procedure `name`.
 fn database(dir: &Path, metrics: usize, samples: u64, name: &str) -> PathBuf {
@@ -112,4 +113,61 @@ fn errors_name_their_cause_once() {
         .expect("run hpcprof-rs");
     let err = text(&o.stderr);
     assert_eq!(err.matches("No such file").count(), 1, "{err}");
+}
+
+/// An empty one-thread profile of a run that started at `start_ns`, written to `path`.
+fn write_profile(path: &Path, start_ns: u64) {
+    let profile = Profile {
+        command: vec!["app".into()],
+        host: "test".into(),
+        start_ns,
+        end_ns: start_ns + 1,
+        events: vec![EventDesc {
+            name: "cpu-clock".into(),
+            requested: None,
+            sampling: Sampling::Period(1000),
+            unit: "ns".into(),
+        }],
+        kernel_included: false,
+        modules: vec![],
+        processes: vec![],
+        threads: vec![ThreadProfile {
+            pid: 1,
+            tid: 1,
+            comm: "app".into(),
+            cct: Cct::new(1),
+        }],
+        stats: Stats::default(),
+    };
+    PROFILE_FILE
+        .write(&profile, path, Replace::Refused)
+        .expect("write the profile");
+}
+
+#[test]
+fn the_same_measurement_twice_is_refused() {
+    let dir = scratch_dir("prof-inputs-duplicate");
+    let (a, copy, other) = (dir.join("a.db"), dir.join("copy.db"), dir.join("b.db"));
+    let (a, copy, other) = (a.as_path(), copy.as_path(), other.as_path());
+    write_profile(a, 1000);
+    std::fs::copy(a, copy).expect("copy");
+    write_profile(other, 2000);
+    let hpcprof = |inputs: &[&Path], out: &str| {
+        Command::new(tool("hpcprof-rs"))
+            .args(inputs)
+            .arg("--no-cache")
+            .arg("-o")
+            .arg(dir.join(out))
+            .output()
+            .expect("run hpcprof-rs")
+    };
+    for (inputs, out) in [([a, a], "twice.hpcdb"), ([a, copy], "copy.hpcdb")] {
+        let o = hpcprof(&inputs, out);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("the same measurement as"), "{err}");
+        assert!(!dir.join(out).exists());
+    }
+    let o = hpcprof(&[a, other], "two.hpcdb");
+    assert!(o.status.success(), "{}", text(&o.stderr));
 }

@@ -30,6 +30,15 @@ pub enum CorrelateError {
     /// A structure file could not be read.
     #[error(transparent)]
     Structure(#[from] structure::StructureError),
+    /// The same measurement was given twice (the same file, a copy or a link): summing it would
+    /// double every cost.
+    #[error("{second}: the same measurement as {first} (same host, start and end time, processes); give each profile once")]
+    Duplicate {
+        /// The profile given first.
+        first: PathBuf,
+        /// The profile repeating it.
+        second: PathBuf,
+    },
     /// A structure file was matched to a module whose binary it does not describe.
     #[error("{structure}: does not describe {binary} (its procedures do not match the binary's symbols)")]
     Mismatch {
