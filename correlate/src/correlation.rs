@@ -98,6 +98,12 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
         .par_iter()
         .map(|p| profiler::db::Profile::read(p).map_err(CorrelateError::Profile))
         .collect::<Result<_, _>>()?;
+    if let Some((first, second)) = repeated_measurement(&read) {
+        return Err(CorrelateError::Duplicate {
+            first: profiles[first].clone(),
+            second: profiles[second].clone(),
+        });
+    }
     let structure_files: Vec<StructureFile> = structure_files
         .par_iter()
         .map(|p| inputs::read_structure_file(p))
@@ -139,9 +145,10 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
     db.profiles = profiles.iter().map(|p| p.display().to_string()).collect();
     db.command = read[0].command.clone();
     for p in &read {
-        db.stats.samples += p.stats.samples;
-        db.stats.lost += p.stats.lost;
-        db.stats.partial += p.stats.partial;
+        let stats = &mut db.stats;
+        stats.samples = stats.samples.saturating_add(p.stats.samples);
+        stats.lost = stats.lost.saturating_add(p.stats.lost);
+        stats.partial = stats.partial.saturating_add(p.stats.partial);
     }
     let summary = Summary {
         modules: db
@@ -451,6 +458,22 @@ fn recover(
             (found, warnings)
         }
     }
+}
+
+/// The first pair of profiles (indices) that record the same measurement: same host, start and
+/// end time and processes. A run's profile names its start to the nanosecond, so two runs
+/// never share one; the same file given twice, or a copy of it, always does.
+fn repeated_measurement(profiles: &[Profile]) -> Option<(usize, usize)> {
+    let mut seen = FxHashMap::default();
+    for (i, p) in profiles.iter().enumerate() {
+        let pids: Vec<u32> = p.processes.iter().map(|pr| pr.pid).collect();
+        let identity = (&p.host, p.start_ns, p.end_ns, pids);
+        if let Some(&first) = seen.get(&identity) {
+            return Some((first, i));
+        }
+        seen.insert(identity, i);
+    }
+    None
 }
 
 /// `warnings` without repeats (a cache directory that cannot be written is said once, not once

@@ -42,8 +42,8 @@ pub(crate) struct Enricher<'a> {
     /// Per module: database file id of each of its tree's file ids.
     file_maps: Vec<FxHashMap<u32, FileId>>,
     expansions: FxHashMap<(ModuleId, u64), Rc<[NodeKey]>>,
-    /// End line of each procedure, inlined or loop scope already seen, per module.
-    end_lines: FxHashMap<(ModuleId, ScopeId), Option<u32>>,
+    /// Last lines of the subtrees already walked (see [`last_line`]).
+    last_lines: LastLines,
     unknown: FxHashSet<(Option<ModuleId>, u64)>,
 }
 
@@ -64,7 +64,7 @@ impl<'a> Enricher<'a> {
             files: FxHashMap::default(),
             structures,
             expansions: FxHashMap::default(),
-            end_lines: FxHashMap::default(),
+            last_lines: LastLines::default(),
             unknown: FxHashSet::default(),
         }
     }
@@ -92,7 +92,9 @@ impl<'a> Enricher<'a> {
                         costs[map.metrics[e]] = *c;
                     }
                     if self.db.nodes[here as usize].kind == NodeKind::Unknown {
-                        self.db.stats.unknown_samples += costs.first().map_or(0, |c| c.samples);
+                        let samples = costs.first().map_or(0, |c| c.samples);
+                        let stats = &mut self.db.stats;
+                        stats.unknown_samples = stats.unknown_samples.saturating_add(samples);
                     }
                     self.db.add_cost(here, tidx, &costs);
                 }
@@ -192,10 +194,7 @@ impl<'a> Enricher<'a> {
             };
             let end_line = match kind {
                 NodeKind::Statement => None,
-                _ => *self
-                    .end_lines
-                    .entry((module, id))
-                    .or_insert_with(|| last_line(tree, id, file)),
+                _ => last_line(&mut self.last_lines, module, tree, id, file),
             };
             keys.push(NodeKey {
                 kind,
@@ -239,26 +238,63 @@ fn procedure_file(tree: &ScopeTree, proc_: ScopeId) -> Option<structure::FileId>
     })
 }
 
+/// Memoised answers of [`last_line`]: (module, scope, the scope's effective file, the file
+/// asked about) -> the largest line of that file among the statements below the scope.
+type LastLines = FxHashMap<
+    (
+        ModuleId,
+        ScopeId,
+        Option<structure::FileId>,
+        Option<structure::FileId>,
+    ),
+    Option<u32>,
+>;
+
 /// The last line of scope `id`'s own code in `file` (its effective file): the largest line of
 /// the statements below it in that file, not counting code inlined into it (its own end line
 /// where the structure does not record one).
-fn last_line(tree: &ScopeTree, id: ScopeId, file: Option<structure::FileId>) -> Option<u32> {
-    let mut stack: Vec<(ScopeId, Option<structure::FileId>)> =
-        tree.get(id).children.iter().map(|&c| (c, file)).collect();
-    let mut last = None;
-    while let Some((s, inherited)) = stack.pop() {
-        let scope = tree.get(s);
-        let f = scope.file.or(inherited);
-        match scope.kind {
-            ScopeKind::Alien { .. } => continue,
-            ScopeKind::Statement if f == file && scope.line != 0 => {
-                last = last.max(Some(scope.line))
-            }
-            _ => {}
+///
+/// Every scope of every context needs this, and the scopes of one context are nested, so the
+/// answer for each subtree is memoised in `memo` and the subtrees are walked bottom-up with an
+/// explicit stack: a loop nest `n` deep costs `O(n)`, not `O(n^2)`, and no walk recurses.
+fn last_line(
+    memo: &mut LastLines,
+    module: ModuleId,
+    tree: &ScopeTree,
+    id: ScopeId,
+    file: Option<structure::FileId>,
+) -> Option<u32> {
+    let key = |s: ScopeId, f: Option<structure::FileId>| (module, s, f, file);
+    // The children a scope's own code continues into (not inlined code), with their files.
+    let children = |s: ScopeId, f: Option<structure::FileId>| {
+        tree.get(s)
+            .children
+            .iter()
+            .map(|&c| (c, tree.get(c)))
+            .filter(|(_, c)| !matches!(c.kind, ScopeKind::Alien { .. }))
+            .map(move |(c, scope)| (c, scope, scope.file.or(f)))
+    };
+    let mut stack = vec![(id, file, false)];
+    while let Some((s, f, children_done)) = stack.pop() {
+        if memo.contains_key(&key(s, f)) {
+            continue;
         }
-        stack.extend(scope.children.iter().map(|&c| (c, f)));
+        if !children_done {
+            stack.push((s, f, true));
+            stack.extend(children(s, f).map(|(c, _, cf)| (c, cf, false)));
+            continue;
+        }
+        let last = children(s, f)
+            .map(|(c, scope, cf)| {
+                let own = (scope.kind == ScopeKind::Statement && cf == file && scope.line != 0)
+                    .then_some(scope.line);
+                own.max(memo[&key(c, cf)])
+            })
+            .max()
+            .flatten();
+        memo.insert(key(s, f), last);
     }
-    last
+    memo[&key(id, file)]
 }
 
 #[cfg(test)]

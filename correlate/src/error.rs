@@ -30,6 +30,15 @@ pub enum CorrelateError {
     /// A structure file could not be read.
     #[error(transparent)]
     Structure(#[from] structure::StructureError),
+    /// The same measurement was given twice (the same file, a copy or a link): summing it would
+    /// double every cost.
+    #[error("{second}: the same measurement as {first} (same host, start and end time, processes); give each profile once")]
+    Duplicate {
+        /// The profile given first.
+        first: PathBuf,
+        /// The profile repeating it.
+        second: PathBuf,
+    },
     /// A structure file was matched to a module whose binary it does not describe.
     #[error("{structure}: does not describe {binary} (its procedures do not match the binary's symbols)")]
     Mismatch {
@@ -62,4 +71,41 @@ pub enum CorrelateError {
         /// Why.
         why: String,
     },
+}
+
+/// `error` and its causes on one line, joined by `: `, for a tool's error message. A cause whose
+/// message the line already ends with is left out: errors that name their source in their own
+/// message (`{path}: {source}`) would otherwise print it twice.
+pub fn one_line<'a>(
+    chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>,
+) -> String {
+    let mut line = String::new();
+    for cause in chain {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let err = CorrelateError::Io {
+            path: "/x/p.db".into(),
+            source: io,
+        };
+        let chain: Vec<&(dyn std::error::Error + 'static)> =
+            vec![&err, std::error::Error::source(&err).unwrap()];
+        assert_eq!(one_line(chain), "/x/p.db: No such file");
+    }
 }

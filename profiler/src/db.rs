@@ -182,12 +182,14 @@ pub struct Cost {
     pub value: u64,
 }
 
+/// Costs add saturating: a sum too large for a `u64` stays at `u64::MAX` instead of wrapping
+/// around to a small, plausible-looking number.
 impl Add for Cost {
     type Output = Cost;
     fn add(self, other: Cost) -> Cost {
         Cost {
-            samples: self.samples + other.samples,
-            value: self.value + other.value,
+            samples: self.samples.saturating_add(other.samples),
+            value: self.value.saturating_add(other.value),
         }
     }
 }
@@ -443,5 +445,31 @@ mod tests {
                 assert!(read.is_err(), "byte {i} ^ {flip:#x} accepted");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costs_saturate_instead_of_wrapping() {
+        let big = Cost {
+            samples: u64::MAX - 1,
+            value: u64::MAX - 10,
+        };
+        let small = Cost {
+            samples: 5,
+            value: 20,
+        };
+        let max = Cost {
+            samples: u64::MAX,
+            value: u64::MAX,
+        };
+        assert_eq!(big + small, max);
+        assert_eq!([big, small, small].into_iter().sum::<Cost>(), max);
+        let mut sums = [small];
+        Cost::add_each(&mut sums, &[big]);
+        assert_eq!(sums, [max]);
     }
 }

@@ -18,7 +18,8 @@ use correlate::{
 /// analysed on the fly, in parallel, and only in the procedures the profiles sampled
 /// ("focused"); the result is cached (under $XDG_CACHE_HOME/hpctoolkit-rs or
 /// ~/.cache/hpctoolkit-rs) so the next run on the same binaries is fast. Several profiles
-/// (threads, processes, runs) are summed into one tree.
+/// (threads, processes, runs) are summed into one tree; the same measurement given twice (the
+/// same file, a link or a copy) is refused, as it would double every cost.
 #[derive(Parser, Debug)]
 #[command(name = "hpcprof-rs", version)]
 #[command(after_help = "Exit status: 0 success, 2 bad usage or bad input, 1 other failure.")]
@@ -47,7 +48,7 @@ fn main() -> ExitCode {
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hpcprof-rs: error: {e:#}");
+            eprintln!("hpcprof-rs: error: {}", correlate::one_line(e.chain()));
             let bad_input = e.downcast_ref::<CorrelateError>().is_some_and(is_bad_input);
             ExitCode::from(if bad_input { 2 } else { 1 })
         }

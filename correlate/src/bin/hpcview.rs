@@ -122,12 +122,12 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(Failure::BadInput(e)) => {
-            eprintln!("hpcview-rs: error: {e:#}");
+            eprintln!("hpcview-rs: error: {}", correlate::one_line(e.chain()));
             ExitCode::from(2)
         }
         Err(Failure::Other(e)) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(Failure::Other(e)) => {
-            eprintln!("hpcview-rs: error: {e:#}");
+            eprintln!("hpcview-rs: error: {}", correlate::one_line(e.chain()));
             ExitCode::from(1)
         }
     }
@@ -156,6 +156,12 @@ fn run(args: &Args) -> Result<String, Failure> {
     };
     let mut view = ViewTree::from_database(&db, kind, &selection);
     view.select_metrics(&metrics);
+    if view.metrics.iter().all(|m| m.samples == 0) {
+        eprintln!(
+            "hpcview-rs: {}: no samples (the measured program recorded no events); the view is empty",
+            path.display()
+        );
+    }
 
     let stdout = io::stdout();
     let colour = use_colour(args.color, &stdout);
@@ -174,7 +180,11 @@ fn run(args: &Args) -> Result<String, Failure> {
         let written = folded::render(&view, 0, &mut out)?;
         format!(
             "{what}: {} folded stacks, {} samples of {}",
-            written.stacks, written.samples, view.metrics[0].name
+            written.stacks,
+            written.samples,
+            view.metrics
+                .first()
+                .map_or("no metric", |m| m.name.as_str())
         )
     } else {
         let opts = text::TextOptions {

@@ -266,6 +266,25 @@ mod tests {
     }
 
     #[test]
+    fn huge_costs_saturate_in_every_view() {
+        let mut fx = Fixture::new();
+        let main = fx.call(0, "main");
+        let huge = Cost {
+            samples: u64::MAX / 2 + 1,
+            value: u64::MAX / 2 + 1,
+        };
+        for line in [3, 4] {
+            let s = fx.add(main, NodeKind::Statement, "", line);
+            fx.db.add_cost(s, 0, &[huge]);
+        }
+        for view in [top_down, callers, flat] {
+            let t = view(&fx.db, &Selection::All);
+            assert_eq!(t.root().incl[0].value, u64::MAX, "{:?}", t.view);
+            assert_eq!(t.root().incl[0].samples, u64::MAX, "{:?}", t.view);
+        }
+    }
+
+    #[test]
     fn thread_selection_filters_costs() {
         let db = build();
         let t = top_down(&db, &Selection::Threads(db.threads_with_tid(7)));

@@ -5,7 +5,11 @@
 //! annotation), loops (`loop at file: line`) and placeholders are frames; the program root and
 //! statements are not (a statement's samples belong to the frame around it), so paths that differ
 //! only in lines merge into one line. The output goes straight into `inferno-flamegraph` or
-//! `flamegraph.pl`.
+//! `flamegraph.pl`, which order the lines themselves.
+//!
+//! Paths are merged in a tree of frames (each distinct path is one node of it), then printed
+//! depth first with one shared prefix buffer: memory stays linear in the size of the view even
+//! when paths are hundreds of thousands of frames deep, and no walk recurses.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -18,19 +22,6 @@ const INLINE_SUFFIX: &str = "_[i]";
 
 /// inferno's annotation for a kernel frame (drawn orange).
 const KERNEL_SUFFIX: &str = "_[k]";
-
-/// The folded stacks of `view` for metric `metric`: (frames joined by `;`, samples), in the
-/// tree's order (costliest first), each path once.
-pub fn stacks(view: &ViewTree, metric: usize) -> Vec<(String, u64)> {
-    let mut collector = Collector {
-        view,
-        metric,
-        lines: Vec::new(),
-        index: HashMap::new(),
-    };
-    collector.visit(0, &mut Vec::new());
-    collector.lines
-}
 
 /// The frame `node` contributes to a folded stack: its name, annotated for inferno when it is
 /// inlined code or the kernel; `None` for scopes that are not frames (the program root, and
@@ -59,58 +50,98 @@ pub struct FoldedSummary {
     pub samples: u64,
 }
 
-/// Write the folded stacks of `view` for metric `metric`.
+/// Write the folded stacks of `view` for metric `metric`, each distinct path once, depth first
+/// in the view's order (costliest first).
 pub fn render(view: &ViewTree, metric: usize, out: &mut dyn Write) -> io::Result<FoldedSummary> {
-    let mut summary = FoldedSummary::default();
-    for (path, count) in stacks(view, metric) {
-        writeln!(out, "{path} {count}")?;
-        summary.stacks += 1;
-        summary.samples += count;
-    }
-    Ok(summary)
+    PathTree::of(view, metric).write(out)
 }
 
-struct Collector<'a> {
-    view: &'a ViewTree,
-    metric: usize,
-    lines: Vec<(String, u64)>,
-    index: HashMap<String, usize>,
+/// One distinct path: its last frame, the samples taken there, and its extensions.
+struct PathNode {
+    frame: String,
+    samples: u64,
+    children: Vec<usize>,
 }
 
-impl Collector<'_> {
-    fn visit(&mut self, id: usize, frames: &mut Vec<String>) {
-        let node = &self.view.nodes[id];
-        let frame = frame(node);
-        let pushed = frame.is_some();
-        if let Some(f) = frame {
-            frames.push(f);
-        }
-        let own = node.own.get(self.metric).map_or(0, |o| o.samples);
-        if own > 0 {
-            // Samples at the root itself (none in a well-formed profile) keep the root as frame.
-            let path = if frames.is_empty() {
-                separable(&self.view.root().name)
-            } else {
-                frames.join(";")
+/// The distinct paths of a view as a tree of frames; node 0 is the empty path (the root).
+struct PathTree {
+    nodes: Vec<PathNode>,
+}
+
+impl PathTree {
+    /// Merge the paths of `view`, counting samples of metric `metric`.
+    fn of(view: &ViewTree, metric: usize) -> PathTree {
+        let mut tree = PathTree {
+            nodes: vec![PathNode {
+                // Samples at the root itself (none in a well-formed profile) keep it as frame.
+                frame: separable(&view.root().name),
+                samples: 0,
+                children: Vec::new(),
+            }],
+        };
+        let mut index: HashMap<(usize, String), usize> = HashMap::new();
+        let mut stack = vec![(0usize, 0usize)];
+        while let Some((id, parent)) = stack.pop() {
+            let node = &view.nodes[id];
+            let at = match frame(node) {
+                Some(f) => tree.child(&mut index, parent, f),
+                None => parent,
             };
-            self.add(path, own);
+            let own = node.own.get(metric).map_or(0, |o| o.samples);
+            tree.nodes[at].samples = tree.nodes[at].samples.saturating_add(own);
+            stack.extend(node.children.iter().rev().map(|&c| (c, at)));
         }
-        for &child in &node.children {
-            self.visit(child, frames);
-        }
-        if pushed {
-            frames.pop();
-        }
+        tree
     }
 
-    fn add(&mut self, path: String, count: u64) {
-        match self.index.get(&path) {
-            Some(&i) => self.lines[i].1 += count,
-            None => {
-                self.index.insert(path.clone(), self.lines.len());
-                self.lines.push((path, count));
-            }
+    /// The path `parent` extended by `frame`, added if new.
+    fn child(
+        &mut self,
+        index: &mut HashMap<(usize, String), usize>,
+        parent: usize,
+        frame: String,
+    ) -> usize {
+        let next = self.nodes.len();
+        let id = *index.entry((parent, frame.clone())).or_insert(next);
+        if id == next {
+            self.nodes.push(PathNode {
+                frame,
+                samples: 0,
+                children: Vec::new(),
+            });
+            self.nodes[parent].children.push(id);
         }
+        id
+    }
+
+    /// Print every path with samples, depth first, building each from one prefix buffer.
+    fn write(&self, out: &mut dyn Write) -> io::Result<FoldedSummary> {
+        let mut summary = FoldedSummary::default();
+        let root = &self.nodes[0];
+        if root.samples > 0 {
+            writeln!(out, "{} {}", root.frame, root.samples)?;
+            summary.stacks += 1;
+            summary.samples = root.samples;
+        }
+        let mut path = String::new();
+        // (node, length of the prefix to return to once its subtree is done).
+        let mut stack: Vec<(usize, usize)> = root.children.iter().rev().map(|&c| (c, 0)).collect();
+        while let Some((id, prefix)) = stack.pop() {
+            let node = &self.nodes[id];
+            path.truncate(prefix);
+            if !path.is_empty() {
+                path.push(';');
+            }
+            path.push_str(&node.frame);
+            if node.samples > 0 {
+                writeln!(out, "{path} {}", node.samples)?;
+                summary.stacks += 1;
+                summary.samples = summary.samples.saturating_add(node.samples);
+            }
+            let len = path.len();
+            stack.extend(node.children.iter().rev().map(|&c| (c, len)));
+        }
+        Ok(summary)
     }
 }
 
@@ -147,19 +178,17 @@ mod tests {
         view.push(lp, with_own(NodeKind::Statement, "m.cc: 19", 1));
         view.push(add, with_own(NodeKind::Statement, "m.h: 4", 4));
         view.push(add, with_own(NodeKind::Statement, "m.h: 5", 2));
-        let lines = stacks(&view, 0);
-        assert_eq!(
-            lines,
-            [
-                ("main;loop at m.cc: 19;Mp::add_[i]".to_string(), 6),
-                ("main;loop at m.cc: 19".to_string(), 1),
-                ("main".to_string(), 3),
-            ]
-        );
+        // A second call of Mp::add from another line of the loop merges with the first.
+        let other = view.push(lp, with_own(NodeKind::Statement, "m.cc: 21", 0));
+        let again = view.push(other, with_own(NodeKind::Inlined, "Mp::add", 0));
+        view.push(again, with_own(NodeKind::Statement, "m.h: 4", 5));
         let mut out = Vec::new();
         let summary = render(&view, 0, &mut out).unwrap();
-        assert_eq!((summary.stacks, summary.samples), (3, 10));
-        assert!(String::from_utf8(out).unwrap().ends_with("main 3\n"));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "main 3\nmain;loop at m.cc: 19 1\nmain;loop at m.cc: 19;Mp::add_[i] 11\n"
+        );
+        assert_eq!((summary.stacks, summary.samples), (3, 15));
     }
 
     #[test]

@@ -1,80 +1,124 @@
 //! The `--json` output: a view serialized exactly as DESIGN.md specifies.
 //!
-//! The shape is defined once, by the fields of `JsonNode` below: `metrics`, `view`, and a `root` node
-//! whose nodes carry `kind`, `name`, optional `module`, `file`, `line`, `end_line`, `call_file`
-//! and `call_line`, `incl` and `excl` (one number per metric, in event units) and `children` in
-//! display order (inclusive cost, descending). The nodes are written straight from the
-//! [`ViewTree`], not copied.
+//! The shape is defined once, by [`write_fields`] and [`render`]: `metrics`, `view`, and a
+//! `root` node whose nodes carry `kind`, `name`, optional `module`, `file`, `line`, `end_line`,
+//! `call_file` and `call_line`, `incl` and `excl` (one number per metric, in event units) and
+//! `children` in display order (inclusive cost, descending).
+//!
+//! The nodes are written straight from the [`ViewTree`] by a loop over an explicit stack rather
+//! than by a recursive serializer, so a view hundreds of thousands of levels deep is written on
+//! an ordinary thread stack, in time linear in its size: indentation stops growing at
+//! [`MAX_INDENT_LEVELS`](super::MAX_INDENT_LEVELS) levels. Strings and numbers are written by
+//! `serde_json`, which escapes them.
 
 use std::io::{self, Write};
 
 use profiler::db::Cost;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
+use super::indent;
 use crate::database::NodeKind;
-use crate::view::{MetricInfo, ViewKind, ViewTree};
+use crate::view::{ViewNode, ViewTree};
 
-/// Write `view` as pretty-printed JSON followed by a newline.
+/// Write `view` as indented JSON followed by a newline.
 pub fn render(view: &ViewTree, out: &mut dyn Write) -> io::Result<()> {
-    let json = JsonView {
-        metrics: &view.metrics,
-        view: view.view,
-        root: JsonNode::of(view, 0),
-    };
-    serde_json::to_writer_pretty(&mut *out, &json)?;
-    writeln!(out)
+    writeln!(out, "{{")?;
+    write!(out, "  \"metrics\": ")?;
+    value(out, &view.metrics)?;
+    write!(out, ",\n  \"view\": ")?;
+    value(out, &view.view)?;
+    write!(out, ",\n  \"root\": ")?;
+    nodes(view, out)?;
+    writeln!(out, "\n}}")
 }
 
-/// The top level of the contract.
-#[derive(Serialize)]
-struct JsonView<'a> {
-    metrics: &'a [MetricInfo],
-    view: ViewKind,
-    root: JsonNode<'a>,
+/// What is left to write, on the explicit stack.
+enum Step {
+    /// Open node `id` at nesting `level`; `first` if it is the first of its siblings.
+    Open {
+        id: usize,
+        level: usize,
+        first: bool,
+    },
+    /// Close the children list and the object of a node at `level` that has children.
+    Close { level: usize },
 }
 
-/// One node of the contract, borrowing from the view.
-#[derive(Serialize)]
-struct JsonNode<'a> {
-    kind: &'static str,
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    module: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    file: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    line: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    end_line: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    call_file: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    call_line: Option<u32>,
-    incl: Values<'a>,
-    excl: Values<'a>,
-    children: Children<'a>,
-}
-
-impl<'a> JsonNode<'a> {
-    fn of(view: &'a ViewTree, id: usize) -> JsonNode<'a> {
-        let n = &view.nodes[id];
-        JsonNode {
-            kind: contract_kind(n.kind),
-            name: &n.name,
-            module: n.module.as_deref(),
-            file: n.file.as_deref(),
-            line: n.line,
-            end_line: n.end_line,
-            call_file: n.call_file.as_deref(),
-            call_line: n.call_line,
-            incl: Values(&n.incl),
-            excl: Values(&n.excl),
-            children: Children {
-                view,
-                ids: &n.children,
-            },
+/// Write the tree from the root, depth first.
+fn nodes(view: &ViewTree, out: &mut dyn Write) -> io::Result<()> {
+    let mut stack = vec![Step::Open {
+        id: 0,
+        level: 1,
+        first: true,
+    }];
+    while let Some(step) = stack.pop() {
+        match step {
+            Step::Open { id, level, first } => {
+                let n = &view.nodes[id];
+                if !first {
+                    write!(out, ",\n{}", indent(level))?;
+                }
+                writeln!(out, "{{")?;
+                write_fields(n, level + 1, out)?;
+                write!(out, "{}\"children\": [", indent(level + 1))?;
+                if n.children.is_empty() {
+                    write!(out, "]\n{}}}", indent(level))?;
+                    continue;
+                }
+                write!(out, "\n{}", indent(level + 2))?;
+                stack.push(Step::Close { level });
+                stack.extend(
+                    n.children
+                        .iter()
+                        .enumerate()
+                        .rev()
+                        .map(|(i, &c)| Step::Open {
+                            id: c,
+                            level: level + 2,
+                            first: i == 0,
+                        }),
+                );
+            }
+            Step::Close { level } => {
+                write!(out, "\n{}]\n{}}}", indent(level + 1), indent(level))?;
+            }
         }
     }
+    Ok(())
+}
+
+/// Write every field of node `n` but its children, one per line at nesting `level`, each
+/// followed by a comma; optional fields only where known.
+fn write_fields(n: &ViewNode, level: usize, out: &mut dyn Write) -> io::Result<()> {
+    let pad = indent(level);
+    let mut field = |key: &str, json: &str| writeln!(out, "{pad}\"{key}\": {json},");
+    field("kind", &string(contract_kind(n.kind)))?;
+    field("name", &string(&n.name))?;
+    let optional = [
+        ("module", n.module.as_deref().map(string)),
+        ("file", n.file.as_deref().map(string)),
+        ("line", n.line.map(|l| l.to_string())),
+        ("end_line", n.end_line.map(|l| l.to_string())),
+        ("call_file", n.call_file.as_deref().map(string)),
+        ("call_line", n.call_line.map(|l| l.to_string())),
+    ];
+    for (key, json) in optional {
+        if let Some(json) = json {
+            field(key, &json)?;
+        }
+    }
+    field("incl", &values(&n.incl))?;
+    field("excl", &values(&n.excl))
+}
+
+/// A string as a JSON string literal (quoted, escaped).
+fn string(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
+}
+
+/// Write one value as compact JSON.
+fn value(out: &mut dyn Write, v: &impl Serialize) -> io::Result<()> {
+    serde_json::to_writer(out, v).map_err(io::Error::from)
 }
 
 /// The contract's kinds: `<kernel>` is a procedure, `<partial call paths>` an unknown scope
@@ -92,31 +136,16 @@ fn contract_kind(kind: NodeKind) -> &'static str {
     }
 }
 
-/// Costs as the contract writes them: one value per metric, in event units.
-struct Values<'a>(&'a [Cost]);
-
-impl Serialize for Values<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|c| c.value))
-    }
-}
-
-/// A node's children, serialized as they are reached.
-struct Children<'a> {
-    view: &'a ViewTree,
-    ids: &'a [usize],
-}
-
-impl Serialize for Children<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.ids.iter().map(|&id| JsonNode::of(self.view, id)))
-    }
+/// Costs as the contract writes them: a JSON array of one value per metric, in event units.
+fn values(costs: &[Cost]) -> String {
+    let list: Vec<String> = costs.iter().map(|c| c.value.to_string()).collect();
+    format!("[{}]", list.join(", "))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::view::ViewNode;
+    use crate::view::{MetricInfo, ViewKind};
 
     fn cost(value: u64) -> Cost {
         Cost { samples: 1, value }

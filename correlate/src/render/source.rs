@@ -5,7 +5,7 @@
 //! from it, the code inlined from it, and, on a loop's header line, the whole loop. Without `LINES` the lines the profile touched are printed, with `...` between
 //! non-adjacent ones; with `LINES` (`N` or `N-M`) every line of that range is printed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Write};
 use std::path::{Component, Path};
 
@@ -120,7 +120,7 @@ pub fn file_costs(view: &ViewTree, query: &str) -> Result<FileCosts, SourceError
         }
     };
     let mut lines: BTreeMap<u32, LineCost> = BTreeMap::new();
-    add_line_costs(view, 0, &path, &mut Vec::new(), &mut lines);
+    add_line_costs(view, &path, &mut lines);
     Ok(FileCosts { path, lines })
 }
 
@@ -134,39 +134,44 @@ fn line_in(n: &ViewNode, path: &str) -> Option<u32> {
     }
 }
 
-/// Add the costs at and below node `id` to the lines of `path`. A line's inclusive cost counts
-/// each subtree once: not again below a scope already counted for that line (`active`), so code
-/// inlined into itself from one line (recursive templates) is not counted once per level.
-fn add_line_costs(
-    view: &ViewTree,
-    id: usize,
-    path: &str,
-    active: &mut Vec<u32>,
-    lines: &mut BTreeMap<u32, LineCost>,
-) {
-    let n = &view.nodes[id];
+/// Add the costs of the whole view to the lines of `path`. A line's inclusive cost counts each
+/// subtree once: not again below a scope already counted for that line (`open` counts, per line,
+/// the enclosing scopes counted for it), so code inlined into itself from one line (recursive
+/// templates) is not counted once per level. The walk uses an explicit stack, so views of any
+/// depth are handled.
+fn add_line_costs(view: &ViewTree, path: &str, lines: &mut BTreeMap<u32, LineCost>) {
     let metrics = view.metrics.len();
-    let line = line_in(n, path);
-    if let Some(line) = line {
+    let mut open: HashMap<u32, u32> = HashMap::new();
+    // (node, entering?) pairs: a node's exit closes the line it opened.
+    let mut stack = vec![(0usize, true)];
+    while let Some((id, entering)) = stack.pop() {
+        let n = &view.nodes[id];
+        let Some(line) = line_in(n, path) else {
+            if entering {
+                stack.extend(n.children.iter().rev().map(|&c| (c, true)));
+            }
+            continue;
+        };
+        let depth = open.entry(line).or_insert(0);
+        if !entering {
+            *depth -= 1;
+            continue;
+        }
         let cost = lines.entry(line).or_insert_with(|| LineCost {
             incl: vec![0; metrics],
             excl: vec![0; metrics],
         });
         for m in 0..metrics {
-            if !active.contains(&line) {
-                cost.incl[m] += n.incl[m].value;
+            if *depth == 0 {
+                cost.incl[m] = cost.incl[m].saturating_add(n.incl[m].value);
             }
             if n.kind == NodeKind::Statement {
-                cost.excl[m] += n.excl[m].value;
+                cost.excl[m] = cost.excl[m].saturating_add(n.excl[m].value);
             }
         }
-        active.push(line);
-    }
-    for &child in &n.children {
-        add_line_costs(view, child, path, active, lines);
-    }
-    if line.is_some() {
-        active.pop();
+        *depth += 1;
+        stack.push((id, false));
+        stack.extend(n.children.iter().rev().map(|&c| (c, true)));
     }
 }
 
@@ -207,7 +212,7 @@ pub fn render(
         Some(r) => (r.first..=r.last).collect(),
         None => costs.lines.keys().copied().collect(),
     };
-    writeln!(out, "{}", costs.path)?;
+    writeln!(out, "{}", super::printable(&costs.path))?;
     if source.is_none() {
         writeln!(out, "(source text not found; showing costs only)")?;
     }

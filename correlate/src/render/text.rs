@@ -12,6 +12,7 @@ use std::io::{self, Write};
 
 use profiler::db::Cost;
 
+use super::{indent, printable, MAX_INDENT_LEVELS};
 use crate::database::NodeKind;
 use crate::view::{MetricInfo, ViewNode, ViewTree};
 
@@ -55,7 +56,8 @@ pub struct TextSummary {
     pub folded: usize,
 }
 
-/// Print `view` as an indented tree to `out`.
+/// Print `view` as an indented tree to `out`. Rows deeper than [`MAX_INDENT_LEVELS`] are
+/// indented as that level and their label is preceded by their depth, as `[1234] label`.
 pub fn render(view: &ViewTree, opts: &TextOptions, out: &mut dyn Write) -> io::Result<TextSummary> {
     let mut printer = Printer {
         view,
@@ -65,8 +67,13 @@ pub fn render(view: &ViewTree, opts: &TextOptions, out: &mut dyn Write) -> io::R
         summary: TextSummary::default(),
     };
     printer.header()?;
-    printer.node(0, 0, true)?;
+    printer.tree()?;
     Ok(printer.summary)
+}
+
+/// The first metric's value of a cost vector (zero for a view without metrics).
+fn first_value(costs: &[Cost]) -> u64 {
+    costs.first().map_or(0, |c| c.value)
 }
 
 /// Child indices from the root along the hot path: at each node, the costliest child while it
@@ -79,10 +86,10 @@ pub(crate) fn hot_path(view: &ViewTree, pct: f64) -> Vec<usize> {
         .iter()
         .map(|&c| &view.nodes[c])
         .enumerate()
-        .max_by_key(|(i, c)| (c.incl[0].value, std::cmp::Reverse(*i)))
+        .max_by_key(|(i, c)| (first_value(&c.incl), std::cmp::Reverse(*i)))
     {
-        let parent = node.incl[0].value as f64;
-        if parent <= 0.0 || (child.incl[0].value as f64) * 100.0 < pct * parent {
+        let parent = first_value(&node.incl) as f64;
+        if parent <= 0.0 || (first_value(&child.incl) as f64) * 100.0 < pct * parent {
             break;
         }
         path.push(i);
@@ -102,6 +109,14 @@ const HEADING: &str = "\x1b[1m";
 const PCT_WIDTH: usize = 7;
 /// Width of an absolute-value column.
 const ABS_WIDTH: usize = 10;
+
+/// What is left to print, on the printer's explicit stack.
+enum Row {
+    /// A scope at `depth`, drawn as part of the hot path if `hot`.
+    Scope { id: usize, depth: usize, hot: bool },
+    /// One `(N more)` row at `depth` for these folded children.
+    More { ids: Vec<usize>, depth: usize },
+}
 
 struct Printer<'a> {
     view: &'a ViewTree,
@@ -136,7 +151,7 @@ impl Printer<'_> {
     }
 
     fn label(&self, node: &ViewNode, hot: bool) -> String {
-        let text = node.label_within(self.opts.name_width);
+        let text = printable(&node.label_within(self.opts.name_width)).into_owned();
         let style = match node.kind {
             _ if hot => HOT,
             NodeKind::Loop => LOOP,
@@ -154,19 +169,43 @@ impl Printer<'_> {
         ) {
             if let Some(site) = node.call_site() {
                 label.push_str("  ");
-                label.push_str(&self.paint(DIM, &format!("({site})")));
+                label.push_str(&self.paint(DIM, &format!("({})", printable(&site))));
             }
         }
         label
     }
 
-    fn node(&mut self, id: usize, depth: usize, hot: bool) -> io::Result<()> {
+    /// Print every row, depth first, from an explicit stack.
+    fn tree(&mut self) -> io::Result<()> {
+        let mut stack = vec![Row::Scope {
+            id: 0,
+            depth: 0,
+            hot: true,
+        }];
+        while let Some(row) = stack.pop() {
+            match row {
+                Row::Scope { id, depth, hot } => self.scope(id, depth, hot, &mut stack)?,
+                Row::More { ids, depth } => self.more(&ids, depth)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Print the row of scope `id` and push what comes below it: the children shown, then one
+    /// `(N more)` row for those folded.
+    fn scope(
+        &mut self,
+        id: usize,
+        depth: usize,
+        hot: bool,
+        stack: &mut Vec<Row>,
+    ) -> io::Result<()> {
         let view = self.view;
         let node = &view.nodes[id];
         let row = format!(
             "{}  {}{}",
             self.columns(&values(&node.incl), &values(&node.excl)),
-            "  ".repeat(depth),
+            indentation(depth),
             self.label(node, hot)
         );
         writeln!(self.out, "{}", row.trim_end())?;
@@ -178,42 +217,66 @@ impl Printer<'_> {
         };
         let total = view.metrics.first().map_or(0, |m| m.total) as f64;
         let deep_enough = self.opts.depth.is_some_and(|max| depth + 1 > max);
-        let mut folded: Vec<&ViewNode> = Vec::new();
+        let mut shown = Vec::new();
+        let mut folded = Vec::new();
         for (i, (c, child)) in view.children(id).enumerate() {
             let is_hot = hot_child == Some(i);
-            let big = child.incl[0].value as f64 * 100.0 >= self.opts.threshold_pct * total;
+            let big = first_value(&child.incl) as f64 * 100.0 >= self.opts.threshold_pct * total;
             if is_hot || (big && !deep_enough) {
-                self.node(c, depth + 1, is_hot)?;
+                shown.push(Row::Scope {
+                    id: c,
+                    depth: depth + 1,
+                    hot: is_hot,
+                });
             } else {
-                folded.push(child);
+                folded.push(c);
             }
         }
-        self.more(&folded, depth + 1)
+        if !folded.is_empty() {
+            stack.push(Row::More {
+                ids: folded,
+                depth: depth + 1,
+            });
+        }
+        stack.extend(shown.into_iter().rev());
+        Ok(())
     }
 
-    /// One `(N more)` row standing for the folded children, with their summed costs.
-    fn more(&mut self, folded: &[&ViewNode], depth: usize) -> io::Result<()> {
-        if folded.is_empty() {
-            return Ok(());
-        }
+    /// One `(N more)` row standing for the folded children `ids`, with their summed costs.
+    fn more(&mut self, ids: &[usize], depth: usize) -> io::Result<()> {
+        let nodes = &self.view.nodes;
         let n = self.view.metrics.len();
         let sum = |pick: fn(&ViewNode) -> &[Cost]| -> Vec<u64> {
             (0..n)
-                .map(|m| folded.iter().map(|c| pick(c)[m].value).sum())
+                .map(|m| {
+                    ids.iter()
+                        .map(|&c| pick(&nodes[c])[m].value)
+                        .fold(0, u64::saturating_add)
+                })
                 .collect()
         };
         let incl = sum(|c| &c.incl);
         let excl = sum(|c| &c.excl);
-        let text = self.paint(DIM, &format!("({} more)", folded.len()));
+        let text = self.paint(DIM, &format!("({} more)", ids.len()));
         writeln!(
             self.out,
             "{}  {}{text}",
             self.columns(&incl, &excl),
-            "  ".repeat(depth)
+            indentation(depth)
         )?;
-        self.summary.folded += folded.len();
+        self.summary.folded += ids.len();
         Ok(())
     }
+}
+
+/// The indentation of a row at `depth`: two spaces per level up to [`MAX_INDENT_LEVELS`], then
+/// the depth in brackets.
+fn indentation(depth: usize) -> String {
+    let mut s = indent(depth);
+    if depth > MAX_INDENT_LEVELS {
+        s.push_str(&format!("[{depth}] "));
+    }
+    s
 }
 
 /// The values (in the metric's unit) of one cost per metric.
@@ -230,7 +293,7 @@ pub(crate) fn metric_summary(m: &MetricInfo) -> String {
     };
     format!(
         "{}: {} in {} samples ({sampling})",
-        m.name,
+        printable(&m.name),
         format_value(m.total, &m.unit),
         m.samples
     )
@@ -248,7 +311,7 @@ pub(crate) fn heading(metrics: &[MetricInfo], absolute: bool, last: &str) -> [St
     let mut names = String::new();
     let mut columns = String::new();
     for m in metrics {
-        names.push_str(&format!("{:>width$}", clip(&m.name, width - 1)));
+        names.push_str(&format!("{:>width$}", clip(&printable(&m.name), width - 1)));
         for kind in ["incl", "excl"] {
             if absolute {
                 columns.push_str(&format!("{kind:>ABS_WIDTH$}"));
