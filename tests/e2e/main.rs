@@ -16,6 +16,8 @@ mod correlate_prof_perf;
 mod correlate_prof_stlmap;
 mod correlate_prof_vdso;
 mod correlate_view_cli;
+mod correlate_view_deep;
+mod correlate_view_inputs;
 mod correlate_view_pipeline;
 mod hpcrun;
 mod hpcrun_layouts;

@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::{scratch_dir, tool};
 use correlate::{
     ChildIndex, Database, MetricDesc, ModuleDesc, NodeKey, NodeKind, StructureSource, ThreadDesc,
 };
-use hpctoolkit_tests::{scratch_dir, tool};
 use profiler::db::{Cct, Cost, EventDesc, Profile, Sampling, Stats, ThreadProfile, PROFILE_FILE};
 use profiler::envelope::Replace;
 

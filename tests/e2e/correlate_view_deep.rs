@@ -3,18 +3,16 @@
 //! main-thread stack, in time and space linear in the tree's size, and every output must still
 //! hold the whole depth.
 
-mod correlate_view_support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::correlate_view_support::folded_lines;
+use crate::support::symbols::SymbolTable;
+use crate::support::{compile, run_ok, scratch_dir, tool};
 use correlate::{
     ChildIndex, Database, MetricDesc, ModuleDesc, NodeId, NodeKey, NodeKind, StructureSource,
     ThreadDesc,
 };
-use correlate_view_support::folded_lines;
-use hpctoolkit_tests::symbols::SymbolTable;
-use hpctoolkit_tests::{compile, run_ok, scratch_dir, tool};
 use profiler::addr::Svma;
 use profiler::db::{
     AddrKind, Cct, CctNode, Cost, EventDesc, Frame, ModuleInfo, Profile, Sampling, Stats,
@@ -314,6 +312,7 @@ fn deep_profile(app: &Path) -> Profile {
         modules: vec![ModuleInfo {
             path: app.display().to_string(),
             build_id: None,
+            checksum: None,
         }],
         processes: vec![],
         threads: vec![ThreadProfile {
@@ -330,7 +329,7 @@ fn deep_profile(app: &Path) -> Profile {
 /// a nest of `DEPTH` loops (lines `NEST_LINE...`) around one statement covering all its code.
 fn nest_structure(app: &Path) -> String {
     let symbols = SymbolTable::read(app.to_str().unwrap());
-    let src = hpctoolkit_tests::fixture("run_recursion.c");
+    let src = crate::support::fixture("run_recursion.c");
     let mut xml = format!(
         "<?xml version=\"1.0\"?>\n<HPCToolkitStructure i=\"0\" version=\"4.9\" n=\"\">\n\
          <LM i=\"1\" n=\"{}\" has-calls=\"0\">\n<F i=\"2\" n=\"{}\">\n",
