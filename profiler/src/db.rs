@@ -446,11 +446,6 @@ mod tests {
             }
         }
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn costs_saturate_instead_of_wrapping() {
