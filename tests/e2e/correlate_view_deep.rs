@@ -16,9 +16,8 @@ use correlate::{
 use profiler::addr::Svma;
 use profiler::db::{
     AddrKind, Cct, CctNode, Cost, EventDesc, Frame, ModuleInfo, Profile, Sampling, Stats,
-    ThreadProfile, PROFILE_FILE,
+    ThreadProfile,
 };
-use profiler::envelope::Replace;
 
 /// Levels of recursion, and of loop nesting, in the synthetic inputs.
 const DEPTH: u32 = 300_000;
@@ -368,8 +367,8 @@ fn hpcprof_writes_and_hpcview_reads_a_deep_profile() {
     let dir = scratch_dir("view-deep-hpcprof");
     let app = compile("run_recursion.c", &dir, "app", &["-O2", "-g"]);
     let profile = dir.join("deep.db");
-    PROFILE_FILE
-        .write(&deep_profile(&app), &profile, Replace::Refused)
+    deep_profile(&app)
+        .write(&profile)
         .expect("write the profile");
     let structure = dir.join("app.hpcstruct");
     std::fs::write(&structure, nest_structure(&app)).expect("write the structure file");

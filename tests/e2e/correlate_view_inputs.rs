@@ -8,8 +8,7 @@ use crate::support::{scratch_dir, tool};
 use correlate::{
     ChildIndex, Database, MetricDesc, ModuleDesc, NodeKey, NodeKind, StructureSource, ThreadDesc,
 };
-use profiler::db::{Cct, Cost, EventDesc, Profile, Sampling, Stats, ThreadProfile, PROFILE_FILE};
-use profiler::envelope::Replace;
+use profiler::db::{Cct, Cost, EventDesc, Profile, Sampling, Stats, ThreadProfile};
 
 /// A database with `metrics` metrics whose `main` has `samples` samples in procedure `name`.
 fn database(dir: &Path, metrics: usize, samples: u64, name: &str) -> PathBuf {
@@ -139,9 +138,7 @@ fn write_profile(path: &Path, start_ns: u64) {
         }],
         stats: Stats::default(),
     };
-    PROFILE_FILE
-        .write(&profile, path, Replace::Refused)
-        .expect("write the profile");
+    profile.write(path).expect("write the profile");
 }
 
 #[test]
