@@ -8,11 +8,10 @@
 
 use crate::analyze::DebugSource;
 use crate::binary::{self, MappedFile};
-use crate::dwarf::Slice;
+use crate::dwarf::{dwarf_from, SectionBytes, Slice};
 use crate::error::StructureError;
 use object::Object;
 use rayon::prelude::*;
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -30,8 +29,8 @@ pub(crate) struct DebugFiles {
 
 /// The (decompressed) DWARF sections of a binary and of its supplementary file.
 pub(crate) struct DebugSections<'d> {
-    main: HashMap<gimli::SectionId, Cow<'d, [u8]>>,
-    sup: Option<HashMap<gimli::SectionId, Cow<'d, [u8]>>>,
+    main: SectionBytes<'d>,
+    sup: Option<SectionBytes<'d>>,
 }
 
 impl DebugFiles {
@@ -100,9 +99,9 @@ impl DebugSections<'_> {
 
     /// A gimli view of the sections, with the supplementary file's attached.
     pub(crate) fn dwarf(&self) -> gimli::Dwarf<Slice<'_>> {
-        let mut dwarf = load_dwarf(&self.main);
+        let mut dwarf = dwarf_from(&self.main);
         if let Some(sup) = &self.sup {
-            dwarf.set_sup(load_dwarf(sup));
+            dwarf.set_sup(dwarf_from(sup));
         }
         dwarf
     }
@@ -174,22 +173,19 @@ fn open_debug_file(
 
 /// The (decompressed) DWARF sections of `file` that the analysis reads, decompressed in
 /// parallel.
-fn dwarf_sections<'d>(file: &object::File<'d>) -> HashMap<gimli::SectionId, Cow<'d, [u8]>> {
-    gimli_section_ids()
-        .into_par_iter()
-        .map(|id| (id, binary::section_data(file, id.name())))
-        .collect()
+fn dwarf_sections<'d>(file: &object::File<'d>) -> SectionBytes<'d> {
+    load_sections(file, &gimli_section_ids(), |id| Some(id.name()))
 }
 
-/// A gimli view of `sections` (absent sections read as empty).
-fn load_dwarf<'s>(
-    sections: &'s HashMap<gimli::SectionId, Cow<'_, [u8]>>,
-) -> gimli::Dwarf<Slice<'s>> {
-    gimli::Dwarf::load(|id| {
-        let data: &[u8] = sections.get(&id).map_or(&[], |c| c.as_ref());
-        Ok::<_, std::convert::Infallible>(gimli::EndianSlice::new(data, gimli::LittleEndian))
-    })
-    .unwrap_or_else(|never| match never {})
+/// Sections `ids` of `file`, found by the names `name` gives them, decompressed in parallel.
+pub(crate) fn load_sections<'d>(
+    file: &object::File<'d>,
+    ids: &[gimli::SectionId],
+    name: fn(gimli::SectionId) -> Option<&'static str>,
+) -> SectionBytes<'d> {
+    ids.par_iter()
+        .filter_map(|&id| Some((id, binary::section_data(file, name(id)?))))
+        .collect()
 }
 
 /// The sections the reader uses: locations (`.debug_loc*`, large) are never read, so they are
