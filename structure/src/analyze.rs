@@ -185,6 +185,7 @@ fn analyze_in_pool(
     let dwo_files = DwoFiles::open(path, &dwarf);
     skipped.extend(dwo_files.notes.iter().cloned());
     let dwo_sections = dwo_files.sections();
+    skipped.extend(sections.notes.iter().chain(&dwo_sections.notes).cloned());
     let split = dwo_sections.split();
     let debug_source = debug_files.source.clone();
 

@@ -13,10 +13,12 @@ use crate::error::StructureError;
 use object::Object;
 use rayon::prelude::*;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The files holding a binary's debug information besides the binary itself, mapped.
 pub(crate) struct DebugFiles {
+    /// The binary.
+    binary: PathBuf,
     /// The separate debug file, when the binary has no line tables of its own.
     separate: Option<MappedFile>,
     /// The supplementary file of whichever file holds the DWARF.
@@ -31,6 +33,8 @@ pub(crate) struct DebugFiles {
 pub(crate) struct DebugSections<'d> {
     main: SectionBytes<'d>,
     sup: Option<SectionBytes<'d>>,
+    /// The sections skipped (implausibly compressed, or corrupt), one line each.
+    pub notes: Vec<String>,
 }
 
 impl DebugFiles {
@@ -57,6 +61,7 @@ impl DebugFiles {
             None => None,
         };
         DebugFiles {
+            binary: binary.to_path_buf(),
             separate,
             sup,
             source,
@@ -75,16 +80,17 @@ impl DebugFiles {
         &'d self,
         file: &object::File<'d>,
     ) -> Result<DebugSections<'d>, StructureError> {
+        let mut notes = Vec::new();
         let main = match (&self.separate, &self.source) {
-            (Some(m), _) => dwarf_sections(&m.parse()?),
-            (None, DebugSource::Embedded) => dwarf_sections(file),
+            (Some(m), _) => dwarf_sections(&m.parse()?, &m.path, &mut notes),
+            (None, DebugSource::Embedded) => dwarf_sections(file, &self.binary, &mut notes),
             _ => HashMap::new(),
         };
         let sup = match &self.sup {
-            Some(m) => Some(dwarf_sections(&m.parse()?)),
+            Some(m) => Some(dwarf_sections(&m.parse()?, &m.path, &mut notes)),
             None => None,
         };
-        Ok(DebugSections { main, sup })
+        Ok(DebugSections { main, sup, notes })
     }
 }
 
@@ -94,6 +100,7 @@ impl DebugSections<'_> {
         DebugSections {
             main: HashMap::new(),
             sup: None,
+            notes: Vec::new(),
         }
     }
 
@@ -171,21 +178,42 @@ fn open_debug_file(
     }
 }
 
-/// The (decompressed) DWARF sections of `file` that the analysis reads, decompressed in
-/// parallel.
-fn dwarf_sections<'d>(file: &object::File<'d>) -> SectionBytes<'d> {
-    load_sections(file, &gimli_section_ids(), |id| Some(id.name()))
+/// The (decompressed) DWARF sections of `file` (at `path`) that the analysis reads,
+/// decompressed in parallel; what is skipped is noted in `notes`.
+fn dwarf_sections<'d>(
+    file: &object::File<'d>,
+    path: &Path,
+    notes: &mut Vec<String>,
+) -> SectionBytes<'d> {
+    let (sections, skipped) = load_sections(file, path, &gimli_section_ids(), |id| Some(id.name()));
+    notes.extend(skipped);
+    sections
 }
 
-/// Sections `ids` of `file`, found by the names `name` gives them, decompressed in parallel.
+/// Sections `ids` of `file` (at `path`), found by the names `name` gives them, decompressed in
+/// parallel, and a note for each section skipped (see [`binary::section_data`]): it reads as
+/// absent.
 pub(crate) fn load_sections<'d>(
     file: &object::File<'d>,
+    path: &Path,
     ids: &[gimli::SectionId],
     name: fn(gimli::SectionId) -> Option<&'static str>,
-) -> SectionBytes<'d> {
-    ids.par_iter()
+) -> (SectionBytes<'d>, Vec<String>) {
+    let loaded: Vec<_> = ids
+        .par_iter()
         .filter_map(|&id| Some((id, binary::section_data(file, name(id)?))))
-        .collect()
+        .collect();
+    let mut notes = Vec::new();
+    let mut sections = SectionBytes::new();
+    for (id, data) in loaded {
+        match data {
+            Ok(bytes) => {
+                sections.insert(id, bytes);
+            }
+            Err(why) => notes.push(format!("{}: {why}", path.display())),
+        }
+    }
+    (sections, notes)
 }
 
 /// The sections the reader uses: locations (`.debug_loc*`, large) are never read, so they are

@@ -31,6 +31,8 @@ pub(crate) struct DwoFiles {
 pub(crate) struct DwoSections<'d> {
     files: Vec<(u64, SectionBytes<'d>)>,
     package: Option<SectionBytes<'d>>,
+    /// The sections skipped (implausibly compressed, or corrupt), one line each.
+    pub notes: Vec<String>,
 }
 
 /// A skeleton unit: the DWO id and file name of its split unit.
@@ -83,7 +85,7 @@ impl DwoFiles {
         let Some(package) = &self.package else {
             return Some(Vec::new());
         };
-        let sections = dwo_sections(package).ok()?;
+        let (sections, _) = dwo_sections(package).ok()?;
         let split = SplitDwarf::new(HashMap::new(), Some(&sections)).ok()?;
         let held = skeletons.iter().filter(|s| split.holds(dwarf, s.id));
         Some(held.map(|s| s.id.0).collect())
@@ -91,13 +93,24 @@ impl DwoFiles {
 
     /// The sections of the files found (all of which parsed when they were found).
     pub(crate) fn sections(&self) -> DwoSections<'_> {
-        let files = self
-            .files
-            .iter()
-            .filter_map(|(id, m)| Some((*id, dwo_sections(m).ok()?)))
-            .collect();
-        let package = self.package.as_ref().and_then(|m| dwo_sections(m).ok());
-        DwoSections { files, package }
+        let mut notes = Vec::new();
+        let mut files = Vec::new();
+        for (id, m) in &self.files {
+            if let Ok((sections, skipped)) = dwo_sections(m) {
+                files.push((*id, sections));
+                notes.extend(skipped);
+            }
+        }
+        let package = self.package.as_ref().and_then(|m| {
+            let (sections, skipped) = dwo_sections(m).ok()?;
+            notes.extend(skipped);
+            Some(sections)
+        });
+        DwoSections {
+            files,
+            package,
+            notes,
+        }
     }
 }
 
@@ -165,7 +178,7 @@ fn find_dwo(
         let Ok(mapped) = MappedFile::open(&candidate) else {
             continue;
         };
-        let holds = dwo_sections(&mapped).is_ok_and(|sections| {
+        let holds = dwo_sections(&mapped).is_ok_and(|(sections, _)| {
             let files = HashMap::from([(skeleton.id.0, &sections)]);
             SplitDwarf::new(files, None).is_ok_and(|s| s.holds(parent, skeleton.id))
         });
@@ -202,12 +215,15 @@ fn dwo_candidates(binary: &Path, skeleton: &Skeleton) -> Vec<PathBuf> {
     out
 }
 
-/// The sections of the `.dwo` or `.dwp` file `mapped` that the reader uses.
-fn dwo_sections(mapped: &MappedFile) -> Result<SectionBytes<'_>, StructureError> {
+/// The sections of the `.dwo` or `.dwp` file `mapped` that the reader uses, and notes on those
+/// skipped.
+fn dwo_sections(mapped: &MappedFile) -> Result<(SectionBytes<'_>, Vec<String>), StructureError> {
     let file = mapped.parse()?;
+    let ids = dwo_section_ids();
     Ok(load_sections(
         &file,
-        &dwo_section_ids(),
+        &mapped.path,
+        &ids,
         gimli::SectionId::dwo_name,
     ))
 }
