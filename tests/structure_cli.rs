@@ -170,6 +170,58 @@ fn separate_and_compressed_debug_info_are_found() {
     assert_eq!(zs.summary.loops, with.summary.loops);
 }
 
+/// A debug file found through `.gnu_debuglink` that is not the binary's is refused, as gdb
+/// refuses it, with one note naming both files: one left from another build (build-id and
+/// CRC32 differ) and one changed since (same build-id, CRC32 differs). Before, either
+/// supplied its lines.
+#[test]
+fn stale_separate_debug_files_are_refused() {
+    let dir = scratch_dir("structure_debuglink_stale");
+    let bin = compile("struct_shapes.c", &dir, "app", &["-O2", "-g"]);
+    compile("struct_shapes.c", &dir, "other", &["-O1", "-g"]);
+    sh("objcopy", &["--only-keep-debug", "app", "app.debug"], &dir);
+    sh(
+        "objcopy",
+        &["--only-keep-debug", "other", "other.debug"],
+        &dir,
+    );
+    sh("strip", &["--strip-debug", "app"], &dir);
+    sh("objcopy", &["--add-gnu-debuglink=app.debug", "app"], &dir);
+    let good = std::fs::read(dir.join("app.debug")).unwrap();
+    let analysis = analyze_file(&bin, &Options::default()).unwrap();
+    assert_eq!(
+        analysis.summary.debug_source,
+        DebugSource::Separate(dir.join("app.debug"))
+    );
+    let mut changed = good.clone();
+    changed.push(0);
+    for (what, debug, why) in [
+        (
+            "another build's",
+            std::fs::read(dir.join("other.debug")).unwrap(),
+            "build-id",
+        ),
+        ("a changed", changed, "CRC32"),
+    ] {
+        std::fs::write(dir.join("app.debug"), debug).unwrap();
+        let analysis = analyze_file(&bin, &Options::default()).unwrap();
+        assert_eq!(analysis.summary.debug_source, DebugSource::None, "{what}");
+        let notes: Vec<_> = analysis
+            .summary
+            .skipped
+            .iter()
+            .filter(|n| n.contains("app.debug"))
+            .collect();
+        assert!(
+            notes.len() == 1
+                && notes[0].contains(why)
+                && notes[0].contains(&*bin.to_string_lossy()),
+            "{what} debug file: {:?}",
+            analysis.summary.skipped
+        );
+    }
+}
+
 #[test]
 fn irreducible_loops_are_kept_and_reported_with_their_entries() {
     let dir = scratch_dir("structure_irreducible");

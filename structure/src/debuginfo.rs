@@ -13,6 +13,7 @@ use crate::error::StructureError;
 use object::Object;
 use rayon::prelude::*;
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The files holding a binary's debug information besides the binary itself, mapped.
@@ -114,7 +115,9 @@ impl DebugSections<'_> {
     }
 }
 
-/// Map the first usable separate debug file of `binary` (one that parses and holds DWARF).
+/// Map the first usable separate debug file of `binary`: one that parses, holds DWARF and
+/// belongs to `binary` (see [`stale_debug_file`]); a candidate that does not belong is
+/// noted, naming both files, and passed over.
 fn open_separate_debug(
     binary: &Path,
     file: &object::File<'_>,
@@ -122,7 +125,39 @@ fn open_separate_debug(
 ) -> Option<MappedFile> {
     binary::debug_file_candidates(binary, file)
         .into_iter()
-        .find_map(|candidate| open_debug_file(&candidate, &binary::has_debug_lines, notes))
+        .find_map(|candidate| {
+            let mapped = open_debug_file(&candidate, &binary::has_debug_lines, notes)?;
+            match stale_debug_file(file, &mapped) {
+                None => Some(mapped),
+                Some(why) => {
+                    notes.push(format!(
+                        "debug file {} does not belong to {} ({why}): not used",
+                        candidate.display(),
+                        binary.display()
+                    ));
+                    None
+                }
+            }
+        })
+}
+
+/// Why the separate debug file `debug` is not `binary`'s, if it is not, as gdb judges: where
+/// both have a GNU build-id they differ, or `debug` carries the name `binary`'s
+/// `.gnu_debuglink` gives and its CRC32 is not the one stated there (a debug file left from
+/// another build supplies wrong lines).
+fn stale_debug_file(binary: &object::File<'_>, debug: &MappedFile) -> Option<String> {
+    let hex = |id: &[u8]| id.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let ours = binary.build_id().ok().flatten();
+    let theirs = debug.parse().ok()?.build_id().ok().flatten();
+    if let (Some(a), Some(b)) = (ours, theirs) {
+        if a != b {
+            return Some(format!("build-id {} is not {}", hex(b), hex(a)));
+        }
+    }
+    let (name, crc) = binary.gnu_debuglink().ok().flatten()?;
+    let named = debug.path.file_name()? == std::ffi::OsStr::from_bytes(name);
+    let actual = crc32fast::hash(debug.bytes());
+    (named && actual != crc).then(|| format!("CRC32 {actual:08x} is not {crc:08x}"))
 }
 
 /// Map the supplementary file that the DWARF in `file` (found at `path`) refers to, if it
