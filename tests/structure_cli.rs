@@ -222,6 +222,45 @@ fn stale_separate_debug_files_are_refused() {
     }
 }
 
+/// A directory or a FIFO given as the binary is refused at once, saying what it is (before:
+/// "No such device", and a FIFO blocked forever); a structure file behind a UTF-8 byte order
+/// mark reads.
+#[test]
+fn non_regular_inputs_are_refused_and_a_byte_order_mark_is_read() {
+    let dir = scratch_dir("structure_non_regular");
+    let fifo = dir.join("fifo");
+    sh("mkfifo", &["fifo"], &dir);
+    for (input, what) in [(&dir, "is a directory"), (&fifo, "not a regular file")] {
+        let mut command = Command::new("timeout");
+        let out = run(command.arg("20").arg(tool("hpcstruct-rs")).arg(input));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", input.display());
+        assert_eq!(
+            stderr.matches(what).count(),
+            1,
+            "{}: {stderr}",
+            input.display()
+        );
+    }
+    let bin = compile("struct_shapes.c", &dir, "app", &["-O2", "-g"]);
+    let xml = dir.join("app.hpcstruct");
+    let out = run(Command::new(tool("hpcstruct-rs"))
+        .arg(&bin)
+        .arg("-o")
+        .arg(&xml));
+    assert!(out.status.success());
+    let plain = read_structure_file(&xml).unwrap();
+    let mut bytes = "\u{feff}".as_bytes().to_vec();
+    bytes.extend(std::fs::read(&xml).unwrap());
+    std::fs::write(&xml, bytes).unwrap();
+    let with_bom = read_structure_file(&xml).unwrap();
+    assert_eq!(with_bom.len(), plain.len());
+    assert_eq!(
+        with_bom[0].procedures().count(),
+        plain[0].procedures().count()
+    );
+}
+
 #[test]
 fn irreducible_loops_are_kept_and_reported_with_their_entries() {
     let dir = scratch_dir("structure_irreducible");

@@ -34,6 +34,7 @@ pub fn classify(path: &Path) -> Result<InputKind, CorrelateError> {
         return Ok(InputKind::Profile);
     }
     let text = String::from_utf8_lossy(&head);
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     if text.trim_start().starts_with('<') && text.contains("<HPCToolkitStructure") {
         return Ok(InputKind::Structure);
     }

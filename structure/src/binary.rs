@@ -16,12 +16,20 @@ pub struct MappedFile {
 }
 
 impl MappedFile {
-    /// Map `path` read-only.
+    /// Map `path` read-only; anything but a regular file is refused.
     pub fn open(path: &Path) -> Result<MappedFile, StructureError> {
         let io_err = |source| StructureError::Io {
             path: path.to_path_buf(),
             source,
         };
+        // A directory or a FIFO would fail obscurely ("No such device") or block forever.
+        let metadata = std::fs::metadata(path).map_err(io_err)?;
+        if metadata.is_dir() {
+            return Err(io_err(std::io::Error::other("is a directory")));
+        }
+        if !metadata.is_file() {
+            return Err(io_err(std::io::Error::other("not a regular file")));
+        }
         let file = std::fs::File::open(path).map_err(io_err)?;
         // SAFETY: the mapping is read-only; a file truncated underneath us is the one hazard,
         // as for every tool that maps binaries (objdump, perf, addr2line).
