@@ -36,6 +36,7 @@ pub fn classify(path: &Path) -> Result<InputKind, CorrelateError> {
         return Ok(InputKind::Profile);
     }
     let text = String::from_utf8_lossy(&head);
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     if text.trim_start().starts_with('<') && text.contains("<HPCToolkitStructure") {
         return Ok(InputKind::Structure);
     }
@@ -132,23 +133,21 @@ pub(crate) fn binary_facts(path: &Path) -> Result<BinaryFacts, CorrelateError> {
     })
 }
 
-/// Whether `tree` plausibly describes the binary with `facts`: at least half of its
-/// procedures with an entry address must start at a function symbol of the same (link or
-/// display) name. HPCToolkit files name stripped functions `targXXXX`; those are not counted.
-/// A binary without symbols cannot be checked and is taken on trust.
+/// Whether `tree` describes the binary with `facts`. Of its procedures with an entry address
+/// (HPCToolkit's `targXXXX` names for stripped functions aside), at least half must start at a
+/// function symbol, and nearly all of those (nine in ten) must carry that symbol's name (link
+/// or display name, a clone suffix such as `.part.0` aside): a structure file of another
+/// build, whose functions moved, names the symbols it lands on wrongly. A binary without
+/// symbols cannot be checked and is taken on trust.
 pub(crate) fn describes(tree: &ScopeTree, facts: &BinaryFacts) -> bool {
     if facts.functions.is_empty() {
         return true;
     }
-    let symbols: fxhash::FxHashMap<u64, Vec<&str>> =
-        facts
-            .functions
-            .iter()
-            .fold(fxhash::FxHashMap::default(), |mut map, (addr, name)| {
-                map.entry(*addr).or_default().push(name.as_str());
-                map
-            });
-    let (mut total, mut matched) = (0usize, 0usize);
+    let mut symbols: fxhash::FxHashMap<u64, Vec<&str>> = fxhash::FxHashMap::default();
+    for (addr, name) in &facts.functions {
+        symbols.entry(*addr).or_default().push(name.as_str());
+    }
+    let (mut total, mut at_symbol, mut agree) = (0usize, 0usize, 0usize);
     for id in tree.procedures() {
         let p = tree.get(id);
         let Some(entry) = p.entry else { continue };
@@ -156,15 +155,74 @@ pub(crate) fn describes(tree: &ScopeTree, facts: &BinaryFacts) -> bool {
             continue;
         }
         total += 1;
-        let names = symbols.get(&entry).map(Vec::as_slice).unwrap_or(&[]);
-        let same = |n: &&str| *n == p.name || p.link_name.as_deref() == Some(n);
-        matched += usize::from(names.iter().any(same));
+        let Some(names) = symbols.get(&entry) else {
+            continue;
+        };
+        at_symbol += 1;
+        let same = |n: &&str| {
+            let base = n.split('.').next().unwrap_or(n);
+            [*n, base]
+                .iter()
+                .any(|n| *n == p.name || p.link_name.as_deref() == Some(n))
+        };
+        agree += usize::from(names.iter().any(same));
     }
-    total == 0 || matched * 2 >= total
+    total == 0 || (at_symbol * 2 >= total && agree * 10 >= at_symbol * 9)
 }
 
 /// The last path component of a module path, used to match structure files whose `LM` path
 /// differs (the binary was moved, or analysed elsewhere).
 pub(crate) fn file_name(path: &str) -> &str {
     crate::label::base_name(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use structure::{Scope, ScopeKind};
+
+    /// A tree with procedures `(entry, name)`.
+    fn tree(procedures: &[(u64, &str)]) -> ScopeTree {
+        let mut tree = ScopeTree::new("/bin/app");
+        for &(entry, name) in procedures {
+            let mut p = Scope::new(ScopeKind::Procedure);
+            p.name = name.into();
+            p.entry = Some(entry);
+            tree.add(tree.root(), p);
+        }
+        tree.finish();
+        tree
+    }
+
+    #[test]
+    fn a_structure_file_must_name_the_symbols_it_lands_on() {
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+        let facts = BinaryFacts {
+            build_id: None,
+            functions: names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (0x1000 + 0x10 * i as u64, n.to_string()))
+                .collect(),
+        };
+        let same: Vec<(u64, &str)> = facts
+            .functions
+            .iter()
+            .map(|(a, n)| (*a, n.as_str()))
+            .collect();
+        assert!(describes(&tree(&same), &facts));
+        // Another build: 6 of 10 functions where they were, 4 moved onto others' addresses
+        // (half matched: what the old rule accepted).
+        let mut moved = same.clone();
+        for (i, p) in moved.iter_mut().enumerate().skip(6) {
+            p.1 = names[(i + 1) % 10];
+        }
+        assert!(!describes(&tree(&moved), &facts));
+        // A clone suffix on the symbol is the same function.
+        let clone = BinaryFacts {
+            build_id: None,
+            functions: vec![(0x1000, "a.part.0".into())],
+        };
+        assert!(describes(&tree(&[(0x1000, "a")]), &clone));
+    }
 }

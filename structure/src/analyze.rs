@@ -16,6 +16,7 @@ use crate::analysis::{
 use crate::binary::{self, MappedFile};
 use crate::debuginfo::{DebugFiles, DebugSections};
 use crate::dwarf::{self, DwarfInfo, InlineCall, NO_FILE};
+use crate::dwofiles::DwoFiles;
 use crate::error::StructureError;
 use crate::focus;
 use crate::loopnest::{self, LoopEnv};
@@ -106,11 +107,16 @@ fn analyze_in_pool(
         DebugSections::none()
     };
     let dwarf = sections.dwarf();
+    let dwo_files = DwoFiles::open(path, &dwarf);
+    skipped.extend(dwo_files.notes.iter().cloned());
+    let dwo_sections = dwo_files.sections();
+    skipped.extend(sections.notes.iter().chain(&dwo_sections.notes).cloned());
+    let split = dwo_sections.split();
     let debug_source = debug_files.source.clone();
 
     let (plans, selected, info, coverage) = match focus {
         None => {
-            let mut info = dwarf::read_dwarf(&dwarf, &in_code);
+            let mut info = dwarf::read_dwarf(&dwarf, &split, &in_code);
             if info.procs.is_empty() && symbols.is_empty() {
                 return Err(StructureError::NothingToAnalyse {
                     path: path.to_path_buf(),
@@ -121,7 +127,7 @@ fn analyze_in_pool(
             (plans, selected, info, Coverage::Module)
         }
         Some(addresses) => {
-            let mut units = dwarf::UnitsOnDemand::new(&dwarf, &in_code);
+            let mut units = dwarf::UnitsOnDemand::new(&dwarf, &split, &in_code);
             if units.is_empty() && symbols.is_empty() && !addresses.is_empty() {
                 return Err(StructureError::NothingToAnalyse {
                     path: path.to_path_buf(),
@@ -219,7 +225,10 @@ pub fn line_table_addresses(path: &Path) -> Result<Vec<u64>, StructureError> {
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
     let debug_files = DebugFiles::open(path, &file);
     let sections = debug_files.sections(&file)?;
-    let info = dwarf::read_dwarf(&sections.dwarf(), &in_code);
+    let dwarf = sections.dwarf();
+    let dwo_files = DwoFiles::open(path, &dwarf);
+    let dwo_sections = dwo_files.sections();
+    let info = dwarf::read_dwarf(&dwarf, &dwo_sections.split(), &in_code);
     Ok(info
         .rows
         .iter()

@@ -16,12 +16,20 @@ pub struct MappedFile {
 }
 
 impl MappedFile {
-    /// Map `path` read-only.
+    /// Map `path` read-only; anything but a regular file is refused.
     pub fn open(path: &Path) -> Result<MappedFile, StructureError> {
         let io_err = |source| StructureError::Io {
             path: path.to_path_buf(),
             source,
         };
+        // A directory or a FIFO would fail obscurely ("No such device") or block forever.
+        let metadata = std::fs::metadata(path).map_err(io_err)?;
+        if metadata.is_dir() {
+            return Err(io_err(std::io::Error::other("is a directory")));
+        }
+        if !metadata.is_file() {
+            return Err(io_err(std::io::Error::other("not a regular file")));
+        }
         let file = std::fs::File::open(path).map_err(io_err)?;
         // SAFETY: the mapping is read-only; a file truncated underneath us is the one hazard,
         // as for every tool that maps binaries (objdump, perf, addr2line).
@@ -118,7 +126,7 @@ pub fn supplementary_link(file: &object::File<'_>) -> Option<SupplementaryLink> 
             build_id: (!id.is_empty()).then(|| id.to_vec()),
         });
     }
-    let sup = section_data(file, ".debug_sup");
+    let sup = section_data(file, ".debug_sup").ok()?;
     let name = debug_sup_file_name(&sup)?;
     Some(SupplementaryLink {
         path: PathBuf::from(std::ffi::OsStr::from_bytes(name)),
@@ -157,11 +165,46 @@ fn build_id_path(id: &[u8]) -> Option<PathBuf> {
     })
 }
 
-/// The (uncompressed) bytes of section `name`, empty if absent or unreadable.
-pub fn section_data<'d>(file: &object::File<'d>, name: &str) -> Cow<'d, [u8]> {
-    file.section_by_name(name)
-        .and_then(|s| s.uncompressed_data().ok())
-        .unwrap_or(Cow::Borrowed(&[]))
+/// How many times its compressed size a section may claim to decompress to. zlib cannot
+/// exceed about 1032:1; debug information compresses 3:1 to 10:1. A claim above this is a
+/// decompression bomb (a few kilobytes claiming gigabytes), not a section.
+pub const MAX_COMPRESSION_RATIO: u64 = 2048;
+
+/// The largest uncompressed size a compressed section may claim: 4 GiB, the most that 32-bit
+/// DWARF offsets can address.
+pub const MAX_UNCOMPRESSED_SIZE: u64 = 4 << 30;
+
+/// The (uncompressed) bytes of section `name`, empty if absent. A compressed section that
+/// claims an implausible size (over [`MAX_COMPRESSION_RATIO`] times its compressed size, or
+/// over [`MAX_UNCOMPRESSED_SIZE`]) is not decompressed; that, and compressed data that does
+/// not decompress, is an error saying what was skipped.
+pub fn section_data<'d>(file: &object::File<'d>, name: &str) -> Result<Cow<'d, [u8]>, String> {
+    let Some(section) = file.section_by_name(name) else {
+        return Ok(Cow::Borrowed(&[]));
+    };
+    let skipped = |why: String| format!("section {name}: {why}: skipped");
+    let range = section
+        .compressed_file_range()
+        .map_err(|e| skipped(e.to_string()))?;
+    if range.format != object::CompressionFormat::None {
+        plausible_claim(range.compressed_size, range.uncompressed_size).map_err(skipped)?;
+    }
+    section
+        .uncompressed_data()
+        .map_err(|e| skipped(format!("compressed data unreadable ({e})")))
+}
+
+/// Whether `claimed` bytes are a plausible uncompressed size for `compressed` bytes; if not,
+/// why not.
+fn plausible_claim(compressed: u64, claimed: u64) -> Result<(), String> {
+    let ratio_limit = compressed.saturating_mul(MAX_COMPRESSION_RATIO);
+    if claimed > MAX_UNCOMPRESSED_SIZE || claimed > ratio_limit {
+        return Err(format!(
+            "{compressed} compressed bytes claim to decompress to {claimed} bytes (limits: \
+             {MAX_COMPRESSION_RATIO} times the compressed size, {MAX_UNCOMPRESSED_SIZE} bytes)"
+        ));
+    }
+    Ok(())
 }
 
 /// An executable section's bytes at their link-time address.
@@ -299,6 +342,15 @@ mod tests {
         // The supplementary file's own section names no other file.
         assert_eq!(debug_sup_file_name(b"\x05\x00\x01\x00\x00"), None);
         assert_eq!(debug_sup_file_name(b"\x05"), None);
+    }
+
+    #[test]
+    fn compression_claims_are_bounded() {
+        assert!(plausible_claim(1000, 10_000).is_ok());
+        assert!(plausible_claim(1000, 1000 * MAX_COMPRESSION_RATIO).is_ok());
+        assert!(plausible_claim(1000, 1000 * MAX_COMPRESSION_RATIO + 1).is_err());
+        assert!(plausible_claim(u64::MAX / 2, MAX_UNCOMPRESSED_SIZE + 1).is_err());
+        assert!(plausible_claim(18_000, 4 << 30).is_err());
     }
 
     #[test]

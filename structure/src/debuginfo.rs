@@ -8,16 +8,18 @@
 
 use crate::analysis::DebugSource;
 use crate::binary::{self, MappedFile};
-use crate::dwarf::Slice;
+use crate::dwarf::{dwarf_from, SectionBytes, Slice};
 use crate::error::StructureError;
 use object::Object;
 use rayon::prelude::*;
-use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 /// The files holding a binary's debug information besides the binary itself, mapped.
 pub(crate) struct DebugFiles {
+    /// The binary.
+    binary: PathBuf,
     /// The separate debug file, when the binary has no line tables of its own.
     separate: Option<MappedFile>,
     /// The supplementary file of whichever file holds the DWARF.
@@ -30,8 +32,10 @@ pub(crate) struct DebugFiles {
 
 /// The (decompressed) DWARF sections of a binary and of its supplementary file.
 pub(crate) struct DebugSections<'d> {
-    main: HashMap<gimli::SectionId, Cow<'d, [u8]>>,
-    sup: Option<HashMap<gimli::SectionId, Cow<'d, [u8]>>>,
+    main: SectionBytes<'d>,
+    sup: Option<SectionBytes<'d>>,
+    /// The sections skipped (implausibly compressed, or corrupt), one line each.
+    pub notes: Vec<String>,
 }
 
 impl DebugFiles {
@@ -58,6 +62,7 @@ impl DebugFiles {
             None => None,
         };
         DebugFiles {
+            binary: binary.to_path_buf(),
             separate,
             sup,
             source,
@@ -76,16 +81,17 @@ impl DebugFiles {
         &'d self,
         file: &object::File<'d>,
     ) -> Result<DebugSections<'d>, StructureError> {
+        let mut notes = Vec::new();
         let main = match (&self.separate, &self.source) {
-            (Some(m), _) => dwarf_sections(&m.parse()?),
-            (None, DebugSource::Embedded) => dwarf_sections(file),
+            (Some(m), _) => dwarf_sections(&m.parse()?, &m.path, &mut notes),
+            (None, DebugSource::Embedded) => dwarf_sections(file, &self.binary, &mut notes),
             _ => HashMap::new(),
         };
         let sup = match &self.sup {
-            Some(m) => Some(dwarf_sections(&m.parse()?)),
+            Some(m) => Some(dwarf_sections(&m.parse()?, &m.path, &mut notes)),
             None => None,
         };
-        Ok(DebugSections { main, sup })
+        Ok(DebugSections { main, sup, notes })
     }
 }
 
@@ -95,20 +101,23 @@ impl DebugSections<'_> {
         DebugSections {
             main: HashMap::new(),
             sup: None,
+            notes: Vec::new(),
         }
     }
 
     /// A gimli view of the sections, with the supplementary file's attached.
     pub(crate) fn dwarf(&self) -> gimli::Dwarf<Slice<'_>> {
-        let mut dwarf = load_dwarf(&self.main);
+        let mut dwarf = dwarf_from(&self.main);
         if let Some(sup) = &self.sup {
-            dwarf.set_sup(load_dwarf(sup));
+            dwarf.set_sup(dwarf_from(sup));
         }
         dwarf
     }
 }
 
-/// Map the first usable separate debug file of `binary` (one that parses and holds DWARF).
+/// Map the first usable separate debug file of `binary`: one that parses, holds DWARF and
+/// belongs to `binary` (see [`stale_debug_file`]); a candidate that does not belong is
+/// noted, naming both files, and passed over.
 fn open_separate_debug(
     binary: &Path,
     file: &object::File<'_>,
@@ -116,7 +125,39 @@ fn open_separate_debug(
 ) -> Option<MappedFile> {
     binary::debug_file_candidates(binary, file)
         .into_iter()
-        .find_map(|candidate| open_debug_file(&candidate, &binary::has_debug_lines, notes))
+        .find_map(|candidate| {
+            let mapped = open_debug_file(&candidate, &binary::has_debug_lines, notes)?;
+            match stale_debug_file(file, &mapped) {
+                None => Some(mapped),
+                Some(why) => {
+                    notes.push(format!(
+                        "debug file {} does not belong to {} ({why}): not used",
+                        candidate.display(),
+                        binary.display()
+                    ));
+                    None
+                }
+            }
+        })
+}
+
+/// Why the separate debug file `debug` is not `binary`'s, if it is not, as gdb judges: where
+/// both have a GNU build-id they differ, or `debug` carries the name `binary`'s
+/// `.gnu_debuglink` gives and its CRC32 is not the one stated there (a debug file left from
+/// another build supplies wrong lines).
+fn stale_debug_file(binary: &object::File<'_>, debug: &MappedFile) -> Option<String> {
+    let hex = |id: &[u8]| id.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let ours = binary.build_id().ok().flatten();
+    let theirs = debug.parse().ok()?.build_id().ok().flatten();
+    if let (Some(a), Some(b)) = (ours, theirs) {
+        if a != b {
+            return Some(format!("build-id {} is not {}", hex(b), hex(a)));
+        }
+    }
+    let (name, crc) = binary.gnu_debuglink().ok().flatten()?;
+    let named = debug.path.file_name()? == std::ffi::OsStr::from_bytes(name);
+    let actual = crc32fast::hash(debug.bytes());
+    (named && actual != crc).then(|| format!("CRC32 {actual:08x} is not {crc:08x}"))
 }
 
 /// Map the supplementary file that the DWARF in `file` (found at `path`) refers to, if it
@@ -172,24 +213,42 @@ fn open_debug_file(
     }
 }
 
-/// The (decompressed) DWARF sections of `file` that the analysis reads, decompressed in
-/// parallel.
-fn dwarf_sections<'d>(file: &object::File<'d>) -> HashMap<gimli::SectionId, Cow<'d, [u8]>> {
-    gimli_section_ids()
-        .into_par_iter()
-        .map(|id| (id, binary::section_data(file, id.name())))
-        .collect()
+/// The (decompressed) DWARF sections of `file` (at `path`) that the analysis reads,
+/// decompressed in parallel; what is skipped is noted in `notes`.
+fn dwarf_sections<'d>(
+    file: &object::File<'d>,
+    path: &Path,
+    notes: &mut Vec<String>,
+) -> SectionBytes<'d> {
+    let (sections, skipped) = load_sections(file, path, &gimli_section_ids(), |id| Some(id.name()));
+    notes.extend(skipped);
+    sections
 }
 
-/// A gimli view of `sections` (absent sections read as empty).
-fn load_dwarf<'s>(
-    sections: &'s HashMap<gimli::SectionId, Cow<'_, [u8]>>,
-) -> gimli::Dwarf<Slice<'s>> {
-    gimli::Dwarf::load(|id| {
-        let data: &[u8] = sections.get(&id).map_or(&[], |c| c.as_ref());
-        Ok::<_, std::convert::Infallible>(gimli::EndianSlice::new(data, gimli::LittleEndian))
-    })
-    .unwrap_or_else(|never| match never {})
+/// Sections `ids` of `file` (at `path`), found by the names `name` gives them, decompressed in
+/// parallel, and a note for each section skipped (see [`binary::section_data`]): it reads as
+/// absent.
+pub(crate) fn load_sections<'d>(
+    file: &object::File<'d>,
+    path: &Path,
+    ids: &[gimli::SectionId],
+    name: fn(gimli::SectionId) -> Option<&'static str>,
+) -> (SectionBytes<'d>, Vec<String>) {
+    let loaded: Vec<_> = ids
+        .par_iter()
+        .filter_map(|&id| Some((id, binary::section_data(file, name(id)?))))
+        .collect();
+    let mut notes = Vec::new();
+    let mut sections = SectionBytes::new();
+    for (id, data) in loaded {
+        match data {
+            Ok(bytes) => {
+                sections.insert(id, bytes);
+            }
+            Err(why) => notes.push(format!("{}: {why}", path.display())),
+        }
+    }
+    (sections, notes)
 }
 
 /// The sections the reader uses: locations (`.debug_loc*`, large) are never read, so they are

@@ -11,7 +11,7 @@
 //! The caller gives a path ([`analyze_file`]). Procedures come from DWARF and the symbol table,
 //! inlined calls from `DW_TAG_inlined_subroutine` records (named by following abstract origins
 //! and specifications across units, into dwz's supplementary files too, as the addr2line
-//! crate does), lines from the line tables, loops from the decoded code. Where DWARF has line tables but no inline records (an old compiler,
+//! crate does; from the `.dwo` files or `.dwp` package of split DWARF), lines from the line tables, loops from the decoded code. Where DWARF has line tables but no inline records (an old compiler,
 //! `.debug_info` stripped down to `.debug_line`, a corrupt unit), inlined code is inferred from
 //! procedure bounds and the line map (the thesis's fallback). A corrupt unit is
 //! skipped and reported in [`Summary::skipped`]; bad files give a [`StructureError`] naming
@@ -62,6 +62,7 @@ pub mod cfg;
 mod debuginfo;
 mod demangle;
 mod dwarf;
+mod dwofiles;
 mod error;
 mod focus;
 mod loopnest;

@@ -15,7 +15,8 @@ use structure::{
 /// that hpcprof-rs and HPCToolkit's hpcprof read.
 ///
 /// Debug information is taken from the binary, from a separate file named by .gnu_debuglink,
-/// or from /usr/lib/debug/.build-id/. Without it, procedures come from the symbol table and
+/// or from /usr/lib/debug/.build-id/; split DWARF (-gsplit-dwarf) from the .dwo files its
+/// skeleton units name, or from BINARY.dwp. Without it, procedures come from the symbol table and
 /// loops from the code, with unknown lines. With line tables but no inline records, inlined
 /// code is inferred from procedure bounds and the line map.
 #[derive(Parser)]
@@ -49,7 +50,7 @@ fn main() -> ExitCode {
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hpcstruct-rs: {e:#}");
+            eprintln!("hpcstruct-rs: {}", message(&e));
             let bad_input = e.downcast_ref::<StructureError>().is_some_and(|s| {
                 matches!(
                     s,
@@ -59,6 +60,23 @@ fn main() -> ExitCode {
             ExitCode::from(if bad_input { 2 } else { 1 })
         }
     }
+}
+
+/// The error and its causes, joined with ": ", a cause that the message already ends with
+/// (an I/O error that its file's error displays) said once.
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn run(cli: &Cli) -> anyhow::Result<()> {

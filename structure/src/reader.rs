@@ -29,8 +29,10 @@ pub fn read_structure_file(path: &Path) -> Result<Vec<ScopeTree>, StructureError
     read_structure(text, path)
 }
 
-/// Read a structure document held in `text`; `path` names it in errors.
+/// Read a structure document held in `text` (a UTF-8 byte order mark before it is skipped);
+/// `path` names it in errors.
 pub fn read_structure(text: &str, path: &Path) -> Result<Vec<ScopeTree>, StructureError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut parser = Parser {
         stack: Vec::new(),
         trees: Vec::new(),

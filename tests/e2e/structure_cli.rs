@@ -170,6 +170,97 @@ fn separate_and_compressed_debug_info_are_found() {
     assert_eq!(zs.summary.loops, with.summary.loops);
 }
 
+/// A debug file found through `.gnu_debuglink` that is not the binary's is refused, as gdb
+/// refuses it, with one note naming both files: one left from another build (build-id and
+/// CRC32 differ) and one changed since (same build-id, CRC32 differs). Before, either
+/// supplied its lines.
+#[test]
+fn stale_separate_debug_files_are_refused() {
+    let dir = scratch_dir("structure_debuglink_stale");
+    let bin = compile("struct_shapes.c", &dir, "app", &["-O2", "-g"]);
+    compile("struct_shapes.c", &dir, "other", &["-O1", "-g"]);
+    sh("objcopy", &["--only-keep-debug", "app", "app.debug"], &dir);
+    sh(
+        "objcopy",
+        &["--only-keep-debug", "other", "other.debug"],
+        &dir,
+    );
+    sh("strip", &["--strip-debug", "app"], &dir);
+    sh("objcopy", &["--add-gnu-debuglink=app.debug", "app"], &dir);
+    let good = std::fs::read(dir.join("app.debug")).unwrap();
+    let analysis = analyze_file(&bin, &Options::default()).unwrap();
+    assert_eq!(
+        analysis.summary.debug_source,
+        DebugSource::Separate(dir.join("app.debug"))
+    );
+    let mut changed = good.clone();
+    changed.push(0);
+    for (what, debug, why) in [
+        (
+            "another build's",
+            std::fs::read(dir.join("other.debug")).unwrap(),
+            "build-id",
+        ),
+        ("a changed", changed, "CRC32"),
+    ] {
+        std::fs::write(dir.join("app.debug"), debug).unwrap();
+        let analysis = analyze_file(&bin, &Options::default()).unwrap();
+        assert_eq!(analysis.summary.debug_source, DebugSource::None, "{what}");
+        let notes: Vec<_> = analysis
+            .summary
+            .skipped
+            .iter()
+            .filter(|n| n.contains("app.debug"))
+            .collect();
+        assert!(
+            notes.len() == 1
+                && notes[0].contains(why)
+                && notes[0].contains(&*bin.to_string_lossy()),
+            "{what} debug file: {:?}",
+            analysis.summary.skipped
+        );
+    }
+}
+
+/// A directory or a FIFO given as the binary is refused at once, saying what it is (before:
+/// "No such device", and a FIFO blocked forever); a structure file behind a UTF-8 byte order
+/// mark reads.
+#[test]
+fn non_regular_inputs_are_refused_and_a_byte_order_mark_is_read() {
+    let dir = scratch_dir("structure_non_regular");
+    let fifo = dir.join("fifo");
+    sh("mkfifo", &["fifo"], &dir);
+    for (input, what) in [(&dir, "is a directory"), (&fifo, "not a regular file")] {
+        let mut command = Command::new("timeout");
+        let out = run(command.arg("20").arg(tool("hpcstruct-rs")).arg(input));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", input.display());
+        assert_eq!(
+            stderr.matches(what).count(),
+            1,
+            "{}: {stderr}",
+            input.display()
+        );
+    }
+    let bin = compile("struct_shapes.c", &dir, "app", &["-O2", "-g"]);
+    let xml = dir.join("app.hpcstruct");
+    let out = run(Command::new(tool("hpcstruct-rs"))
+        .arg(&bin)
+        .arg("-o")
+        .arg(&xml));
+    assert!(out.status.success());
+    let plain = read_structure_file(&xml).unwrap();
+    let mut bytes = "\u{feff}".as_bytes().to_vec();
+    bytes.extend(std::fs::read(&xml).unwrap());
+    std::fs::write(&xml, bytes).unwrap();
+    let with_bom = read_structure_file(&xml).unwrap();
+    assert_eq!(with_bom.len(), plain.len());
+    assert_eq!(
+        with_bom[0].procedures().count(),
+        plain[0].procedures().count()
+    );
+}
+
 #[test]
 fn irreducible_loops_are_kept_and_reported_with_their_entries() {
     let dir = scratch_dir("structure_irreducible");

@@ -10,19 +10,23 @@
 //!   of the defining translation unit, another compilation unit of the binary;
 //! - dwz's multifile mode (`dwz -m`, as Debian and Fedora build their debug packages): the
 //!   abstract instances of inline functions that several programs share move to a
-//!   supplementary file named by `.gnu_debugaltlink`, referred to with `DW_FORM_GNU_ref_alt`.
+//!   supplementary file named by `.gnu_debugaltlink`, referred to with `DW_FORM_GNU_ref_alt`;
+//! - split DWARF (`gcc`/`clang -gsplit-dwarf`): the entries sit in a `.dwo` file per
+//!   compilation unit (or a `.dwp` package made of them), joined to the binary's skeleton unit.
 //!
 //! For every line-table address of the calling procedure where addr2line names the callee,
 //! the chain of the whole-module tree and of a focused analysis of those addresses (what
 //! `hpcprof-rs` builds) equals addr2line's, function by function and line by line (call
 //! lines included); the callee's scopes carry its declaration file and line; no inlined call
 //! of the binary is left `<unknown>`. binutils 2.40 gives a callee declared in a dwz
-//! supplementary file its caller's name, so there gdb names the functions of the chain.
+//! supplementary file its caller's name, so there gdb names the functions of the chain; it does
+//! not read `.dwo` files at all, so for split DWARF the chains are binutils' of the same program
+//! built without `-gsplit-dwarf`, named by gdb reading the split program.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::{compile, compile_all, fixture, marker, run_ok, scratch_dir};
+use crate::support::{compile, compile_all, fixture, marker, run, run_ok, scratch_dir, tool};
 use structure::line_table_addresses;
 use structure::verify::{self, Frame, Naming, Oracle};
 use structure::{analyze_file, analyze_focused, Options, ScopeTree};
@@ -65,23 +69,31 @@ fn show(frames: &[Frame]) -> String {
 
 /// Who names the functions of the expected chains (binutils always gives their lines).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Names {
+enum Names<'a> {
     /// binutils' `addr2line -C -i -f` itself.
     Addr2line,
     /// gdb, which reads dwz's supplementary files where binutils 2.40 gives an inlined callee
     /// declared there its caller's name.
     Gdb,
+    /// Split DWARF, whose `.dwo` files binutils 2.40 does not read: binutils' chains of this
+    /// program built without `-gsplit-dwarf` (the same code), named by gdb reading the split
+    /// program itself (gdb reads `.dwo` and `.dwp` files).
+    Unsplit(&'a Path),
 }
 
 /// The expected chain at each of `addrs`: binutils' `addr2line -C -i -f` frames, their
 /// functions named by `names`.
-fn expected_chains(binary: &Path, addrs: &[u64], names: Names) -> Vec<Vec<Frame>> {
+fn expected_chains(binary: &Path, addrs: &[u64], names: Names<'_>) -> Vec<Vec<Frame>> {
     let oracle = Oracle {
         program: "addr2line",
         naming: Naming::Readable,
     };
-    let mut chains = verify::addr2line_frames(binary, addrs, &oracle).unwrap();
-    if names == Names::Gdb {
+    let lines_from = match names {
+        Names::Unsplit(twin) => twin,
+        _ => binary,
+    };
+    let mut chains = verify::addr2line_frames(lines_from, addrs, &oracle).unwrap();
+    if names != Names::Addr2line {
         for ((chain, gdb), addr) in chains.iter_mut().zip(gdb_chains(binary, addrs)).zip(addrs) {
             assert_eq!(
                 chain.len(),
@@ -128,7 +140,7 @@ fn gdb_chains(binary: &Path, addrs: &[u64]) -> Vec<Vec<String>> {
 /// [`expected_chains`]) holds one of `callees` gets that chain from both the whole-module and
 /// the focused analysis, that each callee is seen at all and called from its call sites, that
 /// its scopes carry its declaration, and that no inlined call of the binary is unnamed.
-fn assert_named_like(binary: &Path, procedure: &str, names: Names, callees: &[Callee<'_>]) {
+fn assert_named_like(binary: &Path, procedure: &str, names: Names<'_>, callees: &[Callee<'_>]) {
     let full = analyze_file(binary, &Options::default()).unwrap();
     let addrs = addresses_in(binary, &full.tree, procedure);
     assert!(!addrs.is_empty(), "{}: no addresses", binary.display());
@@ -382,4 +394,208 @@ fn cxx_procedures_named_as_binutils_names_their_entries() {
         lambda_instance.name,
         "long apply_each<main::{lambda(long)#2}>(std::vector<long, std::allocator<long> > const&, main::{lambda(long)#2})"
     );
+}
+
+/// The inline function of inline_names_dwz.c that `walk` calls.
+const MANHATTAN: Callee<'static> = Callee {
+    name: "manhattan",
+    call_sites: &[("inline_names_dwz.c", "manhattan_call")],
+    definition: ("inline_names_dwz.h", "manhattan_def"),
+};
+
+/// Build inline_names_dwz.c with `compiler`, `flags` and `-gsplit-dwarf` into `dir/name`,
+/// compiling in `dir` so that the `.dwo` files go there; with `twin`, build it again without
+/// `-gsplit-dwarf` into `dir/name_unsplit`, asserting that the code is the same. The twin has
+/// DWARF 4, which binutils 2.40 reads fully (it misses clang's DWARF 5 range lists).
+fn build_split(
+    compiler: &str,
+    dir: &Path,
+    name: &str,
+    flags: &[&str],
+    twin: bool,
+) -> (PathBuf, Option<PathBuf>) {
+    let build = |out: &str, split: bool| {
+        let mut command = Command::new(compiler);
+        command.current_dir(dir).args(["-O2", "-g"]).args(flags);
+        command.arg(if split { "-gsplit-dwarf" } else { "-gdwarf-4" });
+        run_ok(
+            command
+                .arg(fixture("inline_names_dwz.c"))
+                .arg("-o")
+                .arg(out),
+        );
+        dir.join(out)
+    };
+    let exe = build(name, true);
+    assert!(!dwo_files(dir).is_empty(), "{compiler} wrote no .dwo file");
+    let twin = twin.then(|| build(&format!("{name}_unsplit"), false));
+    if let Some(twin) = &twin {
+        assert_eq!(text(&exe), text(twin), "-gsplit-dwarf changed the code");
+    }
+    (exe, twin)
+}
+
+/// The `.dwo` files in `dir`.
+fn dwo_files(dir: &Path) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(dir).unwrap();
+    let paths = entries.map(|e| e.unwrap().path());
+    paths
+        .filter(|p| p.extension().is_some_and(|e| e == "dwo"))
+        .collect()
+}
+
+/// The bytes of `binary`'s `.text`.
+fn text(binary: &Path) -> Vec<u8> {
+    use object::{Object, ObjectSection};
+    let bytes = std::fs::read(binary).unwrap();
+    let file = object::File::parse(&*bytes).unwrap();
+    let text = file.section_by_name(".text").unwrap();
+    text.data().unwrap().to_vec()
+}
+
+/// Split DWARF from `compiler` with `flags`: named as the same program without it.
+fn assert_split_named_like_unsplit(test: &str, compiler: &str, flags: &[&str]) {
+    let dir = scratch_dir(test);
+    let (exe, twin) = build_split(
+        compiler,
+        &dir,
+        "walk",
+        &[&["-DSTEP=3"], flags].concat(),
+        true,
+    );
+    let twin = twin.unwrap();
+    assert_named_like(&exe, "walk", Names::Unsplit(&twin), &[MANHATTAN]);
+}
+
+#[test]
+fn split_dwarf_5_from_gcc_in_dwo_files() {
+    assert_split_named_like_unsplit("structure-split-gcc", "gcc", &[]);
+}
+
+#[test]
+fn split_dwarf_4_gnu_extension_from_gcc_in_dwo_files() {
+    assert_split_named_like_unsplit("structure-split-gcc-dwarf4", "gcc", &["-gdwarf-4"]);
+}
+
+#[test]
+fn split_dwarf_from_clang_in_dwo_files() {
+    assert_split_named_like_unsplit("structure-split-clang", "clang", &[]);
+}
+
+/// A `.dwo` moved with its binary away from the compilation directory is found beside it; a
+/// `.dwp` package beside the binary replaces the `.dwo` files and reads the same, whole-module
+/// and focused, at every line-table address: one package from binutils' `dwp` (DWARF 4; it
+/// crashes on DWARF 5), one from `llvm-dwp` (DWARF 5; gdb crashes on it, so the `.dwo` files,
+/// checked against the oracle, are the reference).
+#[test]
+fn split_dwarf_in_a_dwp_package_or_moved_with_the_binary() {
+    for (packager, version) in [("dwp", "-gdwarf-4"), ("llvm-dwp", "-gdwarf-5")] {
+        let dir = scratch_dir(&format!("structure-split-{packager}"));
+        let (exe, twin) = build_split("gcc", &dir, "walk", &["-DSTEP=3", version], true);
+        let moved = dir.join("moved");
+        std::fs::create_dir(&moved).unwrap();
+        for file in dwo_files(&dir).into_iter().chain([exe.clone()]) {
+            std::fs::copy(&file, moved.join(file.file_name().unwrap())).unwrap();
+        }
+        let twin = twin.unwrap();
+        assert_named_like(
+            &moved.join("walk"),
+            "walk",
+            Names::Unsplit(&twin),
+            &[MANHATTAN],
+        );
+        let with_dwo = analyze_file(&exe, &Options::default()).unwrap().tree;
+        let package = dir.join("walk.dwp");
+        let mut command = Command::new(packager);
+        run_ok(
+            command
+                .current_dir(&dir)
+                .arg("-e")
+                .arg(&exe)
+                .arg("-o")
+                .arg(package),
+        );
+        for dwo in dwo_files(&dir) {
+            std::fs::remove_file(dwo).unwrap();
+        }
+        let addrs = line_table_addresses(&exe).unwrap();
+        let full = analyze_file(&exe, &Options::default()).unwrap();
+        let focused = analyze_focused(&exe, &addrs, &Options::default()).unwrap();
+        assert!(
+            full.summary.skipped.is_empty(),
+            "{:?}",
+            full.summary.skipped
+        );
+        for addr in addrs {
+            let want = verify::tree_frames(&with_dwo, addr, Naming::Readable);
+            for tree in [&full.tree, &focused.tree] {
+                let got = verify::tree_frames(tree, addr, Naming::Readable);
+                assert_eq!(got, want, "{packager}: {addr:#x}");
+            }
+        }
+        assert!(full
+            .tree
+            .ids()
+            .any(|i| full.tree.get(i).name == "manhattan"));
+    }
+}
+
+/// A `.dwo` that is missing, or left from another build (its DWO id differs), is reported
+/// once by name; the procedures are still there, named from the symbol table.
+#[test]
+fn split_dwarf_missing_or_stale_dwo_is_reported_and_symbols_still_name_procedures() {
+    let dir = scratch_dir("structure-split-missing");
+    let (exe, _) = build_split("gcc", &dir, "walk", &["-DSTEP=3"], false);
+    let [dwo] = dwo_files(&dir).try_into().unwrap();
+    let fresh = std::fs::read(&dwo).unwrap();
+    std::fs::remove_file(&dwo).unwrap();
+    let out = run(Command::new(tool("hpcstruct-rs"))
+        .arg(&exe)
+        .arg("-o")
+        .arg(dir.join("walk.hpcstruct")));
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let name = dwo.file_name().unwrap().to_string_lossy();
+    let warnings: Vec<_> = stderr.lines().filter(|l| l.contains(&*name)).collect();
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("not found"),
+        "one warning naming {name}:\n{stderr}"
+    );
+    let xml = std::fs::read_to_string(dir.join("walk.hpcstruct")).unwrap();
+    let procedure = xml
+        .lines()
+        .find(|l| l.starts_with("<P ") && l.contains(" n=\"walk\""));
+    assert!(procedure.is_some(), "no procedure walk:\n{xml}");
+    // A .dwo of another build (another STEP) at the same path is refused as stale.
+    let other = scratch_dir("structure-split-missing-other");
+    build_split("gcc", &other, "walk", &["-DSTEP=7"], false);
+    let [stale] = dwo_files(&other).try_into().unwrap();
+    std::fs::copy(stale, &dwo).unwrap();
+    let analysis = analyze_file(&exe, &Options::default()).unwrap();
+    let notes: Vec<_> = analysis
+        .summary
+        .skipped
+        .iter()
+        .filter(|l| l.contains(&*name))
+        .collect();
+    assert!(
+        notes.len() == 1 && notes[0].contains("stale"),
+        "{:?}",
+        analysis.summary.skipped
+    );
+    assert!(analysis
+        .tree
+        .procedures()
+        .any(|p| analysis.tree.get(p).name == "walk"));
+    std::fs::write(&dwo, fresh).unwrap();
+    let analysis = analyze_file(&exe, &Options::default()).unwrap();
+    assert!(
+        analysis.summary.skipped.is_empty(),
+        "{:?}",
+        analysis.summary.skipped
+    );
+    assert!(analysis
+        .tree
+        .ids()
+        .any(|i| analysis.tree.get(i).name == "manhattan"));
 }

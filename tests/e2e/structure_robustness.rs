@@ -240,3 +240,82 @@ fn truncated_and_scribbled_binaries_never_panic() {
     // Truncated headers cannot be analysed; most scribbles in DWARF or code still can.
     assert!(results.0 > 0 && results.1 > 0, "{results:?}");
 }
+
+/// `dir/name`: a small C program compiled with `-g -gz` (its DWARF sections zlib-compressed),
+/// with `patch` applied to the bytes of its `.debug_info` section (its `Elf64_Chdr` first).
+fn compressed_debug_info(dir: &Path, name: &str, patch: impl Fn(&mut [u8])) -> PathBuf {
+    let good = compile_all(
+        &["struct_units_main.c", "struct_units_work.c"],
+        dir,
+        "gz",
+        &["-g", "-gz"],
+    );
+    let mut bytes = std::fs::read(&good).unwrap();
+    let offset = section_offset(&good, ".debug_info");
+    let chdr = &bytes[offset..offset + 4];
+    assert_eq!(
+        chdr,
+        1u32.to_le_bytes(),
+        "-gz compressed .debug_info with zlib"
+    );
+    patch(&mut bytes[offset..]);
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Run hpcstruct-rs on `binary` under `/usr/bin/time`: (success, stderr, peak RSS in KiB).
+fn hpcstruct_measured(binary: &Path) -> (bool, String, u64) {
+    let out = run(Command::new("/usr/bin/time")
+        .args(["-f", "peak-rss-kib %M"])
+        .arg(tool("hpcstruct-rs"))
+        .arg(binary)
+        .arg("-o")
+        .arg(binary.with_extension("hpcstruct")));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let rss = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("peak-rss-kib "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak RSS in:\n{stderr}"));
+    (out.status.success(), stderr, rss)
+}
+
+/// A compressed `.debug_info` whose header claims 4 GiB (a decompression bomb: a few KiB
+/// claiming gigabytes) is not decompressed: it is reported by name and claimed size, and the
+/// analysis finishes without it in bounded memory. Before, it took 4.2 GB.
+#[test]
+fn a_compressed_section_claiming_gigabytes_is_skipped_and_reported() {
+    let dir = scratch_dir("structure-decompression-bomb");
+    let claimed: u64 = 4 << 30;
+    let bomb = compressed_debug_info(&dir, "bomb.o", |section| {
+        section[8..16].copy_from_slice(&claimed.to_le_bytes());
+    });
+    let (ok, stderr, rss_kib) = hpcstruct_measured(&bomb);
+    assert!(ok, "{stderr}");
+    let report = stderr.lines().find(|l| l.contains("section .debug_info"));
+    assert!(
+        report.is_some_and(|l| l.contains(&claimed.to_string()) && l.contains("skipped")),
+        "no report of the skipped section:\n{stderr}"
+    );
+    assert!(rss_kib < 200 * 1024, "peak RSS {rss_kib} KiB:\n{stderr}");
+}
+
+/// A compressed `.debug_info` whose data does not decompress is reported, not silently
+/// dropped.
+#[test]
+fn a_compressed_section_that_does_not_decompress_is_reported() {
+    let dir = scratch_dir("structure-corrupt-compressed");
+    let corrupt = compressed_debug_info(&dir, "corrupt.o", |section| {
+        // The zlib stream follows the 24-byte header: break its header and first block.
+        section[24..40].fill(0xff);
+    });
+    let (ok, stderr, _) = hpcstruct_measured(&corrupt);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("section .debug_info") && l.contains("unreadable")),
+        "no report of the undecompressable section:\n{stderr}"
+    );
+}

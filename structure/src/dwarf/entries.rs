@@ -1,5 +1,6 @@
 //! One unit's procedures (`DW_TAG_subprogram` with code) and their trees of inlined calls
-//! (`DW_TAG_inlined_subroutine`), read in one depth-first walk of its entries.
+//! (`DW_TAG_inlined_subroutine`), read in one depth-first walk of its entries (those of its
+//! split unit, for a skeleton unit of split DWARF).
 
 use super::origins::{Decl, Declarations};
 use super::units::DebugUnits;
@@ -20,7 +21,7 @@ enum Open {
 /// What the walk collects.
 struct Walk<'u, 'a, 'd> {
     unit: &'u gimli::Unit<Slice<'d>>,
-    dwarf: &'a gimli::Dwarf<Slice<'d>>,
+    dwarf: &'u gimli::Dwarf<Slice<'d>>,
     decls: Declarations<'u, 'a, 'd>,
     in_code: &'u dyn Fn(u64) -> bool,
     procs: Vec<DwarfProc>,
@@ -34,20 +35,24 @@ pub(super) fn read_unit(
     index: usize,
     in_code: &dyn Fn(u64) -> bool,
 ) -> gimli::Result<UnitOutput> {
-    let dwarf = units.dwarf();
-    let unit = units.main_unit(index)?;
-    let line_offset = unit.line_program.as_ref().map(|p| p.header().offset().0);
-    let (files, rows) = match &unit.line_program {
+    // Line rows are the module's unit's, even for a skeleton unit.
+    let lines_unit = units.main_unit(index)?;
+    let line_offset = lines_unit
+        .line_program
+        .as_ref()
+        .map(|p| p.header().offset().0);
+    let (files, rows) = match &lines_unit.line_program {
         Some(program) => (
-            lines::unit_files(dwarf, unit),
+            lines::unit_files(units.dwarf(), lines_unit),
             lines::read_rows(program.clone(), in_code)?,
         ),
         None => (Vec::new(), Vec::new()),
     };
+    let home = units.entries_unit(index)?;
     let mut walk = Walk {
-        unit,
-        dwarf,
-        decls: Declarations::new(units, index, files),
+        unit: units.unit(home)?,
+        dwarf: units.dwarf_of(home),
+        decls: Declarations::new(units, home, files),
         in_code,
         procs: Vec::new(),
         any_inline: false,
@@ -152,7 +157,7 @@ impl<'d> Walk<'_, '_, 'd> {
         let ranges = self.ranges(entry)?;
         let decl = self.decls.of(entry);
         let udata = |at| entry.attr(at).and_then(|a| a.udata_value());
-        let call_file = udata(gimli::DW_AT_call_file).map(|v| v as u32);
+        let call_file = udata(gimli::DW_AT_call_file).and_then(|f| self.decls.home_file(f));
         let call_line = udata(gimli::DW_AT_call_line).unwrap_or(0) as u32;
         let inlines = &mut self.procs[p].inlines;
         let depth = parent.map_or(1, |q| inlines[q as usize].depth + 1);

@@ -20,12 +20,15 @@ mod entries;
 mod lines;
 mod on_demand;
 mod origins;
+mod split;
 mod units;
 
 pub use on_demand::UnitsOnDemand;
+pub use split::SplitDwarf;
 
 use gimli::{EndianSlice, LittleEndian};
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
@@ -33,6 +36,21 @@ use units::DebugUnits;
 
 /// The reader type over memory-mapped (or decompressed) section bytes.
 pub type Slice<'d> = EndianSlice<'d, LittleEndian>;
+
+/// The (decompressed) bytes of a file's DWARF sections.
+pub(crate) type SectionBytes<'d> = HashMap<gimli::SectionId, Cow<'d, [u8]>>;
+
+/// Section `id` of `sections` as a gimli reader (empty if absent).
+pub(crate) fn section_slice<'s>(sections: &'s SectionBytes<'_>, id: gimli::SectionId) -> Slice<'s> {
+    let data: &[u8] = sections.get(&id).map_or(&[], |c| c.as_ref());
+    EndianSlice::new(data, LittleEndian)
+}
+
+/// A gimli view of `sections` (absent sections read as empty).
+pub(crate) fn dwarf_from<'s>(sections: &'s SectionBytes<'_>) -> gimli::Dwarf<Slice<'s>> {
+    gimli::Dwarf::load(|id| Ok::<_, std::convert::Infallible>(section_slice(sections, id)))
+        .unwrap_or_else(|never| match never {})
+}
 
 /// A row of the merged line table: from `address` up to the next row, code belongs to `line` of
 /// `file` (`file == NO_FILE` marks an address range without line information).
@@ -193,14 +211,16 @@ struct UnitOutput {
     line_offset: Option<usize>,
 }
 
-/// Read all units of `dwarf`; `in_code` says whether an address lies in an executable section
-/// (code at other addresses was discarded by the linker and is ignored).
-pub fn read_dwarf(
-    dwarf: &gimli::Dwarf<Slice<'_>>,
+/// Read all units of `dwarf`, the entries of skeleton units from their split units in `split`;
+/// `in_code` says whether an address lies in an executable section (code at other addresses
+/// was discarded by the linker and is ignored).
+pub fn read_dwarf<'d>(
+    dwarf: &gimli::Dwarf<Slice<'d>>,
+    split: &SplitDwarf<'d>,
     in_code: &(dyn Fn(u64) -> bool + Sync),
 ) -> DwarfInfo {
     let mut skipped = Vec::new();
-    let units = DebugUnits::new(dwarf, &mut skipped);
+    let units = DebugUnits::new(dwarf, split, &mut skipped);
     let count = units.main().len();
     let results: Vec<gimli::Result<UnitOutput>> = (0..count)
         .into_par_iter()

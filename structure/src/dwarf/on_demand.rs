@@ -3,8 +3,8 @@
 #[cfg(doc)]
 use super::read_dwarf;
 use super::units::DebugUnits;
-use super::UnitOutput;
 use super::{entries, lines, merge_with_unitless, unit_error, DwarfInfo, DwarfProc, Slice};
+use super::{SplitDwarf, UnitOutput};
 use rayon::prelude::*;
 use std::collections::HashSet;
 use std::ops::Range;
@@ -39,13 +39,15 @@ struct IndexedUnit {
 }
 
 impl<'a, 'd> UnitsOnDemand<'a, 'd> {
-    /// Index the units of `dwarf` (in parallel) and read its line programs without a unit.
+    /// Index the units of `dwarf` (in parallel) and read its line programs without a unit;
+    /// skeleton units will read their entries from their split units in `split`.
     pub fn new(
         dwarf: &'a gimli::Dwarf<Slice<'d>>,
+        split: &'a SplitDwarf<'d>,
         in_code: &(dyn Fn(u64) -> bool + Sync),
     ) -> UnitsOnDemand<'a, 'd> {
         let mut skipped = Vec::new();
-        let units = DebugUnits::new(dwarf, &mut skipped);
+        let units = DebugUnits::new(dwarf, split, &mut skipped);
         let results: Vec<gimli::Result<IndexedUnit>> = (0..units.main().len())
             .into_par_iter()
             .map(|index| {

@@ -67,14 +67,13 @@ pub(super) struct Declarations<'u, 'a, 'd> {
 }
 
 impl<'u, 'a, 'd> Declarations<'u, 'a, 'd> {
-    /// Declarations for unit `home` of the module, whose line program's files are `files`.
-    pub fn new(units: &'u DebugUnits<'a, 'd>, home: usize, files: Vec<String>) -> Self {
+    /// Declarations for unit `home`: a unit of the module, whose line program's files are
+    /// `files`, or the split unit of one (whose declarations name files of the split unit's
+    /// own file table, added to `files` as they are named).
+    pub fn new(units: &'u DebugUnits<'a, 'd>, home: UnitId, files: Vec<String>) -> Self {
         Declarations {
             units,
-            home: UnitId {
-                section: Section::Main,
-                index: home,
-            },
+            home,
             cache: HashMap::new(),
             files,
             foreign_files: HashMap::new(),
@@ -168,9 +167,15 @@ impl<'u, 'a, 'd> Declarations<'u, 'a, 'd> {
         Some(s.to_string_lossy().into_owned())
     }
 
+    /// File `index` of the home unit's file table (`DW_AT_call_file`), as an index into the
+    /// files.
+    pub fn home_file(&mut self, index: u64) -> Option<u32> {
+        self.file(self.home, index)
+    }
+
     /// File `index` of unit `id`'s line program, as an index into the home unit's files.
     fn file(&mut self, id: UnitId, index: u64) -> Option<u32> {
-        if id == self.home {
+        if id == self.home && self.units.files_are_skeletons(id) {
             return u32::try_from(index).ok();
         }
         if let Some(&f) = self.foreign_files.get(&(id, index)) {

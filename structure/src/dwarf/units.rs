@@ -6,8 +6,10 @@
 //! source file), and `DW_FORM_GNU_ref_alt` / `DW_FORM_ref_sup4` an offset in the
 //! supplementary file (`dwz`'s `.gnu_debugaltlink`, DWARF 5's `.debug_sup`). [`DebugUnits`]
 //! finds the unit holding such an offset by binary search over the unit headers, and parses
-//! each unit once, on first use, shared by all threads.
+//! each unit once, on first use, shared by all threads. The split unit of a skeleton unit
+//! (`-gsplit-dwarf`, module `split`) is joined to it once, on first use, too.
 
+use super::split::{SplitDwarf, SplitUnit};
 use super::Slice;
 use std::sync::OnceLock;
 
@@ -80,6 +82,8 @@ pub(crate) enum Section {
     Main,
     /// The supplementary file's.
     Sup,
+    /// The split unit (`.dwo`) of the skeleton unit of the same index in `Main`.
+    Split,
 }
 
 /// A unit: which section, and its index there.
@@ -89,22 +93,36 @@ pub(crate) struct UnitId {
     pub index: usize,
 }
 
-/// The units of a module's DWARF and of its supplementary file (if `dwarf` has one).
+/// The units of a module's DWARF, of its supplementary file (if `dwarf` has one) and the split
+/// units of its skeleton units.
 pub(crate) struct DebugUnits<'a, 'd> {
     dwarf: &'a gimli::Dwarf<Slice<'d>>,
     main: UnitTable<'d>,
     sup: Option<UnitTable<'d>>,
+    split: &'a SplitDwarf<'d>,
+    /// The split unit of each unit of `main`, joined on first use (`None`: not a skeleton, or
+    /// its split unit was not found).
+    split_units: Vec<OnceLock<gimli::Result<Option<SplitUnit<'d>>>>>,
 }
 
 impl<'a, 'd> DebugUnits<'a, 'd> {
-    /// Index the unit headers of `dwarf` and of its supplementary file.
+    /// Index the unit headers of `dwarf` and of its supplementary file; skeleton units find
+    /// their split units in `split`.
     pub(crate) fn new(
         dwarf: &'a gimli::Dwarf<Slice<'d>>,
+        split: &'a SplitDwarf<'d>,
         skipped: &mut Vec<String>,
     ) -> DebugUnits<'a, 'd> {
         let main = UnitTable::new(dwarf, skipped);
         let sup = dwarf.sup().map(|s| UnitTable::new(s, skipped));
-        DebugUnits { dwarf, main, sup }
+        let split_units = main.headers.iter().map(|_| OnceLock::new()).collect();
+        DebugUnits {
+            dwarf,
+            main,
+            sup,
+            split,
+            split_units,
+        }
     }
 
     /// The module's DWARF.
@@ -118,10 +136,14 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
     }
 
     /// The DWARF sections that unit `id` lives in.
-    pub(crate) fn dwarf_of(&self, id: UnitId) -> &'a gimli::Dwarf<Slice<'d>> {
+    pub(crate) fn dwarf_of(&self, id: UnitId) -> &gimli::Dwarf<Slice<'d>> {
         match id.section {
             Section::Main => self.dwarf,
             Section::Sup => self.dwarf.sup().unwrap_or(self.dwarf),
+            Section::Split => match self.split_unit(id.index) {
+                Ok(Some(s)) => &s.dwarf,
+                _ => self.dwarf,
+            },
         }
     }
 
@@ -129,14 +151,57 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
         match section {
             Section::Main => Some(&self.main),
             Section::Sup => self.sup.as_ref(),
+            Section::Split => None,
         }
     }
 
     /// Unit `id`, parsed on first use.
     pub(crate) fn unit(&self, id: UnitId) -> gimli::Result<&gimli::Unit<Slice<'d>>> {
+        if id.section == Section::Split {
+            let split = self.split_unit(id.index)?;
+            return split.map(|s| &s.unit).ok_or(gimli::Error::MissingUnitDie);
+        }
         // A unit of the supplementary file is only ever named by `locate`, which needs one.
         let table = self.table(id.section).ok_or(gimli::Error::MissingUnitDie)?;
         table.unit(self.dwarf_of(id), id.index)
+    }
+
+    /// The unit whose entries describe the code of unit `index` of the module: its split unit
+    /// if it is a skeleton whose split unit was found, else itself.
+    pub(crate) fn entries_unit(&self, index: usize) -> gimli::Result<UnitId> {
+        let section = match self.split_unit(index)? {
+            Some(_) => Section::Split,
+            None => Section::Main,
+        };
+        Ok(UnitId { section, index })
+    }
+
+    /// Whether the file indices of unit `id` (`DW_AT_decl_file`, `DW_AT_call_file`) are those
+    /// of the module's unit of the same index: a unit of the module, or a split unit without a
+    /// file table of its own (LLVM's `.dwo` has none and indexes the skeleton's).
+    pub(crate) fn files_are_skeletons(&self, id: UnitId) -> bool {
+        match id.section {
+            Section::Main => true,
+            Section::Sup => false,
+            Section::Split => self
+                .split_unit(id.index)
+                .is_ok_and(|s| s.is_none_or(|s| s.unit.line_program.is_none())),
+        }
+    }
+
+    /// The split unit of unit `index` of the module, joined on first use.
+    fn split_unit(&self, index: usize) -> gimli::Result<Option<&SplitUnit<'d>>> {
+        let cell = self
+            .split_units
+            .get(index)
+            .ok_or(gimli::Error::MissingUnitDie)?;
+        cell.get_or_init(|| {
+            let skeleton = self.main_unit(index)?;
+            self.split.unit(self.dwarf, skeleton)
+        })
+        .as_ref()
+        .map(Option::as_ref)
+        .map_err(|e| *e)
     }
 
     /// Unit `index` of the module's own `.debug_info`.
