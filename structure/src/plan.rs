@@ -5,7 +5,8 @@
 
 use crate::binary::{CodeSection, FunctionSymbol};
 use crate::demangle::demangle;
-use crate::dwarf::{self, DwarfInfo, InlineCall};
+use crate::dwarf::DwarfInfo;
+pub(crate) use crate::dwarf::ProcPlan;
 use crate::scope::normalize_ranges;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -21,31 +22,6 @@ pub(crate) fn lacks_inline_records(plan: &ProcPlan, info: &DwarfInfo) -> bool {
     }
 }
 
-/// One procedure to build.
-#[derive(Clone, Debug)]
-pub struct ProcPlan {
-    /// Code ranges (sorted, disjoint).
-    pub ranges: Vec<Range<u64>>,
-    /// Entry address.
-    pub entry: u64,
-    /// Readable name.
-    pub name: String,
-    /// Link name if different.
-    pub link_name: Option<String>,
-    /// Declaration file (index in the DWARF file table).
-    pub file: Option<u32>,
-    /// Declaration line.
-    pub line: u32,
-    /// Inlined calls from DWARF.
-    pub inlines: Vec<InlineCall>,
-    /// Whether the unit had inline records (if not, the alien fallback applies).
-    pub unit_has_inlines: bool,
-    /// Whether it came from DWARF (else from the symbol table only).
-    pub from_dwarf: bool,
-    /// The functions its DWARF unit declares never to return.
-    pub noreturn_callees: Arc<dwarf::NoReturn>,
-}
-
 /// The mangled link name of the function symbol at `entry`, without a clone suffix
 /// (`.isra.0`, `.cold`, ...). GCC gives no `DW_AT_linkage_name` to some template instances (those
 /// with a lambda among their arguments); the symbol table names them in full, as binutils reads
@@ -58,7 +34,7 @@ fn mangled_symbol_at(symbols: &[FunctionSymbol], entry: u64) -> Option<&str> {
 
 /// Reconcile DWARF procedures with function symbols into disjoint procedures.
 pub(crate) fn plan_procedures(
-    mut procs: Vec<dwarf::DwarfProc>,
+    mut procs: Vec<ProcPlan>,
     symbols: &[FunctionSymbol],
     code: &[CodeSection<'_>],
 ) -> Vec<ProcPlan> {
@@ -107,12 +83,7 @@ pub(crate) fn plan_procedures(
             entry,
             name,
             link_name,
-            file: p.file,
-            line: p.line,
-            inlines: p.inlines,
-            unit_has_inlines: p.unit_has_inlines,
-            from_dwarf: true,
-            noreturn_callees: p.noreturn_callees,
+            ..p
         });
     }
     for (i, s) in symbols.iter().enumerate() {

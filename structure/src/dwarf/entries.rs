@@ -4,7 +4,7 @@
 
 use super::origins::{Decl, Declarations};
 use super::units::DebugUnits;
-use super::{lines, DwarfProc, InlineCall, NoReturn, Slice, UnitOutput};
+use super::{lines, InlineCall, NoReturn, ProcPlan, Slice, UnitOutput};
 use gimli::AttributeValue;
 use std::ops::Range;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ struct Walk<'u, 'a, 'd> {
     dwarf: &'u gimli::Dwarf<Slice<'d>>,
     decls: Declarations<'u, 'a, 'd>,
     in_code: &'u dyn Fn(u64) -> bool,
-    procs: Vec<DwarfProc>,
+    procs: Vec<ProcPlan>,
     any_inline: bool,
     noreturn: NoReturn,
 }
@@ -133,7 +133,7 @@ impl<'d> Walk<'_, '_, 'd> {
         let entry_pc = self
             .entry_pc(entry)
             .filter(|pc| ranges.iter().any(|r| r.contains(pc)));
-        self.procs.push(DwarfProc {
+        self.procs.push(ProcPlan {
             entry: entry_pc.unwrap_or(ranges[0].start),
             ranges,
             link_name: decl.link_if_different(),
@@ -142,6 +142,7 @@ impl<'d> Walk<'_, '_, 'd> {
             line: decl.line,
             inlines: Vec::new(),
             unit_has_inlines: false,
+            from_dwarf: true,
             noreturn_callees: Arc::default(),
         });
     }

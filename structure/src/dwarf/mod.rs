@@ -90,9 +90,11 @@ pub struct InlineCall {
     pub call_line: u32,
 }
 
-/// A concrete procedure from `DW_TAG_subprogram`.
+/// One procedure to build: a concrete `DW_TAG_subprogram`, or (`from_dwarf` false) a function
+/// that only the symbol table names. [`crate::plan`] reconciles the two kinds into disjoint
+/// procedures.
 #[derive(Clone, Debug)]
-pub struct DwarfProc {
+pub struct ProcPlan {
     /// All its code ranges.
     pub ranges: Vec<Range<u64>>,
     /// Entry address (`DW_AT_entry_pc`, `DW_AT_low_pc` or the first range).
@@ -107,8 +109,11 @@ pub struct DwarfProc {
     pub line: u32,
     /// Inlined calls, parents before children.
     pub inlines: Vec<InlineCall>,
-    /// Whether the unit it comes from had any inline records at all.
+    /// Whether the unit it comes from had any inline records at all (if not, inlined code is
+    /// inferred from the line map).
     pub unit_has_inlines: bool,
+    /// Whether it came from DWARF (else from the symbol table only).
+    pub from_dwarf: bool,
     /// The functions its unit declares never to return: calls to them end a block.
     pub noreturn_callees: Arc<NoReturn>,
 }
@@ -140,7 +145,7 @@ pub struct DwarfInfo {
     /// Merged line table sorted by address, one row per address.
     pub rows: Vec<LineRow>,
     /// Concrete procedures.
-    pub procs: Vec<DwarfProc>,
+    pub procs: Vec<ProcPlan>,
     /// What could not be read (a unit, a line program), one message each, naming the section
     /// offset.
     pub skipped: Vec<String>,
@@ -206,7 +211,7 @@ type RawRows = Vec<(u64, u32, u32, bool)>;
 struct UnitOutput {
     files: Vec<String>,
     rows: RawRows,
-    procs: Vec<DwarfProc>,
+    procs: Vec<ProcPlan>,
     /// Offset of its line program in `.debug_line`, if it has one.
     line_offset: Option<usize>,
 }

@@ -3,7 +3,7 @@
 #[cfg(doc)]
 use super::read_dwarf;
 use super::units::DebugUnits;
-use super::{entries, lines, merge_with_unitless, unit_error, DwarfInfo, DwarfProc, Slice};
+use super::{entries, lines, merge_with_unitless, unit_error, DwarfInfo, ProcPlan, Slice};
 use super::{SplitDwarf, UnitOutput};
 use rayon::prelude::*;
 use std::collections::HashSet;
@@ -151,7 +151,7 @@ impl<'a, 'd> UnitsOnDemand<'a, 'd> {
     }
 
     /// The procedures of the units read so far.
-    pub fn procs(&self) -> impl Iterator<Item = &DwarfProc> + use<'_, 'a, 'd> {
+    pub fn procs(&self) -> impl Iterator<Item = &ProcPlan> + use<'_, 'a, 'd> {
         self.indexed
             .iter()
             .filter_map(|u| u.output.as_ref())
