@@ -32,7 +32,7 @@ pub fn classify(path: &Path) -> Result<InputKind, CorrelateError> {
         .map_err(std::io::Error::other)
         .and_then(|f| f.take(4096).read_to_end(&mut head))
         .map_err(io_err)?;
-    if head.starts_with(&profiler::db::PROFILE_FILE.magic) {
+    if head.starts_with(&profiler::db::PROFILE_MAGIC) {
         return Ok(InputKind::Profile);
     }
     let text = String::from_utf8_lossy(&head);

@@ -15,9 +15,14 @@ use serde::{Deserialize, Serialize};
 use crate::addr::Svma;
 use crate::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
 
-/// The kind of file a `profile.db` is.
-pub static PROFILE_FILE: FileKind = FileKind {
-    magic: *b"HPCRUNRS",
+/// The first eight bytes of every `profile.db`: how readers tell one from other files.
+pub const PROFILE_MAGIC: [u8; 8] = *b"HPCRUNRS";
+
+/// The kind of file a `profile.db` is. Private: a profile's body is in two parts (the profile,
+/// then its modules' checksums), so it is written and read only through [`Profile::write`] and
+/// [`Profile::read`], never with the envelope's one-part `write` and `decode`.
+pub(crate) static PROFILE_FILE: FileKind = FileKind {
+    magic: PROFILE_MAGIC,
     version: 2,
     oldest: 1,
     checked_since: 2,

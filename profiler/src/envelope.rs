@@ -294,12 +294,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8], replace: Replace) -> Result<(
         path: path.to_path_buf(),
         source,
     };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = synced_temporary(dir, &format!(".{name}."), ".tmp", bytes).map_err(io_err)?;
+    let tmp = staged_beside(path, bytes).map_err(io_err)?;
     let placed = match replace {
         Replace::Allowed => tmp.persist(path).map(drop),
         Replace::Refused => tmp.persist_noclobber(path).map(drop),
@@ -310,6 +305,14 @@ pub fn write_atomically(path: &Path, bytes: &[u8], replace: Replace) -> Result<(
         },
         _ => io_err(e.error),
     })
+}
+
+/// The directory a file at `path` goes in (`.` for a bare file name).
+pub fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
 }
 
 /// Put `bytes` into a new file of a unique, unpredictable name `{prefix}*{suffix}` in `dir`,
@@ -329,9 +332,16 @@ pub fn write_unique(
     Ok(path)
 }
 
+/// `bytes` in a synced temporary `.NAME.*.tmp` beside `path` (see [`synced_temporary`]), ready
+/// to be renamed or linked to `path`.
+pub fn staged_beside(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    synced_temporary(directory_of(path), &format!(".{name}."), ".tmp", bytes)
+}
+
 /// A new file `{prefix}*{suffix}` in `dir`, created exclusively under an unpredictable name,
 /// holding `bytes` synced to disk; it is removed when dropped unless kept or persisted.
-pub fn synced_temporary(
+fn synced_temporary(
     dir: &Path,
     prefix: &str,
     suffix: &str,

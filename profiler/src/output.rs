@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{Flock, FlockArg};
 use tempfile::NamedTempFile;
 
-use crate::envelope::{synced_temporary, write_unique};
+use crate::envelope::{directory_of, staged_beside, write_unique};
 
 /// How many numbered siblings are tried before giving up.
 const MAX_SIBLINGS: u32 = 10_000;
@@ -92,10 +92,7 @@ impl Output {
         if path.is_dir() {
             return Err(OutputError::IsDirectory(path.to_path_buf()));
         }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir = directory_of(path).to_path_buf();
         if !dir.is_dir() {
             return Err(OutputError::NoDirectory {
                 path: path.to_path_buf(),
@@ -142,9 +139,7 @@ impl Output {
             let path = path.to_path_buf();
             move |source| OutputError::Io { path, source }
         };
-        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
-        let staged = synced_temporary(&self.dir, &format!(".{name}."), ".tmp", bytes)
-            .map_err(io_err(&self.path))?;
+        let staged = staged_beside(&self.path, bytes).map_err(io_err(&self.path))?;
         // Held until the profile is in place; without it (a file system without locks) the
         // steps below are still safe, only an old profile may go unkept.
         let _lock = File::open(&self.dir)
