@@ -27,7 +27,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use profiler::envelope::{write_atomically, EnvelopeError, FileKind, Replace};
+use profiler::envelope::{EnvelopeError, FileKind, Replace};
 use structure::{Coverage, ScopeTree};
 
 /// The kind of file a cache entry is. The version changes whenever the analysis gives other
@@ -146,10 +146,9 @@ impl StructureCache {
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)?;
-        let bytes = CACHE_ENTRY
-            .encode(&(TOOLS, coverage, tree))
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-        write_atomically(&self.entry(key), &bytes, Replace::Allowed).map_err(std::io::Error::other)
+        CACHE_ENTRY
+            .write(&(TOOLS, coverage, tree), &self.entry(key), Replace::Allowed)
+            .map_err(std::io::Error::other)
     }
 }
 
