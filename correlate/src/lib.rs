@@ -83,8 +83,9 @@ pub use database::{
     ChildIndex, Database, DatabaseError, DbStats, FileId, MetricDesc, ModuleDesc, ModuleId, Node,
     NodeId, NodeKey, NodeKind, Selection, StructureSource, ThreadCost, ThreadDesc, ThreadIdx,
 };
-pub use error::{one_line, CorrelateError};
+pub use error::CorrelateError;
 pub use inputs::{classify, InputKind};
 pub use projection::{callers, flat, top_down};
 pub use render::{folded, json, source, text};
+pub use structure::one_line;
 pub use view::{MetricInfo, ViewKind, ViewNode, ViewTree};

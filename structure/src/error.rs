@@ -39,3 +39,23 @@ pub enum StructureError {
         path: PathBuf,
     },
 }
+
+/// `error` and its causes on one line, joined by `: `, for a tool's error message. A cause whose
+/// message the line already ends with is left out: errors that name their source in their own
+/// message (`{path}: {source}`) would otherwise print it twice.
+pub fn one_line<'a>(
+    chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>,
+) -> String {
+    let mut line = String::new();
+    for cause in chain {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}

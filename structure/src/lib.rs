@@ -81,7 +81,7 @@ pub use analysis::{
 pub use analyze::{
     analyze_file, analyze_file_with, analyze_focused, analyze_focused_with, line_table_addresses,
 };
-pub use error::StructureError;
+pub use error::{one_line, StructureError};
 pub use reader::{read_structure, read_structure_file};
 pub use scope::{normalize_ranges, Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 pub use writer::{write_structure, write_structure_file};

@@ -50,7 +50,7 @@ fn main() -> ExitCode {
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hpcstruct-rs: {}", message(&e));
+            eprintln!("hpcstruct-rs: {}", structure::one_line(e.chain()));
             let bad_input = e.downcast_ref::<StructureError>().is_some_and(|s| {
                 matches!(
                     s,
@@ -60,23 +60,6 @@ fn main() -> ExitCode {
             ExitCode::from(if bad_input { 2 } else { 1 })
         }
     }
-}
-
-/// The error and its causes, joined with ": ", a cause that the message already ends with
-/// (an I/O error that its file's error displays) said once.
-fn message(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if out.ends_with(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
 }
 
 fn run(cli: &Cli) -> anyhow::Result<()> {
