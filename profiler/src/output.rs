@@ -65,7 +65,6 @@ pub enum OutputError {
 #[derive(Debug)]
 pub struct Output {
     path: PathBuf,
-    dir: PathBuf,
     /// Device and inode of the file at `path` when the run started: the old profile that may
     /// be kept as `.old` (any other file there is a concurrent run's).
     previous: Option<(u64, u64)>,
@@ -92,22 +91,21 @@ impl Output {
         if path.is_dir() {
             return Err(OutputError::IsDirectory(path.to_path_buf()));
         }
-        let dir = directory_of(path).to_path_buf();
+        let dir = directory_of(path);
         if !dir.is_dir() {
             return Err(OutputError::NoDirectory {
                 path: path.to_path_buf(),
-                dir,
+                dir: dir.to_path_buf(),
             });
         }
         // An unnamed temporary file (O_TMPFILE where the file system has it, else an exclusive
         // random name, removed at once): no name another user could have prepared.
-        tempfile::tempfile_in(&dir).map_err(|source| OutputError::Io {
-            path: dir.clone(),
+        tempfile::tempfile_in(dir).map_err(|source| OutputError::Io {
+            path: dir.to_path_buf(),
             source,
         })?;
         Ok(Output {
             path: path.to_path_buf(),
-            dir,
             previous: identity(path),
         })
     }
@@ -142,7 +140,7 @@ impl Output {
         let staged = staged_beside(&self.path, bytes).map_err(io_err(&self.path))?;
         // Held until the profile is in place; without it (a file system without locks) the
         // steps below are still safe, only an old profile may go unkept.
-        let _lock = File::open(&self.dir)
+        let _lock = File::open(directory_of(&self.path))
             .ok()
             .and_then(|d| Flock::lock(d, FlockArg::LockExclusive).ok());
         let mut kept_old = None;
