@@ -1,8 +1,9 @@
 //! The `profile.db` format: what one `hpcrun-rs` run measured.
 //!
 //! A file is one [`Profile`] in the tools' common [envelope](crate::envelope) (magic
-//! `HPCRUNRS`, version 2: checksummed, then the profile, then the module checksums; version 1
-//! files, without either, still read). It is the contract between `hpcrun-rs` (writer) and `hpcprof-rs`
+//! `HPCRUNRS`, version 3: checksummed, then the profile, then the module checksums, then the
+//! [data references](crate::dataref); version 2 files have no data references, version 1 files
+//! neither these nor checksums, and both still read). It is the contract between `hpcrun-rs` (writer) and `hpcprof-rs`
 //! (reader): every address in it is module-relative at link time ([`Svma`]), so the correlator
 //! never needs to know where a module was loaded. A profile that reads is well formed: every
 //! parent precedes its children, and every module and event reference is in range.
@@ -13,6 +14,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::Svma;
+use crate::dataref::DataProfile;
 use crate::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
 
 /// The first eight bytes of every `profile.db`: how readers tell one from other files.
@@ -23,7 +25,7 @@ pub const PROFILE_MAGIC: [u8; 8] = *b"HPCRUNRS";
 /// [`Profile::read`], never with the envelope's one-part `write` and `decode`.
 pub(crate) static PROFILE_FILE: FileKind = FileKind {
     magic: PROFILE_MAGIC,
-    version: 2,
+    version: 3,
     oldest: 1,
     checked_since: 2,
     noun: "profile.db",
@@ -58,6 +60,10 @@ pub struct Profile {
     pub threads: Vec<ThreadProfile>,
     /// Run-wide counters.
     pub stats: Stats,
+    /// Data references and allocation sites (`hpcrun-rs --data`; empty otherwise). Stored
+    /// after the module checksums (format version 3), not inside the profile.
+    #[serde(skip)]
+    pub data: DataProfile,
 }
 
 /// How an event was sampled.
@@ -335,7 +341,8 @@ impl Profile {
         let (mut profile, rest): (Profile, _) =
             postcard::take_from_bytes(body.bytes).map_err(corrupt)?;
         if body.version >= 2 {
-            let sums: Vec<Option<u32>> = postcard::from_bytes(rest).map_err(corrupt)?;
+            let (sums, rest): (Vec<Option<u32>>, _) =
+                postcard::take_from_bytes(rest).map_err(corrupt)?;
             if sums.len() != profile.modules.len() {
                 let why = format!(
                     "{} checksums for {} modules",
@@ -347,6 +354,11 @@ impl Profile {
             for (module, sum) in profile.modules.iter_mut().zip(sums) {
                 module.checksum = sum;
             }
+            if body.version >= 3 {
+                profile.data = postcard::from_bytes(rest).map_err(corrupt)?;
+            } else if !rest.is_empty() {
+                return Err(PROFILE_FILE.malformed(path, "bytes after the checksums".into()));
+            }
         }
         let (events, modules) = (profile.events.len(), profile.modules.len());
         for thread in &profile.threads {
@@ -355,6 +367,10 @@ impl Profile {
                 return Err(PROFILE_FILE.malformed(path, why));
             }
         }
+        let trees: Vec<(u32, &Cct)> = profile.threads.iter().map(|t| (t.tid, &t.cct)).collect();
+        if let Some(why) = profile.data.malformation(&trees, events, modules) {
+            return Err(PROFILE_FILE.malformed(path, why));
+        }
         Ok(profile)
     }
 
@@ -362,7 +378,8 @@ impl Profile {
     pub fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
         let sums: Vec<Option<u32>> = self.modules.iter().map(|m| m.checksum).collect();
         let profile = postcard::to_stdvec(self)?;
-        PROFILE_FILE.encode_parts(&[&profile, &postcard::to_stdvec(&sums)?])
+        let sums = postcard::to_stdvec(&sums)?;
+        PROFILE_FILE.encode_parts(&[&profile, &sums, &postcard::to_stdvec(&self.data)?])
     }
 
     /// Read a `profile.db` file (see [`Profile::from_bytes`]).
@@ -422,6 +439,7 @@ mod tests {
                 cct,
             }],
             stats: Stats::default(),
+            data: DataProfile::default(),
         }
     }
 

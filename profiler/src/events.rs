@@ -115,6 +115,40 @@ const fn sw(name: &'static str, config: u32, unit: &'static str, cost: &'static 
     }
 }
 
+/// Where a sample of an event gets its data address from under `--data`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataSource {
+    /// The kernel reports the faulting address itself (`PERF_SAMPLE_ADDR`: page faults).
+    Address,
+    /// The sampled registers, through the memory operand of the interrupted instruction
+    /// (effective-address recovery: clocks and PMU counters).
+    Registers,
+    /// The event has no data address (context switches, migrations).
+    None,
+}
+
+impl KnownEvent {
+    /// Where this event's samples get a data address from (see [`DataSource`]).
+    pub fn data_source(&self) -> DataSource {
+        let faults = [
+            sys::PERF_COUNT_SW_PAGE_FAULTS,
+            sys::PERF_COUNT_SW_PAGE_FAULTS_MIN,
+            sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+        ];
+        let clocks = [sys::PERF_COUNT_SW_CPU_CLOCK, sys::PERF_COUNT_SW_TASK_CLOCK];
+        match self.class {
+            EventClass::Software if faults.iter().any(|&c| c as u64 == self.config) => {
+                DataSource::Address
+            }
+            EventClass::Software if clocks.iter().any(|&c| c as u64 == self.config) => {
+                DataSource::Registers
+            }
+            EventClass::Software => DataSource::None,
+            EventClass::Hardware => DataSource::Registers,
+        }
+    }
+}
+
 /// The software clock that replaces `cycles` where the machine has no PMU.
 pub const FALLBACK_CLOCK: &str = "cpu-clock";
 

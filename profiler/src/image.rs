@@ -32,6 +32,8 @@ struct Segment {
     offset: u64,
     file_size: u64,
     vaddr: u64,
+    /// Bytes at run time (more than `file_size` where `.bss` follows the file's bytes).
+    mem_size: u64,
     executable: bool,
 }
 
@@ -115,6 +117,7 @@ impl Image {
                         offset,
                         file_size,
                         vaddr: s.address(),
+                        mem_size: s.size(),
                         executable,
                     }
                 })
@@ -167,6 +170,15 @@ impl Image {
             .filter(|s| s.page_range().contains(&file_offset))
             .max_by_key(|s| (s.executable, mapping_end <= s.page_range().end))
             .map(|s| s.vaddr.wrapping_add(file_offset).wrapping_sub(s.offset))
+    }
+
+    /// The link-time ranges of the image's data: every `PT_LOAD` segment that is not
+    /// executable (`.rodata`, `.data`, `.bss`...), where its static variables live.
+    pub fn data_segments(&self) -> impl Iterator<Item = Range<u64>> + '_ {
+        self.segments
+            .iter()
+            .filter(|s| !s.executable && s.mem_size > 0)
+            .map(|s| s.vaddr..s.vaddr.saturating_add(s.mem_size))
     }
 
     fn section(&self, loc: &Option<SectionLoc>) -> Option<SectionBytes> {

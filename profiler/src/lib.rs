@@ -32,6 +32,7 @@
 //!     stack_size: profiler::perf::DEFAULT_STACK_SIZE,
 //!     ring_pages: None,
 //!     target: Target::Launch(vec!["./app".into()]),
+//!     data: false,
 //!     notify: |notice| eprintln!("{notice}"),
 //! };
 //! let measurement = session::run(&opts).expect("measured");
@@ -48,6 +49,7 @@
 
 // The profile.db format: what readers of a profile (hpcprof-rs, hpcview-rs, tests) compile.
 pub mod addr;
+pub mod dataref;
 pub mod db;
 pub mod envelope;
 pub mod vdso;
@@ -55,6 +57,8 @@ pub mod vdso;
 // The sampler (feature `sampler`, on by default): perf_event_open, unwinding, hpcrun-rs.
 #[cfg(feature = "sampler")]
 mod cct;
+#[cfg(feature = "sampler")]
+mod datarec;
 #[cfg(feature = "sampler")]
 pub mod events;
 #[cfg(feature = "sampler")]
@@ -71,6 +75,8 @@ pub mod perf;
 mod recorder;
 #[cfg(feature = "sampler")]
 pub mod report;
+#[cfg(feature = "sampler")]
+pub mod report_data;
 #[cfg(feature = "sampler")]
 mod ring;
 #[cfg(feature = "sampler")]

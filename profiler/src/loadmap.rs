@@ -9,6 +9,7 @@ use framehop::{Module, Unwinder};
 use fxhash::FxHashMap;
 
 use crate::addr::{Avma, Svma};
+use crate::dataref::MappingKind;
 use crate::db::{ModuleId, ModuleInfo};
 use crate::image::{Image, SectionBytes};
 use crate::vdso::own_vdso;
@@ -96,10 +97,30 @@ pub struct MapEvent<'a> {
     pub path: &'a str,
 }
 
+/// Runtime addresses holding a module's static data (a non-executable `PT_LOAD` segment,
+/// `.bss` included), known from the module's executable mapping and its load bias.
+#[derive(Debug, Clone, Copy)]
+struct StaticRange {
+    start: u64,
+    end: u64,
+    module: ModuleId,
+    bias: u64,
+}
+
+/// A non-executable mapping (`--data` asks the kernel for these), by kind.
+#[derive(Debug, Clone, Copy)]
+struct DataMapping {
+    start: u64,
+    end: u64,
+    kind: MappingKind,
+}
+
 /// A process's address space: its executable mappings and the unwinder that knows them.
 #[derive(Clone, Default)]
 pub struct AddressSpace {
     mappings: Vec<Mapping>,
+    statics: Vec<StaticRange>,
+    data_mappings: Vec<DataMapping>,
     /// framehop's view of the same mappings.
     pub unwinder: ProcessUnwinder,
 }
@@ -137,6 +158,14 @@ impl AddressSpace {
             },
         );
         if let Some(image) = image {
+            self.statics.retain(|r| r.module != module);
+            self.statics
+                .extend(image.data_segments().map(|range| StaticRange {
+                    start: range.start.wrapping_add(bias),
+                    end: range.end.wrapping_add(bias),
+                    module,
+                    bias,
+                }));
             let name = ev.path.to_string();
             self.unwinder
                 .add_module(Module::new(name, ev.start..end, bias, image.unwind_info()));
@@ -164,6 +193,40 @@ impl AddressSpace {
     /// The module and link-time address of a runtime address, if it is mapped.
     pub fn resolve(&self, avma: Avma) -> Option<(ModuleId, Svma)> {
         self.mapping_of(avma).map(|(m, svma)| (m.module, svma))
+    }
+
+    /// The module whose static data holds runtime address `avma`, and the address at link
+    /// time.
+    pub(crate) fn static_at(&self, avma: Avma) -> Option<(ModuleId, Svma)> {
+        self.statics
+            .iter()
+            .find(|r| r.start <= avma.0 && avma.0 < r.end)
+            .map(|r| (r.module, Svma(avma.0.wrapping_sub(r.bias))))
+    }
+
+    /// Record a non-executable mapping (`PERF_RECORD_MMAP2` with `mmap_data`), replacing what
+    /// it overlaps.
+    pub(crate) fn map_data(&mut self, start: u64, len: u64, path: &str) {
+        let end = start.saturating_add(len);
+        let kind = match path {
+            "[heap]" => MappingKind::Brk,
+            "[stack]" => MappingKind::Stack,
+            p if p.is_empty() || p.starts_with("//anon") || p.starts_with('[') => {
+                MappingKind::Anonymous
+            }
+            _ => MappingKind::File,
+        };
+        self.data_mappings
+            .retain(|m| !(m.start < end && start < m.end));
+        self.data_mappings.push(DataMapping { start, end, kind });
+    }
+
+    /// The kind of the non-executable mapping holding runtime address `avma`, if one does.
+    pub(crate) fn mapping_kind(&self, avma: Avma) -> Option<MappingKind> {
+        self.data_mappings
+            .iter()
+            .find(|m| m.start <= avma.0 && avma.0 < m.end)
+            .map(|m| m.kind)
     }
 
     /// Whether return address `ra` is the return from the first call of a module's entry code

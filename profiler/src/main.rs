@@ -48,6 +48,12 @@ struct Cli {
     #[arg(long, value_name = "KIB")]
     buffer_kib: Option<usize>,
 
+    /// Also record what data each sample touched: the faulting address of page-fault
+    /// samples, the memory operand of the interrupted instruction for clock samples, each
+    /// resolved to a heap block, static variable, stack frame or mapping (see --show)
+    #[arg(long)]
+    data: bool,
+
     /// No summary at the end
     #[arg(short, long)]
     quiet: bool,
@@ -156,6 +162,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         stack_size: cli.stack_size,
         ring_pages,
         target,
+        data: cli.data,
         notify: if cli.quiet { notify_quiet } else { notify },
     };
     let measurement = session::run(&opts).map_err(|e| match e {

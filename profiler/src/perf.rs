@@ -8,7 +8,7 @@ use linux_perf_event_reader::{Endianness, PerfEventAttr, RecordParseInfo};
 use perf_event_open_sys::bindings as sys;
 
 use crate::db::Sampling;
-use crate::events::{EventClass, EventSpec};
+use crate::events::{DataSource, EventClass, EventSpec};
 
 /// The user registers each sample carries: BP, SP and IP (all the unwinder needs).
 pub const SAMPLE_REGS_USER: u64 = (1 << 6) | (1 << 7) | (1 << 8);
@@ -34,7 +34,15 @@ pub struct AttrOptions {
     pub kernel: bool,
     /// Launch mode: start disabled, enable when the child execs.
     pub enable_on_exec: bool,
+    /// `--data`: data addresses with every sample that can have one, and the non-executable
+    /// mappings they may fall in.
+    pub data: bool,
 }
+
+/// The user registers of a sample under `--data` for an event whose data address comes from
+/// its registers: all sixteen general-purpose registers and IP (perf's x86 numbering: AX..IP
+/// are 0..8, R8..R15 are 16..23; flags and segment registers are left out).
+pub const SAMPLE_REGS_DATA: u64 = 0x1ff | (0xff << 16);
 
 /// Build the attribute for one event. `side_band` asks for the mmap/comm/task records that only
 /// one event of the run needs to carry.
@@ -67,6 +75,13 @@ pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_
         }
     }
     a.sample_regs_user = SAMPLE_REGS_USER;
+    if opts.data {
+        match spec.event.data_source() {
+            DataSource::Address => a.sample_type |= sys::PERF_SAMPLE_ADDR as u64,
+            DataSource::Registers => a.sample_regs_user = SAMPLE_REGS_DATA,
+            DataSource::None => {}
+        }
+    }
     a.sample_stack_user = opts.stack_size;
     a.set_disabled(opts.enable_on_exec as u64);
     a.set_enable_on_exec(opts.enable_on_exec as u64);
@@ -84,6 +99,7 @@ pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_
         a.set_comm(1);
         a.set_comm_exec(1);
         a.set_task(1);
+        a.set_mmap_data(opts.data as u64);
     }
     a
 }

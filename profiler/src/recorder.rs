@@ -14,7 +14,10 @@ use linux_perf_event_reader::{
 
 use crate::addr::Avma;
 use crate::cct::{CctBuilder, ROOT};
+use crate::dataref::DataProfile;
+use crate::datarec::{classify, Access, DataRecorder, LiveHeap};
 use crate::db::{AddrKind, Frame, NodeId, ProcessInfo, Stats, ThreadProfile};
+use crate::events::DataSource;
 use crate::loadmap::{AddressSpace, MapEvent, ModuleRegistry};
 use crate::perf::{REG_BP, REG_IP, REG_SP};
 use crate::ring::RingRecord;
@@ -36,10 +39,13 @@ struct ThreadState {
     last_path: Vec<PathEntry>,
 }
 
+#[derive(Clone, Default)]
 struct ProcessState {
     ppid: u32,
     comm: String,
     space: AddressSpace,
+    /// Heap blocks live now (`--data` with allocation tracking).
+    heap: LiveHeap,
 }
 
 /// How one event's samples are laid out and weighted.
@@ -49,6 +55,8 @@ pub struct EventLayout {
     pub parse_info: RecordParseInfo,
     /// The weight of each sample when the period is fixed (samples then carry no period).
     pub fixed_period: Option<u64>,
+    /// Where its samples' data addresses come from (`None` without `--data`).
+    pub data: DataSource,
 }
 
 /// Everything learned so far in a run.
@@ -64,6 +72,8 @@ pub struct Recorder {
     stack: Vec<u8>,
     frames: Vec<RawFrame>,
     path: Vec<Frame>,
+    /// The data side (`--data`).
+    data: Option<DataRecorder>,
 }
 
 /// What a finished recording holds, ready to be written to `profile.db`.
@@ -76,13 +86,20 @@ pub struct Recording {
     pub threads: Vec<ThreadProfile>,
     /// Counters.
     pub stats: Stats,
+    /// Data references and allocation sites (`--data`).
+    pub data: DataProfile,
 }
 
 impl Recorder {
     /// A recorder for events laid out as `layouts` say (one per metric), with `event_of_id`
     /// mapping each kernel event id to the index of its metric.
     pub fn new(layouts: Vec<EventLayout>, event_of_id: FxHashMap<u64, usize>) -> Self {
+        let data = layouts
+            .iter()
+            .any(|l| l.data != DataSource::None)
+            .then(|| DataRecorder::new(layouts.len()));
         Recorder {
+            data,
             events: layouts.len(),
             layouts,
             event_of_id,
@@ -154,10 +171,12 @@ impl Recorder {
     }
 
     fn mmap2(&mut self, m: &Mmap2Record<'_>) {
+        let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
         if m.protection & libc::PROT_EXEC as u32 == 0 {
+            let space = &mut self.process(m.pid as u32).space;
+            space.map_data(m.address, m.length, &path);
             return;
         }
-        let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
         self.map(
             m.pid as u32,
             MapEvent {
@@ -180,8 +199,9 @@ impl Recorder {
         let (pid, tid) = (c.pid as u32, c.tid as u32);
         let process = self.process(pid);
         if c.is_execve {
-            // A new program image: the old mappings are gone.
+            // A new program image: the old mappings and heap are gone.
             process.space = AddressSpace::default();
+            process.heap = LiveHeap::default();
         }
         if pid == tid {
             process.comm = name.clone();
@@ -196,12 +216,11 @@ impl Recorder {
         if pid == ppid || self.processes.contains_key(&pid) {
             return; // a new thread, or already known
         }
-        let (space, comm) = match self.processes.get(&ppid) {
-            Some(parent) => (parent.space.clone(), parent.comm.clone()),
-            None => (AddressSpace::default(), String::new()),
+        let child = ProcessState {
+            ppid,
+            ..self.processes.get(&ppid).cloned().unwrap_or_default()
         };
-        self.processes
-            .insert(pid, ProcessState { ppid, comm, space });
+        self.processes.insert(pid, child);
     }
 
     fn sample(&mut self, s: &SampleRecord<'_>, event: usize) {
@@ -241,6 +260,29 @@ impl Recorder {
             leaf
         };
         thread.cct.charge(node, event, period);
+        if let Some(addr) = self.data_address(s, event) {
+            let access = Access {
+                addr,
+                tid,
+                time: s.timestamp.unwrap_or(0),
+                sp,
+                frames: if ip.is_some() { &self.frames } else { &[] },
+            };
+            let process = &self.processes[&pid];
+            let data = classify(&access, &process.heap, &process.space);
+            if let Some(d) = self.data.as_mut() {
+                d.charge(tid, leaf, data, event, period);
+            }
+        }
+    }
+
+    /// The data address of a sample of `event`, where `--data` asked for one and the sample
+    /// has it.
+    fn data_address(&mut self, s: &SampleRecord<'_>, event: usize) -> Option<u64> {
+        match self.layouts[event].data {
+            DataSource::Address => s.addr,
+            DataSource::Registers | DataSource::None => None,
+        }
     }
 
     fn ensure_thread(&mut self, pid: u32, tid: u32) {
@@ -362,11 +404,13 @@ impl Recorder {
             })
             .collect();
         threads.sort_by_key(|t| (t.pid, t.tid));
+        let data = self.data.map(|d| d.finish(&threads)).unwrap_or_default();
         Recording {
             modules: self.modules,
             processes,
             threads,
             stats: self.stats,
+            data,
         }
     }
 }
@@ -398,11 +442,7 @@ fn insert_remembered(
 
 /// The state of process `pid`, created empty the first time it is seen.
 fn process_entry(processes: &mut FxHashMap<u32, ProcessState>, pid: u32) -> &mut ProcessState {
-    processes.entry(pid).or_insert_with(|| ProcessState {
-        ppid: 0,
-        comm: String::new(),
-        space: AddressSpace::default(),
-    })
+    processes.entry(pid).or_default()
 }
 
 /// A thread's command name from `/proc` (empty if it is gone).

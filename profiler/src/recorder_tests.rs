@@ -35,10 +35,12 @@ fn recorder() -> Recorder {
         stack_size: 4096,
         kernel: false,
         enable_on_exec: true,
+        data: false,
     };
     let layout = EventLayout {
         parse_info: parse_info(&attr(&spec, &opts, true)),
         fixed_period: None,
+        data: crate::events::DataSource::None,
     };
     Recorder::new(vec![layout], [(EVENT_ID, 0)].into_iter().collect())
 }
@@ -287,6 +289,7 @@ fn a_recording_survives_a_profile_db_round_trip() {
         processes: r.processes,
         threads: r.threads,
         stats: r.stats,
+        data: r.data,
     };
     let bytes = profile.to_bytes().unwrap();
     let back = crate::db::Profile::from_bytes(&bytes, std::path::Path::new("p.db")).unwrap();

@@ -92,6 +92,7 @@ pub fn summary(profile: &Profile, duration_s: f64, output: &str, notes: &[String
             "not included (needs root or kernel.perf_event_paranoid <= 1)"
         }
     );
+    out.push_str(&crate::report_data::summary_lines(&profile.data));
     for note in notes {
         let _ = writeln!(out, "  {note}");
     }
@@ -124,6 +125,7 @@ pub fn list_events() -> String {
             stack_size: 8,
             kernel: false,
             enable_on_exec: false,
+            data: false,
         };
         let status = match perf::open(&perf::attr(&spec, &opts, false), 0, -1) {
             Ok(_) => "available".to_string(),
@@ -201,6 +203,7 @@ pub fn show(profile: &Profile, top: usize) -> String {
             let _ = writeln!(out, "  {samples:>7}  {}", path_text(profile, &t.cct, path));
         }
     }
+    out.push_str(&crate::report_data::show(profile, top));
     out
 }
 

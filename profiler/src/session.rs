@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 use perf_event_open_sys::bindings as sys;
 
 use crate::db::{EventDesc, Sampling};
-use crate::events::{self, EventClass, EventSpec};
+use crate::events::{self, DataSource, EventClass, EventSpec};
 use crate::launch::{self, ChildState, Ended, LaunchError};
 use crate::perf::{self, AttrOptions};
 use crate::recorder::{EventLayout, Recorder, Recording};
@@ -40,6 +40,8 @@ pub struct Options {
     pub ring_pages: Option<usize>,
     /// What to measure.
     pub target: Target,
+    /// `--data`: resolve a data address with every sample that can have one.
+    pub data: bool,
     /// Where notices go that cannot wait for the end of the run ([`Notice`]).
     pub notify: fn(Notice),
 }
@@ -95,7 +97,7 @@ struct Plan {
 
 /// Find out what the kernel accepts for `specs` on `pid` (first CPU), applying the fallbacks:
 /// kernel sampling only where permitted, `cycles` to a software clock where there is no PMU.
-fn plan(specs: &[EventSpec], pid: i32, cpu: i32, stack_size: u32) -> Result<Plan, RunError> {
+fn plan(specs: &[EventSpec], pid: i32, cpu: i32, base: AttrOptions) -> Result<Plan, RunError> {
     let max_rate = perf::kernel_setting("perf_event_max_sample_rate");
     let mut plan = Plan {
         specs: Vec::new(),
@@ -112,9 +114,8 @@ fn plan(specs: &[EventSpec], pid: i32, cpu: i32, stack_size: u32) -> Result<Plan
         let mut replaced = None;
         loop {
             let opts = AttrOptions {
-                stack_size,
                 kernel: plan.kernel,
-                enable_on_exec: true,
+                ..base
             };
             match perf::open(&perf::attr(&spec, &opts, false), pid, cpu) {
                 Ok(_) => break,
@@ -347,13 +348,16 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         }
     };
     let setup = (|| {
-        let plan = plan(&opts.events, tasks[0], cpus[0], opts.stack_size)?;
-        let mut notices = plan.notices.clone();
-        let attr_opts = AttrOptions {
+        let mut attr_opts = AttrOptions {
             stack_size: opts.stack_size,
-            kernel: plan.kernel,
-            enable_on_exec: child.is_some(),
+            kernel: true,
+            enable_on_exec: true,
+            data: opts.data,
         };
+        let plan = plan(&opts.events, tasks[0], cpus[0], attr_opts)?;
+        let mut notices = plan.notices.clone();
+        attr_opts.kernel = plan.kernel;
+        attr_opts.enable_on_exec = child.is_some();
         let mut open = OpenEvents::new(attr_opts, pages);
         open.add_tasks(&plan, &tasks, &cpus)?;
         if let Target::Attach(pid) = opts.target {
@@ -397,6 +401,11 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
                 fixed_period: match spec.sampling {
                     Sampling::Period(p) => Some(p),
                     Sampling::Frequency(_) => None,
+                },
+                data: if opts.data {
+                    spec.event.data_source()
+                } else {
+                    DataSource::None
                 },
             })
             .collect(),
@@ -574,5 +583,6 @@ pub fn into_profile(m: Measurement) -> crate::db::Profile {
         processes: m.recording.processes,
         threads: m.recording.threads,
         stats: m.recording.stats,
+        data: m.recording.data,
     }
 }

@@ -1,0 +1,271 @@
+//! The data side of a recording (`hpcrun-rs --data`): each data address becomes a
+//! [`DataRef`] the moment its sample is handled, against the heap blocks live at that moment.
+//!
+//! Records reach the recorder in one time order across every source (the perf rings and the
+//! allocation rings), so a block freed and a later one allocated at the same address are told
+//! apart: a touch belongs to whichever was live when it happened.
+
+use std::collections::BTreeMap;
+
+use fxhash::FxHashMap;
+
+use crate::addr::Avma;
+use crate::dataref::{AllocSite, DataCost, DataProfile, DataRef, DataStats, ThreadData};
+use crate::db::{Cost, NodeId, ThreadProfile};
+use crate::loadmap::AddressSpace;
+use crate::unwind::RawFrame;
+
+/// Bytes below the stack pointer a leaf function may use without moving it (the x86-64 ABI's
+/// red zone): touches there belong to the sampled frame.
+const RED_ZONE: u64 = 128;
+
+/// Bytes of allocator header before a block (glibc's chunk header), written by the allocation
+/// call itself: such touches belong to the block being allocated.
+const HEADER: u64 = 16;
+
+/// A heap block live in a process.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    end: u64,
+    size: u64,
+    tid: u32,
+    site: NodeId,
+    t_alloc: u64,
+    t_return: u64,
+}
+
+/// The heap blocks live in one process, by start address. Cloned into a forked child, whose
+/// memory starts as a copy of its parent's.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LiveHeap {
+    blocks: BTreeMap<u64, Block>,
+}
+
+impl LiveHeap {
+    /// The block holding `addr` when thread `tid` touched it at `time`: a live block, or the
+    /// header of the block `tid` is allocating at that moment.
+    fn find(&self, addr: u64, tid: u32, time: u64) -> Option<DataRef> {
+        let (&start, b) = self.blocks.range(..=addr.saturating_add(HEADER)).next_back()?;
+        let during_alloc = b.tid == tid && time <= b.t_return;
+        let inside = addr >= start || (during_alloc && addr + HEADER >= start);
+        (inside && addr < b.end).then_some(DataRef::Heap {
+            tid: b.tid,
+            site: b.site,
+            offset: addr.wrapping_sub(start) as i64,
+            during_alloc,
+        })
+    }
+}
+
+/// One allocation or free, as the allocation tracker reported it, its calling context already
+/// a node of the allocating thread's tree.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AllocCall {
+    /// A block of `size` bytes at `ptr`, allocated at `site` between `t_entry` and `t_return`.
+    Alloc {
+        /// The allocating thread.
+        tid: u32,
+        /// Its calling context.
+        site: NodeId,
+        /// The block.
+        ptr: u64,
+        /// Its size.
+        size: u64,
+        /// When the allocation call started and returned (CLOCK_MONOTONIC ns).
+        t_entry: u64,
+        /// See `t_entry`.
+        t_return: u64,
+    },
+    /// The block at `ptr` was freed at `time`.
+    Free {
+        /// The block.
+        ptr: u64,
+        /// When.
+        time: u64,
+    },
+}
+
+/// One data access of a sample: where, by whom, when, and the sample's own unwound frames.
+pub(crate) struct Access<'a> {
+    /// The data address.
+    pub addr: u64,
+    /// The sampled thread.
+    pub tid: u32,
+    /// The sample's time.
+    pub time: u64,
+    /// The sampled stack pointer.
+    pub sp: u64,
+    /// The sample's frames, innermost first, as the unwinder found them.
+    pub frames: &'a [RawFrame],
+}
+
+/// What `access` touched, in the order heap, stack, static, other mapping, unknown.
+pub(crate) fn classify(access: &Access<'_>, heap: &LiveHeap, space: &AddressSpace) -> DataRef {
+    let avma = Avma(access.addr);
+    heap.find(access.addr, access.tid, access.time)
+        .or_else(|| stack_ref(access))
+        .or_else(|| {
+            let (module, addr) = space.static_at(avma)?;
+            Some(DataRef::Static { module, addr })
+        })
+        .or_else(|| space.mapping_kind(avma).map(|kind| DataRef::Mapping { kind }))
+        .unwrap_or(DataRef::Unknown)
+}
+
+/// The frame of the sample's own path whose extent holds the address: frame `i` lies between
+/// the CFA of frame `i - 1` (the stack pointer once it returns) and its own CFA, frame 0 from
+/// below the stack pointer's red zone. The outermost frame's CFA is unknown, so an address
+/// above the last known CFA is not placed in a frame.
+fn stack_ref(access: &Access<'_>) -> Option<DataRef> {
+    let addr = access.addr;
+    if addr < access.sp.saturating_sub(RED_ZONE) {
+        return None;
+    }
+    // frames[i + 1].sp is the CFA of frame i.
+    let i = access.frames.iter().skip(1).position(|f| addr < f.sp)?;
+    let cfa = access.frames[i + 1].sp;
+    Some(DataRef::Stack {
+        frame: u16::try_from(i).ok()?,
+        cfa_offset: addr.wrapping_sub(cfa) as i64,
+    })
+}
+
+/// One thread's data costs and allocation sites as they accumulate.
+#[derive(Default)]
+struct ThreadBuilder {
+    costs: FxHashMap<(NodeId, DataRef), Vec<Cost>>,
+    sites: FxHashMap<NodeId, SiteBuilder>,
+}
+
+/// An allocation site and the bytes it has live now.
+#[derive(Default)]
+struct SiteBuilder {
+    site: AllocSite,
+    live: u64,
+}
+
+/// Everything the data side has learned in a run.
+pub(crate) struct DataRecorder {
+    events: usize,
+    threads: FxHashMap<u32, ThreadBuilder>,
+    stats: DataStats,
+}
+
+impl DataRecorder {
+    /// An empty recorder for `events` metrics.
+    pub(crate) fn new(events: usize) -> Self {
+        DataRecorder {
+            events,
+            threads: FxHashMap::default(),
+            stats: DataStats::default(),
+        }
+    }
+
+    /// The run-wide counters, to be updated by the sources (EA recovery, allocation records).
+    pub(crate) fn stats_mut(&mut self) -> &mut DataStats {
+        &mut self.stats
+    }
+
+    /// Charge one data sample of thread `tid`, taken at `node`, to `data`.
+    pub(crate) fn charge(&mut self, tid: u32, node: NodeId, data: DataRef, event: usize, period: u64) {
+        self.stats.by_class[data.class()] += 1;
+        let events = self.events;
+        let costs = self
+            .threads
+            .entry(tid)
+            .or_default()
+            .costs
+            .entry((node, data))
+            .or_insert_with(|| vec![Cost::default(); events]);
+        if let Some(c) = costs.get_mut(event) {
+            *c += Cost {
+                samples: 1,
+                value: period,
+            };
+        }
+    }
+
+    /// Apply an allocation or a free to `heap` and to the allocation sites.
+    pub(crate) fn alloc_call(&mut self, heap: &mut LiveHeap, call: AllocCall) {
+        self.stats.alloc_records += 1;
+        match call {
+            AllocCall::Alloc {
+                tid,
+                site,
+                ptr,
+                size,
+                t_entry,
+                t_return,
+            } => {
+                let block = Block {
+                    end: ptr.saturating_add(size),
+                    size,
+                    tid,
+                    site,
+                    t_alloc: t_entry,
+                    t_return,
+                };
+                if let Some(old) = heap.blocks.insert(ptr, block) {
+                    // Its free was not seen (lost, or untracked): it is not live any more.
+                    self.release(old, old.t_return);
+                }
+                let s = &mut self.threads.entry(tid).or_default().sites;
+                let s = s.entry(site).or_default();
+                let first = s.site.calls == 0;
+                s.site.node = site;
+                s.site.calls += 1;
+                s.site.bytes += size;
+                s.site.size_min = if first { size } else { s.site.size_min.min(size) };
+                s.site.size_max = s.site.size_max.max(size);
+                s.live += size;
+                s.site.peak_live = s.site.peak_live.max(s.live);
+            }
+            AllocCall::Free { ptr, time } => {
+                if let Some(block) = heap.blocks.remove(&ptr) {
+                    self.release(block, time);
+                }
+            }
+        }
+    }
+
+    fn release(&mut self, block: Block, time: u64) {
+        let Some(thread) = self.threads.get_mut(&block.tid) else {
+            return;
+        };
+        if let Some(s) = thread.sites.get_mut(&block.site) {
+            s.live = s.live.saturating_sub(block.size);
+            s.site.frees += 1;
+            s.site.lifetime_ns += time.saturating_sub(block.t_alloc);
+        }
+    }
+
+    /// The data half of the profile, parallel to `threads` (the recording's, in file order).
+    pub(crate) fn finish(mut self, threads: &[ThreadProfile]) -> DataProfile {
+        let threads = threads
+            .iter()
+            .map(|t| {
+                let b = self.threads.remove(&t.tid).unwrap_or_default();
+                let mut costs: Vec<DataCost> = b
+                    .costs
+                    .into_iter()
+                    .map(|((node, data), costs)| DataCost { node, data, costs })
+                    .collect();
+                costs.sort_by_key(|c| (c.node, c.data.class()));
+                let mut allocs: Vec<AllocSite> = b
+                    .sites
+                    .into_values()
+                    .map(|s| AllocSite {
+                        live_at_end: s.live,
+                        ..s.site
+                    })
+                    .collect();
+                allocs.sort_by_key(|a| a.node);
+                ThreadData { costs, allocs }
+            })
+            .collect();
+        DataProfile {
+            threads,
+            stats: self.stats,
+        }
+    }
+}
