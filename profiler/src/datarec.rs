@@ -97,6 +97,8 @@ pub(crate) struct Access<'a> {
     pub sp: u64,
     /// The sample's frames, innermost first, as the unwinder found them.
     pub frames: &'a [RawFrame],
+    /// The CFA of the outermost frame when the walk was cut short by the stack copy.
+    pub outer_cfa: Option<u64>,
 }
 
 /// What `access` touched, in the order heap, stack, static, other mapping, unknown.
@@ -114,16 +116,19 @@ pub(crate) fn classify(access: &Access<'_>, heap: &LiveHeap, space: &AddressSpac
 
 /// The frame of the sample's own path whose extent holds the address: frame `i` lies between
 /// the CFA of frame `i - 1` (the stack pointer once it returns) and its own CFA, frame 0 from
-/// below the stack pointer's red zone. The outermost frame's CFA is unknown, so an address
-/// above the last known CFA is not placed in a frame.
+/// below the stack pointer's red zone. The CFA of frame `i` is the stack pointer of frame
+/// `i + 1`, or for the outermost frame of a walk cut short by the stack copy, the CFA found
+/// beyond the copy; a complete walk's outermost frame (the entry code) holds no data.
 fn stack_ref(access: &Access<'_>) -> Option<DataRef> {
     let addr = access.addr;
     if addr < access.sp.saturating_sub(RED_ZONE) {
         return None;
     }
-    // frames[i + 1].sp is the CFA of frame i.
-    let i = access.frames.iter().skip(1).position(|f| addr < f.sp)?;
-    let cfa = access.frames[i + 1].sp;
+    let cfas = access.frames.iter().skip(1).map(|f| f.sp);
+    let (i, cfa) = cfas
+        .chain(access.outer_cfa)
+        .enumerate()
+        .find(|&(_, cfa)| addr < cfa)?;
     Some(DataRef::Stack {
         frame: u16::try_from(i).ok()?,
         cfa_offset: addr.wrapping_sub(cfa) as i64,

@@ -72,6 +72,8 @@ pub struct Recorder {
     stack: Vec<u8>,
     frames: Vec<RawFrame>,
     path: Vec<Frame>,
+    /// The outermost CFA of the last truncated walk (see [`crate::unwind::Walk`]).
+    outer_cfa: Option<u64>,
     /// The data side (`--data`).
     data: Option<DataRecorder>,
 }
@@ -111,6 +113,7 @@ impl Recorder {
             stack: Vec::new(),
             frames: Vec::new(),
             path: Vec::new(),
+            outer_cfa: None,
         }
     }
 
@@ -249,6 +252,8 @@ impl Recorder {
         }
 
         self.ensure_thread(pid, tid);
+        self.frames.clear();
+        self.outer_cfa = None;
         let leaf = match ip {
             Some(ip) => self.insert_user_path(pid, tid, ip, sp, bp),
             None => ROOT,
@@ -266,7 +271,8 @@ impl Recorder {
                 tid,
                 time: s.timestamp.unwrap_or(0),
                 sp,
-                frames: if ip.is_some() { &self.frames } else { &[] },
+                frames: &self.frames,
+                outer_cfa: self.outer_cfa,
             };
             let process = &self.processes[&pid];
             let data = classify(&access, &process.heap, &process.space);
@@ -320,13 +326,14 @@ impl Recorder {
         let mut frames = std::mem::take(&mut self.frames);
         frames.clear();
         let process = process_entry(&mut self.processes, pid);
-        let end = walk(
+        let walked = walk(
             &process.space.unwinder,
             &mut self.cache,
             &sample,
             &mut frames,
         );
-        let leaf = self.insert_frames(pid, tid, &frames, end);
+        self.outer_cfa = walked.outer_cfa;
+        let leaf = self.insert_frames(pid, tid, &frames, walked.end);
         self.frames = frames;
         self.stack = stack;
         leaf

@@ -46,6 +46,16 @@ pub enum WalkEnd {
     Failed,
 }
 
+/// What a walk found beyond its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Walk {
+    /// How it ended.
+    pub end: WalkEnd,
+    /// For a truncated walk, the canonical frame address (CFA) of its outermost frame: where
+    /// that frame ends on the stack, though its caller could not be read.
+    pub outer_cfa: Option<u64>,
+}
+
 /// Deepest walk attempted; deeper stacks are reported as truncated.
 pub const MAX_FRAMES: usize = 100_000;
 
@@ -55,7 +65,7 @@ pub fn walk(
     cache: &mut CacheX86_64,
     sample: &StackSample<'_>,
     frames: &mut Vec<RawFrame>,
-) -> WalkEnd {
+) -> Walk {
     let stack_end = sample.sp.saturating_add(sample.stack.len() as u64);
     let mut read = |addr: u64| -> Result<u64, ()> {
         let off = addr.checked_sub(sample.sp).ok_or(())? as usize;
@@ -67,6 +77,10 @@ pub fn walk(
     };
     let mut regs = UnwindRegsX86_64::new(sample.ip, sample.sp, sample.bp);
     let mut address = FrameAddress::from_instruction_pointer(sample.ip);
+    let done = |end| Walk {
+        end,
+        outer_cfa: None,
+    };
     frames.push(RawFrame {
         avma: sample.ip,
         kind: AddrKind::Ip,
@@ -83,14 +97,35 @@ pub fn walk(
                         sp: regs.sp(),
                     });
                 }
-                None => return WalkEnd::Complete,
+                None => return done(WalkEnd::Complete),
             },
-            Ok(None) => return WalkEnd::Complete,
+            Ok(None) => return done(WalkEnd::Complete),
             Err(UnwindError::CouldNotReadStack(addr)) if addr >= stack_end => {
-                return WalkEnd::Truncated
+                return Walk {
+                    end: WalkEnd::Truncated,
+                    outer_cfa: cfa_beyond_copy(unwinder, cache, address, regs),
+                };
             }
-            Err(_) => return WalkEnd::Failed,
+            Err(_) => return done(WalkEnd::Failed),
         }
     }
-    WalkEnd::Truncated
+    done(WalkEnd::Truncated)
+}
+
+/// The CFA of the frame at `address` with registers `regs`, whose caller lies beyond the stack
+/// copy: unwound once more with every stack read answered by zero, the highest slot read is
+/// the return address, just below the CFA (a saved frame pointer, if read, lies lower still).
+fn cfa_beyond_copy(
+    unwinder: &ProcessUnwinder,
+    cache: &mut CacheX86_64,
+    address: FrameAddress,
+    mut regs: UnwindRegsX86_64,
+) -> Option<u64> {
+    let mut highest = None;
+    let mut read = |addr: u64| -> Result<u64, ()> {
+        highest = highest.max(Some(addr));
+        Ok(0)
+    };
+    let _ = unwinder.unwind_frame(address, &mut regs, cache, &mut read);
+    highest.map(|a: u64| a.wrapping_add(8))
 }
