@@ -398,6 +398,7 @@ mod tests {
                 cct: Cct { nodes },
             }],
             stats: Stats::default(),
+            data: Default::default(),
         }
     }
 

@@ -62,6 +62,7 @@ fn synthetic(module: &str, ips: &[(u64, u64)]) -> Profile {
             cct: Cct { nodes },
         }],
         stats: Stats::default(),
+        data: Default::default(),
     }
 }
 

@@ -321,6 +321,7 @@ fn deep_profile(app: &Path) -> Profile {
             cct: Cct { nodes },
         }],
         stats: Stats::default(),
+        data: Default::default(),
     }
 }
 

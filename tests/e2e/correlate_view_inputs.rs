@@ -137,6 +137,7 @@ fn write_profile(path: &Path, start_ns: u64) {
             cct: Cct::new(1),
         }],
         stats: Stats::default(),
+        data: Default::default(),
     };
     profile.write(path).expect("write the profile");
 }

@@ -20,6 +20,7 @@ mod correlate_view_deep;
 mod correlate_view_inputs;
 mod correlate_view_pipeline;
 mod hpcrun;
+mod hpcrun_data;
 mod hpcrun_layouts;
 mod hpcrun_output;
 mod structure_aliens;
