@@ -45,7 +45,10 @@ impl LiveHeap {
     /// The block holding `addr` when thread `tid` touched it at `time`: a live block, or the
     /// header of the block `tid` is allocating at that moment.
     fn find(&self, addr: u64, tid: u32, time: u64) -> Option<DataRef> {
-        let (&start, b) = self.blocks.range(..=addr.saturating_add(HEADER)).next_back()?;
+        let (&start, b) = self
+            .blocks
+            .range(..=addr.saturating_add(HEADER))
+            .next_back()?;
         let during_alloc = b.tid == tid && time <= b.t_return;
         let inside = addr >= start || (during_alloc && addr + HEADER >= start);
         (inside && addr < b.end).then_some(DataRef::Heap {
@@ -110,7 +113,11 @@ pub(crate) fn classify(access: &Access<'_>, heap: &LiveHeap, space: &AddressSpac
             let (module, addr) = space.static_at(avma)?;
             Some(DataRef::Static { module, addr })
         })
-        .or_else(|| space.mapping_kind(avma).map(|kind| DataRef::Mapping { kind }))
+        .or_else(|| {
+            space
+                .mapping_kind(avma)
+                .map(|kind| DataRef::Mapping { kind })
+        })
         .unwrap_or(DataRef::Unknown)
 }
 
@@ -172,7 +179,14 @@ impl DataRecorder {
     }
 
     /// Charge one data sample of thread `tid`, taken at `node`, to `data`.
-    pub(crate) fn charge(&mut self, tid: u32, node: NodeId, data: DataRef, event: usize, period: u64) {
+    pub(crate) fn charge(
+        &mut self,
+        tid: u32,
+        node: NodeId,
+        data: DataRef,
+        event: usize,
+        period: u64,
+    ) {
         self.stats.by_class[data.class()] += 1;
         let events = self.events;
         let costs = self
@@ -220,7 +234,11 @@ impl DataRecorder {
                 s.site.node = site;
                 s.site.calls += 1;
                 s.site.bytes += size;
-                s.site.size_min = if first { size } else { s.site.size_min.min(size) };
+                s.site.size_min = if first {
+                    size
+                } else {
+                    s.site.size_min.min(size)
+                };
                 s.site.size_max = s.site.size_max.max(size);
                 s.live += size;
                 s.site.peak_live = s.site.peak_live.max(s.live);

@@ -171,36 +171,53 @@ impl DataProfile {
         }
         if self.threads.len() != trees.len() {
             let n = self.threads.len();
-            return Some(format!("data for {n} threads, {} in the profile", trees.len()));
+            return Some(format!(
+                "data for {n} threads, {} in the profile",
+                trees.len()
+            ));
         }
-        let nodes_of = |tid: u32| trees.iter().find(|(t, _)| *t == tid).map(|(_, c)| c.nodes.len());
-        self.threads.iter().zip(trees).find_map(|(data, (tid, cct))| {
-            let nodes = cct.nodes.len();
-            let bad_site = data.allocs.iter().find(|a| a.node as usize >= nodes);
-            if let Some(a) = bad_site {
-                return Some(format!("thread {tid}: allocation site at missing node {}", a.node));
-            }
-            data.costs.iter().find_map(|c| {
-                let why = if c.node as usize >= nodes {
-                    Some(format!("data cost at missing node {}", c.node))
-                } else if c.costs.len() != events {
-                    Some(format!("data cost with {} costs for {events} events", c.costs.len()))
-                } else {
-                    match c.data {
-                        DataRef::Static { module, .. } if module as usize >= modules => {
-                            Some(format!("data in missing module {module}"))
+        let nodes_of = |tid: u32| {
+            trees
+                .iter()
+                .find(|(t, _)| *t == tid)
+                .map(|(_, c)| c.nodes.len())
+        };
+        self.threads
+            .iter()
+            .zip(trees)
+            .find_map(|(data, (tid, cct))| {
+                let nodes = cct.nodes.len();
+                let bad_site = data.allocs.iter().find(|a| a.node as usize >= nodes);
+                if let Some(a) = bad_site {
+                    return Some(format!(
+                        "thread {tid}: allocation site at missing node {}",
+                        a.node
+                    ));
+                }
+                data.costs.iter().find_map(|c| {
+                    let why = if c.node as usize >= nodes {
+                        Some(format!("data cost at missing node {}", c.node))
+                    } else if c.costs.len() != events {
+                        Some(format!(
+                            "data cost with {} costs for {events} events",
+                            c.costs.len()
+                        ))
+                    } else {
+                        match c.data {
+                            DataRef::Static { module, .. } if module as usize >= modules => {
+                                Some(format!("data in missing module {module}"))
+                            }
+                            DataRef::Heap {
+                                tid: owner, site, ..
+                            } if nodes_of(owner).is_none_or(|n| site as usize >= n) => {
+                                Some(format!("heap block of a missing site {owner}/{site}"))
+                            }
+                            _ => None,
                         }
-                        DataRef::Heap { tid: owner, site, .. }
-                            if nodes_of(owner).is_none_or(|n| site as usize >= n) =>
-                        {
-                            Some(format!("heap block of a missing site {owner}/{site}"))
-                        }
-                        _ => None,
-                    }
-                };
-                why.map(|w| format!("thread {tid}: {w}"))
+                    };
+                    why.map(|w| format!("thread {tid}: {w}"))
+                })
             })
-        })
     }
 
     /// Total data cost of event `event` over every thread (equal to the data samples' total).

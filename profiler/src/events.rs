@@ -1,5 +1,7 @@
 //! Event names, their kernel encodings and units, and the `-e NAME[@PERIOD|@fFREQ]` syntax.
 
+use std::path::Path;
+
 use perf_event_open_sys::bindings as sys;
 
 use crate::db::{EventDesc, Sampling};
@@ -163,6 +165,46 @@ pub fn find(name: &str) -> Option<&'static KnownEvent> {
     KNOWN_EVENTS.iter().find(|e| e.name == name)
 }
 
+/// The names of precise memory sampling (loads and stores with their data addresses).
+pub const PRECISE_MEMORY_EVENTS: [&str; 3] = ["mem", "mem-loads", "mem-stores"];
+
+/// Where the kernel lists the machine's event sources (PMUs).
+const EVENT_SOURCES: &str = "/sys/bus/event_source/devices";
+
+/// The machine's units that sample memory accesses precisely, by their sysfs names: Intel's
+/// PEBS load-latency and store events (`cpu*/events/mem-loads`), AMD's `ibs_op`, Arm's
+/// `arm_spe_*`; empty where there are none (virtual machines, most clouds).
+pub fn precise_memory_units(sources: &Path) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(sources) else {
+        return Vec::new();
+    };
+    let mut units: Vec<String> = dir
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| {
+            name == "ibs_op"
+                || name.starts_with("arm_spe")
+                || (name.starts_with("cpu") && sources.join(name).join("events/mem-loads").exists())
+        })
+        .collect();
+    units.sort();
+    units
+}
+
+/// Why `-e NAME` (a precise memory event) cannot be sampled, given the machine's `units`: none
+/// here, or this build does not drive them yet; either way, what gives data addresses instead.
+fn precise_memory_refusal(name: &str, units: &[String]) -> String {
+    let instead = "data addresses are available from -e page-faults --data (exact, first touch) \
+                   and -e cpu-clock --data (from the interrupted instruction)";
+    if units.is_empty() {
+        format!("no precise memory sampling on this machine for '{name}' (no PEBS, IBS or SPE unit in {EVENT_SOURCES}); {instead}")
+    } else {
+        format!(
+            "'{name}' would use {} here, which this version of hpcrun-rs does not drive yet; {instead}",
+            units.join(", ")
+        )
+    }
+}
+
 /// An event as requested on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventSpec {
@@ -178,6 +220,9 @@ pub enum SpecError {
     /// The name is not one of [`KNOWN_EVENTS`].
     #[error("unknown event '{0}' (run `hpcrun-rs -L` to list the events this machine supports)")]
     Unknown(String),
+    /// Precise memory sampling (`mem`, `mem-loads`, `mem-stores`) was asked for.
+    #[error("{0}")]
+    PreciseMemory(String),
     /// The part after `@` is not a positive number or `f` + a positive number.
     #[error("bad sampling rate '{rate}' for event '{name}': write NAME@PERIOD or NAME@fFREQUENCY, e.g. cycles@f1000")]
     BadRate {
@@ -195,6 +240,12 @@ impl EventSpec {
             Some((n, r)) => (n, Some(r)),
             None => (text, None),
         };
+        if PRECISE_MEMORY_EVENTS.contains(&name) {
+            return Err(SpecError::PreciseMemory(precise_memory_refusal(
+                name,
+                &precise_memory_units(Path::new(EVENT_SOURCES)),
+            )));
+        }
         let event = find(name).ok_or_else(|| SpecError::Unknown(name.to_string()))?;
         let bad = || SpecError::BadRate {
             name: name.to_string(),
@@ -261,6 +312,26 @@ mod tests {
         let e = EventSpec::parse("task-clock@f250").unwrap();
         assert_eq!((e.event.unit, e.sampling), ("ns", Sampling::Frequency(250)));
         assert_eq!(e.to_string(), "task-clock@f250");
+    }
+
+    #[test]
+    fn precise_memory_events_are_refused_with_what_works_instead() {
+        let dir = tempfile::tempdir().unwrap();
+        for unit in ["software", "cpu_core", "ibs_op"] {
+            std::fs::create_dir_all(dir.path().join(unit).join("events")).unwrap();
+        }
+        assert_eq!(precise_memory_units(dir.path()), ["ibs_op"]);
+        std::fs::write(dir.path().join("cpu_core/events/mem-loads"), "").unwrap();
+        assert_eq!(precise_memory_units(dir.path()), ["cpu_core", "ibs_op"]);
+        let none = precise_memory_refusal("mem", &[]);
+        assert!(none.starts_with("no precise memory sampling"), "{none}");
+        assert!(none.contains("page-faults --data"), "{none}");
+        let some = precise_memory_refusal("mem-loads", &["ibs_op".into()]);
+        assert!(some.contains("ibs_op"), "{some}");
+        assert!(matches!(
+            EventSpec::parse("mem-loads@1000"),
+            Err(SpecError::PreciseMemory(_))
+        ));
     }
 
     #[test]

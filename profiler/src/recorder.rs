@@ -14,8 +14,8 @@ use linux_perf_event_reader::{
 
 use crate::addr::Avma;
 use crate::cct::{CctBuilder, ROOT};
-use crate::dataref::DataProfile;
 use crate::datarec::{classify, Access, DataRecorder, LiveHeap};
+use crate::dataref::DataProfile;
 use crate::db::{AddrKind, Frame, NodeId, ProcessInfo, Stats, ThreadProfile};
 use crate::events::DataSource;
 use crate::loadmap::{AddressSpace, MapEvent, ModuleRegistry};

@@ -20,7 +20,14 @@ const NP: u64 = 256;
 fn measure_faults(exe: &Path, db: &Path) -> Profile {
     for _ in 0..2 {
         let out = run(Command::new(tool("hpcrun-rs"))
-            .args(["-e", "page-faults@1", "--data", "--buffer-kib", "32768", "-o"])
+            .args([
+                "-e",
+                "page-faults@1",
+                "--data",
+                "--buffer-kib",
+                "32768",
+                "-o",
+            ])
             .arg(db)
             .arg(exe));
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -58,8 +65,16 @@ fn module_of(profile: &Profile, exe: &Path) -> u32 {
 #[test]
 fn page_faults_split_statics_exactly_in_pie_and_non_pie_builds() {
     let dir = scratch_dir("hpcrun-data-statics");
-    for (name, flags) in [("pie", ["-fPIE", "-pie"]), ("nopie", ["-fno-PIE", "-no-pie"])] {
-        let exe = compile("data_touch.c", &dir, name, &[&["-O2", "-g"][..], &flags].concat());
+    for (name, flags) in [
+        ("pie", ["-fPIE", "-pie"]),
+        ("nopie", ["-fno-PIE", "-no-pie"]),
+    ] {
+        let exe = compile(
+            "data_touch.c",
+            &dir,
+            name,
+            &[&["-O2", "-g"][..], &flags].concat(),
+        );
         let profile = measure_faults(&exe, &dir.join(format!("{name}.db")));
         let module = module_of(&profile, &exe);
         let (a, b) = (data_symbol(&exe, "A"), data_symbol(&exe, "B"));
@@ -70,7 +85,11 @@ fn page_faults_split_statics_exactly_in_pie_and_non_pie_builds() {
             };
             let samples = cost.costs[0].samples;
             if m == module && (a.contains(&addr.0) || b.contains(&addr.0)) {
-                assert_eq!(addr.0 & 0xfff, 0x123, "{name}: a fault off the written byte");
+                assert_eq!(
+                    addr.0 & 0xfff,
+                    0x123,
+                    "{name}: a fault off the written byte"
+                );
                 if a.contains(&addr.0) {
                     in_a += samples;
                 } else {
@@ -85,7 +104,12 @@ fn page_faults_split_statics_exactly_in_pie_and_non_pie_builds() {
 #[test]
 fn a_large_local_array_is_placed_in_its_own_frame() {
     let dir = scratch_dir("hpcrun-data-stack");
-    let exe = compile("data_touch.c", &dir, "stack", &["-O2", "-g", "-fomit-frame-pointer"]);
+    let exe = compile(
+        "data_touch.c",
+        &dir,
+        "stack",
+        &["-O2", "-g", "-fomit-frame-pointer"],
+    );
     let profile = measure_faults(&exe, &dir.join("stack.db"));
     let mut namer = Namer::new(&profile);
     let mut in_deep = 0;
@@ -110,7 +134,10 @@ fn a_large_local_array_is_placed_in_its_own_frame() {
         }
     }
     // 64 pages of the 256 KiB array; the lowest may share a page already touched.
-    assert!(in_deep >= 60, "only {in_deep} faults placed in deep's frame");
+    assert!(
+        in_deep >= 60,
+        "only {in_deep} faults placed in deep's frame"
+    );
 }
 
 #[test]
@@ -124,5 +151,21 @@ fn every_data_sample_lands_in_exactly_one_class() {
     assert_eq!(data.stats.by_class.iter().sum::<u64>(), samples, "classes");
     let stack = data.stats.by_class[2];
     let statics = data.stats.by_class[1];
-    assert!(statics >= 4 * NP && stack >= 60, "classes {:?}", data.stats.by_class);
+    assert!(
+        statics >= 4 * NP && stack >= 60,
+        "classes {:?}",
+        data.stats.by_class
+    );
+}
+
+#[test]
+fn precise_memory_events_exit_2_naming_the_sources_that_work() {
+    for event in ["mem", "mem-loads@1000", "mem-stores"] {
+        let out = run(Command::new(tool("hpcrun-rs")).args(["-e", event, "true"]));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{event}: {stderr}");
+        assert!(stderr.contains("page-faults --data"), "{event}: {stderr}");
+        assert!(stderr.contains("cpu-clock --data"), "{event}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{event}: {stderr}");
+    }
 }
