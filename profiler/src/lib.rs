@@ -56,6 +56,8 @@ pub mod vdso;
 #[cfg(feature = "sampler")]
 mod cct;
 #[cfg(feature = "sampler")]
+pub mod ea;
+#[cfg(feature = "sampler")]
 pub mod events;
 #[cfg(feature = "sampler")]
 mod image;
