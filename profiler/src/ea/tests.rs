@@ -179,3 +179,22 @@ fn layout_marks_targets_and_instructions_after_branches() {
     assert_eq!(layout.position(0x100d), Position::BlockStart);
     assert_eq!(layout.position(0x1002), Position::Unknown);
 }
+
+#[test]
+fn registers_are_read_from_a_sample_by_perf_number() {
+    use linux_perf_event_reader::{RawData, RawDataU64, Regs};
+    // The recorder may sample more registers than the mask (flags, bit 9, here).
+    let mask = SAMPLE_REGS_GP | 1 << 9;
+    let sampled: Vec<u64> = (0..24).filter(|n| mask >> n & 1 != 0).collect();
+    let bytes: Vec<u8> = sampled
+        .iter()
+        .flat_map(|n| (n * 10).to_ne_bytes())
+        .collect();
+    let raw = RawDataU64::from_raw_data::<byteorder::NativeEndian>(RawData::Single(&bytes));
+    let gp = GpRegs::from_sample(&Regs::new(mask, raw));
+    assert_eq!(gp.get(DI), Some(50));
+    assert_eq!(gp.get(8), Some(80));
+    assert_eq!(gp.get(23), Some(230));
+    assert_eq!(gp.get(9), None);
+    assert_eq!(gp.get(24), None);
+}
