@@ -190,6 +190,28 @@ impl Image {
         })
     }
 
+    /// The bytes of the executable `PT_LOAD` segment holding link-time address `svma`, with the
+    /// link-time address of their first byte: what the effective-address recovery ([`crate::ea`])
+    /// decodes instructions from.
+    pub(crate) fn code_at(&self, svma: u64) -> Option<(u64, &[u8])> {
+        let data = (*self.bytes).as_ref();
+        self.segments
+            .iter()
+            .filter(|s| s.executable)
+            .find(|s| (s.vaddr..s.vaddr.saturating_add(s.file_size)).contains(&svma))
+            .and_then(|s| {
+                let start = usize::try_from(s.offset).ok()?;
+                let end = start.checked_add(usize::try_from(s.file_size).ok()?)?;
+                Some((s.vaddr, data.get(start..end)?))
+            })
+    }
+
+    /// The image parsed again as an ELF object, for readers that need more than this type keeps
+    /// (symbol tables, `.eh_frame` entries); `None` for a file that no longer parses.
+    pub(crate) fn elf(&self) -> Option<object::File<'_>> {
+        object::File::parse((*self.bytes).as_ref()).ok()
+    }
+
     /// The section information framehop needs to unwind through this image.
     pub fn unwind_info(&self) -> ExplicitModuleSectionInfo<SectionBytes> {
         let svma = |loc: &Option<SectionLoc>| loc.as_ref().map(|l| l.svma.clone());

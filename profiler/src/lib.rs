@@ -60,6 +60,8 @@ mod cct;
 #[cfg(feature = "sampler")]
 mod datarec;
 #[cfg(feature = "sampler")]
+mod ea;
+#[cfg(feature = "sampler")]
 pub mod events;
 #[cfg(feature = "sampler")]
 mod image;

@@ -21,6 +21,8 @@ pub type ProcessUnwinder = UnwinderX86_64<SectionBytes>;
 #[derive(Default)]
 pub struct ModuleRegistry {
     infos: Vec<ModuleInfo>,
+    /// The image of each module, by id (`None` where it could not be read).
+    images: Vec<Option<Arc<Image>>>,
     by_path: FxHashMap<String, (ModuleId, Option<Arc<Image>>)>,
     /// Modules that could not be read, with the reason (reported in the summary).
     pub unreadable: Vec<(String, String)>,
@@ -57,7 +59,13 @@ impl ModuleRegistry {
             checksum,
         });
         self.by_path.insert(path.to_string(), (id, image.clone()));
+        self.images.push(image.clone());
         (id, image)
+    }
+
+    /// The image of module `id`, if it could be read.
+    pub(crate) fn image(&self, id: ModuleId) -> Option<&Image> {
+        self.images.get(id as usize)?.as_deref()
     }
 
     /// The module table for `profile.db`.

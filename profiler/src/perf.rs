@@ -39,11 +39,6 @@ pub struct AttrOptions {
     pub data: bool,
 }
 
-/// The user registers of a sample under `--data` for an event whose data address comes from
-/// its registers: all sixteen general-purpose registers and IP (perf's x86 numbering: AX..IP
-/// are 0..8, R8..R15 are 16..23; flags and segment registers are left out).
-pub const SAMPLE_REGS_DATA: u64 = 0x1ff | (0xff << 16);
-
 /// Build the attribute for one event. `side_band` asks for the mmap/comm/task records that only
 /// one event of the run needs to carry.
 pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_event_attr {
@@ -78,7 +73,7 @@ pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_
     if opts.data {
         match spec.event.data_source() {
             DataSource::Address => a.sample_type |= sys::PERF_SAMPLE_ADDR as u64,
-            DataSource::Registers => a.sample_regs_user = SAMPLE_REGS_DATA,
+            DataSource::Registers => a.sample_regs_user = crate::ea::SAMPLE_REGS_GP,
             DataSource::None => {}
         }
     }

@@ -17,6 +17,7 @@ use crate::cct::{CctBuilder, ROOT};
 use crate::datarec::{classify, Access, DataRecorder, LiveHeap};
 use crate::dataref::DataProfile;
 use crate::db::{AddrKind, Frame, NodeId, ProcessInfo, Stats, ThreadProfile};
+use crate::ea::{EaRecovery, GpRegs};
 use crate::events::DataSource;
 use crate::loadmap::{AddressSpace, MapEvent, ModuleRegistry};
 use crate::perf::{REG_BP, REG_IP, REG_SP};
@@ -76,6 +77,8 @@ pub struct Recorder {
     outer_cfa: Option<u64>,
     /// The data side (`--data`).
     data: Option<DataRecorder>,
+    /// Data addresses of clock samples from their registers (`--data`).
+    ea: EaRecovery,
 }
 
 /// What a finished recording holds, ready to be written to `profile.db`.
@@ -114,6 +117,7 @@ impl Recorder {
             frames: Vec::new(),
             path: Vec::new(),
             outer_cfa: None,
+            ea: EaRecovery::new(),
         }
     }
 
@@ -265,7 +269,7 @@ impl Recorder {
             leaf
         };
         thread.cct.charge(node, event, period);
-        if let Some(addr) = self.data_address(s, event) {
+        if let Some(addr) = self.data_address(s, event, pid, in_kernel) {
             let access = Access {
                 addr,
                 tid,
@@ -282,11 +286,32 @@ impl Recorder {
         }
     }
 
-    /// The data address of a sample of `event`, where `--data` asked for one and the sample
-    /// has it.
-    fn data_address(&mut self, s: &SampleRecord<'_>, event: usize) -> Option<u64> {
+    /// The data address of a sample of `event` of process `pid`, where `--data` asked for
+    /// one and the sample has it: the kernel's, or the memory operand of the user-mode
+    /// instruction the sample interrupted (see [`crate::ea`]).
+    fn data_address(
+        &mut self,
+        s: &SampleRecord<'_>,
+        event: usize,
+        pid: u32,
+        in_kernel: bool,
+    ) -> Option<u64> {
         match self.layouts[event].data {
             DataSource::Address => s.addr,
+            DataSource::Registers if !in_kernel => {
+                let regs = GpRegs::from_sample(s.user_regs.as_ref()?);
+                let ip = regs.get(REG_IP as u8)?;
+                let found = self.processes.get(&pid).and_then(|p| {
+                    let (module, svma) = p.space.resolve(Avma(ip))?;
+                    let image = self.modules.image(module)?;
+                    let bias = ip.wrapping_sub(svma.0);
+                    self.ea.data_address(image, module, svma.0, bias, &regs)
+                });
+                let stats = self.data.as_mut()?.stats_mut();
+                stats.ea_attempted += 1;
+                stats.ea_resolved += found.is_some() as u64;
+                found
+            }
             DataSource::Registers | DataSource::None => None,
         }
     }

@@ -169,3 +169,73 @@ fn precise_memory_events_exit_2_naming_the_sources_that_work() {
         assert_eq!(stderr.lines().count(), 1, "{event}: {stderr}");
     }
 }
+
+/// The `T <seconds in A> <seconds in B>` line `ea_arrsum.c` prints: its own measurement of the
+/// CPU time each sweep took.
+fn printed_split(stderr: &str) -> f64 {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("T "))
+        .expect("T line");
+    let t: Vec<f64> = line
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    t[0] / t[1]
+}
+
+#[test]
+fn clock_samples_split_time_between_arrays_by_their_data_addresses() {
+    let dir = scratch_dir("hpcrun-data-ea");
+    let exe = compile("ea_arrsum.c", &dir, "arrsum", &["-O2", "-g"]);
+    let db = dir.join("arrsum.db");
+    let out = run(Command::new(tool("hpcrun-rs"))
+        .args(["-e", "cpu-clock@f4000", "--data", "-o"])
+        .arg(&db)
+        .arg(&exe)
+        .arg("60"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "hpcrun-rs failed:\n{stderr}");
+    let truth = printed_split(&stderr);
+    let profile = Profile::read(&db).unwrap();
+    let module = module_of(&profile, &exe);
+    let (a, b) = (data_symbol(&exe, "A"), data_symbol(&exe, "B"));
+    let mut namer = Namer::new(&profile);
+    let (mut in_a, mut in_b, mut in_sum, mut resolved) = (0u64, 0u64, 0u64, 0u64);
+    for (thread, data) in profile.threads.iter().zip(&profile.data.threads) {
+        let in_sum_node = |n: NodeId, namer: &mut Namer| {
+            namer
+                .frame(&thread.cct.nodes[n as usize].frame)
+                .ends_with(":sum")
+        };
+        for (i, node) in thread.cct.nodes.iter().enumerate() {
+            if in_sum_node(i as NodeId, &mut namer) {
+                in_sum += node.costs[0].samples;
+            }
+        }
+        for cost in &data.costs {
+            if !in_sum_node(cost.node, &mut namer) {
+                continue;
+            }
+            let samples = cost.costs[0].samples;
+            resolved += samples;
+            if let DataRef::Static { module: m, addr } = cost.data {
+                if m == module && a.contains(&addr.0) {
+                    in_a += samples;
+                } else if m == module && b.contains(&addr.0) {
+                    in_b += samples;
+                }
+            }
+        }
+    }
+    assert!(in_sum >= 200, "only {in_sum} samples in sum");
+    assert!(
+        resolved * 10 >= in_sum * 9,
+        "{resolved} of {in_sum} samples in sum resolved"
+    );
+    let split = in_a as f64 / in_b.max(1) as f64;
+    assert!(
+        (split / truth - 1.0).abs() <= 0.2,
+        "samples A:B {in_a}:{in_b} = {split:.2}, the program's own CPU time split {truth:.2}"
+    );
+}
