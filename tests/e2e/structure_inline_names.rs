@@ -94,45 +94,15 @@ fn expected_chains(binary: &Path, addrs: &[u64], names: Names<'_>) -> Vec<Vec<Fr
     };
     let mut chains = verify::addr2line_frames(lines_from, addrs, &oracle).unwrap();
     if names != Names::Addr2line {
-        for ((chain, gdb), addr) in chains.iter_mut().zip(gdb_chains(binary, addrs)).zip(addrs) {
-            assert_eq!(
-                chain.len(),
-                gdb.len(),
-                "{addr:#x}: binutils {chain:?}, gdb {gdb:?}"
-            );
-            for (frame, name) in chain.iter_mut().zip(gdb) {
-                frame.function = name;
-            }
-        }
+        let gdb = verify::gdb_chains(binary, addrs).unwrap();
+        let same_frames = verify::rename(&mut chains, gdb.clone());
+        let other = (addrs.iter().zip(&chains).zip(gdb)).zip(same_frames);
+        let other: Vec<_> = other.filter(|(_, same)| !same).collect();
+        assert!(
+            other.is_empty(),
+            "gdb sees other frames than binutils: {other:?}"
+        );
     }
-    chains
-}
-
-/// gdb's inline chain (function names, innermost first) at each of `addrs`: the blocks
-/// holding the address up to its function, through gdb's Python API.
-fn gdb_chains(binary: &Path, addrs: &[u64]) -> Vec<Vec<String>> {
-    let pcs: Vec<String> = addrs.iter().map(|a| format!("{a:#x}")).collect();
-    let script = format!(
-        "python\nfor pc in [{}]:\n    b = gdb.block_for_pc(pc)\n    names = []\n    \
-         while b is not None:\n        if b.function is not None:\n            \
-         names.append(b.function.name)\n        b = b.superblock\n    \
-         print('chain:' + '|'.join(names))\nend\n",
-        pcs.join(", ")
-    );
-    let path = binary.with_extension("gdb");
-    std::fs::write(&path, script).unwrap();
-    let out = run_ok(
-        Command::new("gdb")
-            .args(["-batch", "-nx", "-x"])
-            .arg(&path)
-            .arg(binary),
-    );
-    let chains: Vec<Vec<String>> = out
-        .lines()
-        .filter_map(|l| l.strip_prefix("chain:"))
-        .map(|l| l.split('|').map(str::to_string).collect())
-        .collect();
-    assert_eq!(chains.len(), addrs.len(), "gdb printed:\n{out}");
     chains
 }
 
