@@ -73,7 +73,9 @@ enum Names<'a> {
     /// binutils' `addr2line -C -i -f` itself.
     Addr2line,
     /// gdb, which reads dwz's supplementary files where binutils 2.40 gives an inlined callee
-    /// declared there its caller's name.
+    /// declared there its caller's name, and names a C++ function without a link name the same
+    /// way wherever it is in a chain (functions with one keep binutils' names:
+    /// [`verify::gdb_chains`]).
     Gdb,
     /// Split DWARF, whose `.dwo` files binutils 2.40 does not read: binutils' chains of this
     /// program built without `-gsplit-dwarf` (the same code), named by gdb reading the split
@@ -363,6 +365,41 @@ fn cxx_procedures_named_as_binutils_names_their_entries() {
     assert_eq!(
         lambda_instance.name,
         "long apply_each<main::{lambda(long)#2}>(std::vector<long, std::allocator<long> > const&, main::{lambda(long)#2})"
+    );
+}
+
+/// C++ functions without a link name (GCC gives none to a function of an anonymous namespace
+/// or to template instances taking a lambda), inlined: named by their `DW_AT_name` qualified
+/// by the namespaces and classes enclosing their declarations, as gdb names them and as a
+/// demangled link name reads. binutils names them by the bare `DW_AT_name` where they call
+/// (`twice`, `sum_with<...>`) and by the enclosing symbol where they are innermost. Before,
+/// they were named by the bare `DW_AT_name`.
+#[test]
+fn cxx_functions_without_link_names_qualified_by_their_scopes() {
+    let dir = scratch_dir("structure-inline-names-scopes");
+    let exe = compile("inline_names_scopes.cc", &dir, "scopes", &["-O2", "-g"]);
+    let fixture = "inline_names_scopes.cc";
+    assert_named_like(
+        &exe,
+        "measure(long const*, int, int)",
+        Names::Gdb,
+        &[
+            Callee {
+                name: "geometry::(anonymous namespace)::twice",
+                call_sites: &[(fixture, "twice_call")],
+                definition: (fixture, "twice_def"),
+            },
+            Callee {
+                name: "geometry::sum_with<measure(long int const*, int, int)::<lambda(long int)> >",
+                call_sites: &[(fixture, "sum_with_call")],
+                definition: (fixture, "sum_with_def"),
+            },
+            Callee {
+                name: "geometry::Folder<int>::apply<measure(long int const*, int, int)::<lambda(int)> >",
+                call_sites: &[(fixture, "apply_call")],
+                definition: (fixture, "apply_def"),
+            },
+        ],
     );
 }
 
