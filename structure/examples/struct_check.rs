@@ -7,10 +7,13 @@
 //!
 //! `--oracle PROGRAM` (repeatable) names the addr2line programs to compare with: binutils'
 //! `addr2line` by default; gimli's (`cargo install addr2line --features bin`) or
-//! `llvm-addr2line` take the same options.
+//! `llvm-addr2line` take the same options. `--gdb` also compares readable names with binutils'
+//! chains whose functions without a link name gdb names (`summary gdb-named` line, the
+//! addresses where gdb sees other frames left out); `--all` prints every disagreement instead
+//! of the first three of each comparison.
 //!
 //! ```text
-//! cargo run -p structure --release --example struct_check -- [--oracle PROGRAM]... BINARY [SAMPLES]
+//! cargo run -p structure --release --example struct_check -- [--oracle PROGRAM]... [--gdb] [--all] BINARY [SAMPLES]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -19,11 +22,12 @@ use structure::verify::{self, Agreement, Naming, Oracle};
 use structure::{analyze_file, analyze_focused, Options, ScopeTree};
 
 fn main() -> Result<()> {
-    let (oracles, rest) = parse_args(std::env::args().skip(1).collect())?;
-    let Some(path) = rest.first() else {
-        bail!("usage: struct_check [--oracle PROGRAM]... BINARY [SAMPLES]");
+    let args = parse_args(std::env::args().skip(1).collect())?;
+    let Some(path) = args.rest.first() else {
+        bail!("usage: struct_check [--oracle PROGRAM]... [--gdb] [--all] BINARY [SAMPLES]");
     };
-    let samples: usize = rest
+    let samples: usize = args
+        .rest
         .get(1)
         .map_or(Ok(2000), |s| s.parse())
         .context("SAMPLES")?;
@@ -36,26 +40,21 @@ fn main() -> Result<()> {
         "inlined calls {inlined}  with unknown callee {unknown} ({:.3}%)",
         percent(unknown, inlined)
     );
-    for program in &oracles {
-        let compare = |tree: &ScopeTree, naming| {
-            let oracle = Oracle { program, naming };
-            verify::compare_with_oracle(tree, path, &addrs, &oracle)
-        };
+    let shown = if args.all { usize::MAX } else { 3 };
+    let compare = |tree: &ScopeTree, program, naming| {
+        let oracle = Oracle { program, naming };
+        verify::compare_with_oracle(tree, path, &addrs, &oracle)
+    };
+    for program in &args.oracles {
         println!("oracle: {program} -i -f");
-        let readable = compare(&analysis.tree, Naming::Readable)?;
+        let readable = compare(&analysis.tree, program, Naming::Readable)?;
         report("  whole module, readable names (-C)", &readable);
-        let link = compare(&analysis.tree, Naming::Link)?;
+        let link = compare(&analysis.tree, program, Naming::Link)?;
         report("  whole module, link names        ", &link);
-        let focused = compare(&focused.tree, Naming::Readable)?;
+        let focused = compare(&focused.tree, program, Naming::Readable)?;
         report("  focused,      readable names (-C)", &focused);
-        let examples = readable.examples.iter().take(3);
-        for (addr, ours, theirs) in examples.chain(link.examples.iter().take(3)) {
-            println!(
-                "    {addr:#x}\n      ours:   {}\n      theirs: {}",
-                show(ours),
-                show(theirs)
-            );
-        }
+        show_disagreements(&readable, shown);
+        show_disagreements(&link, shown);
         println!(
             "summary {program}: chains {:.2}% shapes {:.2}% lines {:.2}% link-name chains {:.2}% focused chains {:.2}% unknown {unknown} of {inlined} ({:.3}%)",
             percent(readable.agree, readable.checked),
@@ -66,25 +65,61 @@ fn main() -> Result<()> {
             percent(unknown, inlined)
         );
     }
+    if args.gdb {
+        println!("oracle: addr2line -C -i -f, functions without a link name named by gdb");
+        let whole = compare(&analysis.tree, "addr2line", Naming::Gdb)?;
+        report("  whole module", &whole);
+        let focused = compare(&focused.tree, "addr2line", Naming::Gdb)?;
+        report("  focused     ", &focused);
+        show_disagreements(&whole, shown);
+        for addr in whole.unjudged.iter().take(shown) {
+            println!("    {addr:#x}: gdb sees other frames than addr2line");
+        }
+        println!(
+            "summary gdb-named: chains {:.2}% focused chains {:.2}% unjudged {} (gdb sees other frames)",
+            percent(whole.agree, whole.checked),
+            percent(focused.agree, focused.checked),
+            whole.unjudged.len()
+        );
+    }
     Ok(())
 }
 
-/// The `--oracle` programs (binutils' `addr2line` if none) and the other arguments.
-fn parse_args(args: Vec<String>) -> Result<(Vec<String>, Vec<String>)> {
-    let mut oracles = Vec::new();
-    let mut rest = Vec::new();
+/// What the command line asks for.
+struct Args {
+    /// The `--oracle` programs (binutils' `addr2line` if none).
+    oracles: Vec<String>,
+    /// `--gdb`: compare with gdb's names too.
+    gdb: bool,
+    /// `--all`: print every disagreement.
+    all: bool,
+    /// BINARY [SAMPLES].
+    rest: Vec<String>,
+}
+
+/// Read the command line's arguments (the program's name left out).
+fn parse_args(args: Vec<String>) -> Result<Args> {
+    let mut parsed = Args {
+        oracles: Vec::new(),
+        gdb: false,
+        all: false,
+        rest: Vec::new(),
+    };
     let mut iter = args.into_iter();
     while let Some(arg) = iter.next() {
-        if arg == "--oracle" {
-            oracles.push(iter.next().context("--oracle needs a program")?);
-        } else {
-            rest.push(arg);
+        match arg.as_str() {
+            "--oracle" => parsed
+                .oracles
+                .push(iter.next().context("--oracle needs a program")?),
+            "--gdb" => parsed.gdb = true,
+            "--all" => parsed.all = true,
+            _ => parsed.rest.push(arg),
         }
     }
-    if oracles.is_empty() {
-        oracles.push("addr2line".to_string());
+    if parsed.oracles.is_empty() {
+        parsed.oracles.push("addr2line".to_string());
     }
-    Ok((oracles, rest))
+    Ok(parsed)
 }
 
 /// `samples` line-table addresses of `path`, drawn with a fixed-seed xorshift (reproducible).
@@ -129,13 +164,26 @@ fn unknown_inlined(tree: &ScopeTree) -> (usize, usize) {
     (unknown, aliens.len())
 }
 
-fn show(frames: &[verify::Frame]) -> String {
+/// Print the first `count` disagreements of `a`: ours and the oracle's chains.
+fn show_disagreements(a: &Agreement, count: usize) {
+    for (addr, ours, theirs) in a.disagreements.iter().take(count) {
+        println!(
+            "    {addr:#x}\n      ours:   {}\n      theirs: {}",
+            show(ours, count),
+            show(theirs, count)
+        );
+    }
+}
+
+/// A chain on one line, each name cut to 40 characters unless every disagreement is shown.
+fn show(frames: &[verify::Frame], count: usize) -> String {
+    let width = if count == usize::MAX { usize::MAX } else { 40 };
     frames
         .iter()
         .map(|f| {
             format!(
                 "{}:{}",
-                f.function.chars().take(40).collect::<String>(),
+                f.function.chars().take(width).collect::<String>(),
                 f.line
             )
         })

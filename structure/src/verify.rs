@@ -3,14 +3,18 @@
 //! For an address, both sides give the chain of frames, innermost first: the function and the
 //! source position (for the innermost frame the line of the address, for each outer frame the
 //! call site of the frame inside it). Functions are compared by [`Naming`]: by link name (as
-//! `addr2line` prints it, independent of any demangler) or by readable name (as
-//! `addr2line -C` prints it, so our demangler is checked against libiberty's too). The tests
-//! and `scripts/bench-structure` use this to measure agreement.
+//! `addr2line` prints it, independent of any demangler), by readable name (as
+//! `addr2line -C` prints it, so our demangler is checked against libiberty's too), or with
+//! the names gdb gives functions that have no link name ([`gdb_chains`]): binutils names such
+//! a function differently depending on where in the chain it is and on which addresses it
+//! was asked before, gdb always the same way. The tests and `scripts/bench-structure` use this to
+//! measure agreement.
 
 use crate::scope::{ScopeKind, ScopeTree};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Which name of a function a comparison uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +23,10 @@ pub enum Naming {
     Link,
     /// The readable (demangled) name: `addr2line -C -i -f`.
     Readable,
+    /// The readable name, compared with `addr2line -C -i -f`'s frames and lines and its names
+    /// of functions with a link name, and gdb's names of functions without one
+    /// ([`gdb_chains`]).
+    Gdb,
 }
 
 /// The independent oracle a tree is compared with: an `addr2line` program (binutils', or
@@ -64,7 +72,7 @@ pub fn tree_frames(tree: &ScopeTree, svma: u64, naming: Naming) -> Option<Vec<Fr
         let s = tree.get(id);
         let function = match naming {
             Naming::Link => s.link_name.as_ref().unwrap_or(&s.name).clone(),
-            Naming::Readable => s.name.clone(),
+            Naming::Readable | Naming::Gdb => s.name.clone(),
         };
         match s.kind {
             ScopeKind::Alien {
@@ -90,14 +98,14 @@ pub fn tree_frames(tree: &ScopeTree, svma: u64, naming: Naming) -> Option<Vec<Fr
     Some(frames)
 }
 
-/// Run `addr2line -i -f -e binary` (the oracle's program, with `-C` for
-/// [`Naming::Readable`]) on `addrs` and return each address's frames.
+/// Run `addr2line -i -f -e binary` (the oracle's program, with `-C` unless the naming is
+/// [`Naming::Link`]) on `addrs` and return each address's frames.
 pub fn addr2line_frames(
     binary: &Path,
     addrs: &[u64],
     oracle: &Oracle<'_>,
 ) -> std::io::Result<Vec<Vec<Frame>>> {
-    let demangle = (oracle.naming == Naming::Readable).then_some("-C");
+    let demangle = (oracle.naming != Naming::Link).then_some("-C");
     let mut child = Command::new(oracle.program)
         .args(demangle)
         .args(["-i", "-f", "-a", "-e"])
@@ -113,6 +121,87 @@ pub fn addr2line_frames(
         .join()
         .map_err(|_| std::io::Error::other("writer thread panicked"))??;
     Ok(parse_addr2line(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// Rename the functions of each chain that gdb names ([`gdb_chains`]) where gdb sees as many
+/// frames; says for each chain whether it does (the others are left as they were).
+pub fn rename(chains: &mut [Vec<Frame>], gdb: Vec<Vec<Option<String>>>) -> Vec<bool> {
+    let rename = |(chain, names): (&mut Vec<Frame>, Vec<Option<String>>)| {
+        let same_frames = chain.len() == names.len();
+        if same_frames {
+            for (frame, name) in chain.iter_mut().zip(names) {
+                frame.function = name.unwrap_or(std::mem::take(&mut frame.function));
+            }
+        }
+        same_frames
+    };
+    chains.iter_mut().zip(gdb).map(rename).collect()
+}
+
+/// The Python that [`gdb_chains`] runs in gdb, after `PCS = [...]`: one `chain:` line per
+/// address, a tab-separated field per function: `=` for one with a C++ link name, else `+`
+/// and its name. A function's block is nested in its caller's, which holds its code, but gdb
+/// also nests an out-of-line member function of a class local to a function in the blocks of
+/// that function (the code of the lambda of `main` in those of `main`): the walk stops at a
+/// function's block that its superblock does not hold.
+const GDB_CHAINS: &str = r#"
+for pc in PCS:
+    b = gdb.block_for_pc(pc)
+    names = []
+    while b is not None:
+        up = b.superblock
+        if b.function is not None:
+            link = b.function.linkage_name
+            names.append('=' if link.startswith('_Z') else '+' + b.function.name)
+            if up is not None and not (up.start <= b.start and b.end <= up.end):
+                break
+        b = up
+    print('chain:' + '\t'.join(names))
+"#;
+
+/// gdb's inline chain at each of `addrs`, innermost first, through gdb's Python API: the
+/// blocks holding the address, from `gdb.block_for_pc` up its superblocks, each that is a
+/// function's (an inlined call's or the procedure's) giving a frame. A frame's function is
+/// named (`Some`) when it has no C++ link name: binutils names such a function by its
+/// `DW_AT_name` in some places of a chain and by the symbol covering the address in others,
+/// depending on the addresses asked before, while gdb computes one name from the DWARF,
+/// qualified by its enclosing namespaces, classes and functions, with its parameter types for
+/// a procedure (`(anonymous namespace)::count_matches(std::vector<...> const&)`). A function
+/// with a link name is left unnamed (`None`): gdb demangles it dropping the return types of
+/// template instances, so there binutils' `-C` names are the reference.
+pub fn gdb_chains(binary: &Path, addrs: &[u64]) -> std::io::Result<Vec<Vec<Option<String>>>> {
+    let pcs: Vec<String> = addrs.iter().map(|a| format!("{a:#x}")).collect();
+    let script = format!("python\nPCS = [{}]\n{GDB_CHAINS}end\n", pcs.join(", "));
+    // A directory of its own for each call: tests call this from several threads at once.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let name = format!("verify-gdb-{}-{call}", std::process::id());
+    let dir = std::env::temp_dir().join(name);
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("chains.gdb");
+    std::fs::write(&path, script)?;
+    let output = Command::new("gdb")
+        .args(["-batch", "-nx", "-x"])
+        .arg(&path)
+        .arg(binary)
+        .stderr(Stdio::inherit())
+        .output();
+    std::fs::remove_dir_all(&dir)?;
+    let text = String::from_utf8_lossy(&output?.stdout).into_owned();
+    let field = |f: &str| f.strip_prefix('+').map(str::to_string);
+    let chains: Vec<Vec<Option<String>>> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("chain:"))
+        .map(|l| l.split('\t').filter(|f| !f.is_empty()).map(field).collect())
+        .collect();
+    if chains.len() != addrs.len() {
+        return Err(std::io::Error::other(format!(
+            "gdb gave {} chains for {} addresses:\n{text}",
+            chains.len(),
+            addrs.len()
+        )));
+    }
+    Ok(chains)
 }
 
 /// Parse `addr2line -a -i -f` output: an `0x…` address line, then function / `file:line` pairs.
@@ -147,6 +236,9 @@ fn basename(path: &str) -> String {
 pub struct Agreement {
     /// Addresses checked.
     pub checked: usize,
+    /// Addresses not checked because the oracle cannot judge them: for [`Naming::Gdb`], gdb
+    /// sees other frames there than `addr2line`.
+    pub unjudged: Vec<u64>,
     /// Addresses inside some statement of the tree.
     pub covered: usize,
     /// Covered addresses whose chain (functions and lines) equals addr2line's.
@@ -156,8 +248,8 @@ pub struct Agreement {
     /// Covered addresses whose chain has addr2line's shape: as many frames, at the same lines
     /// (call lines included), whatever the functions are named.
     pub shape_agree: usize,
-    /// Up to 10 disagreements: (address, ours, addr2line's).
-    pub examples: Vec<(u64, Vec<Frame>, Vec<Frame>)>,
+    /// The disagreements: (address, ours, the oracle's).
+    pub disagreements: Vec<(u64, Vec<Frame>, Vec<Frame>)>,
 }
 
 /// Compare the tree's chains with binutils' addr2line's on `addrs`, functions by link name.
@@ -177,12 +269,18 @@ pub fn compare_with_oracle(
     oracle: &Oracle<'_>,
 ) -> std::io::Result<Agreement> {
     let naming = oracle.naming;
-    let theirs = addr2line_frames(binary, addrs, oracle)?;
-    let mut a = Agreement {
-        checked: addrs.len(),
-        ..Agreement::default()
+    let mut theirs = addr2line_frames(binary, addrs, oracle)?;
+    let judged = match naming {
+        Naming::Gdb => rename(&mut theirs, gdb_chains(binary, addrs)?),
+        _ => vec![true; addrs.len()],
     };
-    for (&addr, their) in addrs.iter().zip(&theirs) {
+    let mut a = Agreement::default();
+    for ((&addr, their), judged) in addrs.iter().zip(&theirs).zip(judged) {
+        if !judged {
+            a.unjudged.push(addr);
+            continue;
+        }
+        a.checked += 1;
         let Some(ours) = tree_frames(tree, addr, naming) else {
             continue;
         };
@@ -192,8 +290,8 @@ pub fn compare_with_oracle(
         a.shape_agree += usize::from(same_shape(&ours, their));
         if same_chain(&ours, their) {
             a.agree += 1;
-        } else if a.examples.len() < 10 {
-            a.examples.push((addr, ours, their.clone()));
+        } else {
+            a.disagreements.push((addr, ours, their.clone()));
         }
     }
     Ok(a)

@@ -97,7 +97,7 @@ fn assert_consistent(tree: &ScopeTree, binary: &Path, min_agreement: f64) {
         a.covered,
         a.checked,
         a.agree,
-        a.examples.first()
+        a.disagreements.first()
     );
 }
 

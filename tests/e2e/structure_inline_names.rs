@@ -73,7 +73,9 @@ enum Names<'a> {
     /// binutils' `addr2line -C -i -f` itself.
     Addr2line,
     /// gdb, which reads dwz's supplementary files where binutils 2.40 gives an inlined callee
-    /// declared there its caller's name.
+    /// declared there its caller's name, and names a C++ function without a link name the same
+    /// way wherever it is in a chain (functions with one keep binutils' names:
+    /// [`verify::gdb_chains`]).
     Gdb,
     /// Split DWARF, whose `.dwo` files binutils 2.40 does not read: binutils' chains of this
     /// program built without `-gsplit-dwarf` (the same code), named by gdb reading the split
@@ -94,45 +96,15 @@ fn expected_chains(binary: &Path, addrs: &[u64], names: Names<'_>) -> Vec<Vec<Fr
     };
     let mut chains = verify::addr2line_frames(lines_from, addrs, &oracle).unwrap();
     if names != Names::Addr2line {
-        for ((chain, gdb), addr) in chains.iter_mut().zip(gdb_chains(binary, addrs)).zip(addrs) {
-            assert_eq!(
-                chain.len(),
-                gdb.len(),
-                "{addr:#x}: binutils {chain:?}, gdb {gdb:?}"
-            );
-            for (frame, name) in chain.iter_mut().zip(gdb) {
-                frame.function = name;
-            }
-        }
+        let gdb = verify::gdb_chains(binary, addrs).unwrap();
+        let same_frames = verify::rename(&mut chains, gdb.clone());
+        let other = (addrs.iter().zip(&chains).zip(gdb)).zip(same_frames);
+        let other: Vec<_> = other.filter(|(_, same)| !same).collect();
+        assert!(
+            other.is_empty(),
+            "gdb sees other frames than binutils: {other:?}"
+        );
     }
-    chains
-}
-
-/// gdb's inline chain (function names, innermost first) at each of `addrs`: the blocks
-/// holding the address up to its function, through gdb's Python API.
-fn gdb_chains(binary: &Path, addrs: &[u64]) -> Vec<Vec<String>> {
-    let pcs: Vec<String> = addrs.iter().map(|a| format!("{a:#x}")).collect();
-    let script = format!(
-        "python\nfor pc in [{}]:\n    b = gdb.block_for_pc(pc)\n    names = []\n    \
-         while b is not None:\n        if b.function is not None:\n            \
-         names.append(b.function.name)\n        b = b.superblock\n    \
-         print('chain:' + '|'.join(names))\nend\n",
-        pcs.join(", ")
-    );
-    let path = binary.with_extension("gdb");
-    std::fs::write(&path, script).unwrap();
-    let out = run_ok(
-        Command::new("gdb")
-            .args(["-batch", "-nx", "-x"])
-            .arg(&path)
-            .arg(binary),
-    );
-    let chains: Vec<Vec<String>> = out
-        .lines()
-        .filter_map(|l| l.strip_prefix("chain:"))
-        .map(|l| l.split('|').map(str::to_string).collect())
-        .collect();
-    assert_eq!(chains.len(), addrs.len(), "gdb printed:\n{out}");
     chains
 }
 
@@ -393,6 +365,41 @@ fn cxx_procedures_named_as_binutils_names_their_entries() {
     assert_eq!(
         lambda_instance.name,
         "long apply_each<main::{lambda(long)#2}>(std::vector<long, std::allocator<long> > const&, main::{lambda(long)#2})"
+    );
+}
+
+/// C++ functions without a link name (GCC gives none to a function of an anonymous namespace
+/// or to template instances taking a lambda), inlined: named by their `DW_AT_name` qualified
+/// by the namespaces and classes enclosing their declarations, as gdb names them and as a
+/// demangled link name reads. binutils names them by the bare `DW_AT_name` where they call
+/// (`twice`, `sum_with<...>`) and by the enclosing symbol where they are innermost. Before,
+/// they were named by the bare `DW_AT_name`.
+#[test]
+fn cxx_functions_without_link_names_qualified_by_their_scopes() {
+    let dir = scratch_dir("structure-inline-names-scopes");
+    let exe = compile("inline_names_scopes.cc", &dir, "scopes", &["-O2", "-g"]);
+    let fixture = "inline_names_scopes.cc";
+    assert_named_like(
+        &exe,
+        "measure(long const*, int, int)",
+        Names::Gdb,
+        &[
+            Callee {
+                name: "geometry::(anonymous namespace)::twice",
+                call_sites: &[(fixture, "twice_call")],
+                definition: (fixture, "twice_def"),
+            },
+            Callee {
+                name: "geometry::sum_with<measure(long int const*, int, int)::<lambda(long int)> >",
+                call_sites: &[(fixture, "sum_with_call")],
+                definition: (fixture, "sum_with_def"),
+            },
+            Callee {
+                name: "geometry::Folder<int>::apply<measure(long int const*, int, int)::<lambda(int)> >",
+                call_sites: &[(fixture, "apply_call")],
+                definition: (fixture, "apply_def"),
+            },
+        ],
     );
 }
 

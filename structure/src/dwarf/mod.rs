@@ -20,6 +20,7 @@ mod entries;
 mod lines;
 mod on_demand;
 mod origins;
+mod scopes;
 mod split;
 mod units;
 

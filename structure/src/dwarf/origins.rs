@@ -8,10 +8,12 @@
 //! (`DW_FORM_ref_addr`: rustc's ThinLTO imports, GCC's LTO partitions), or into the
 //! supplementary file (`DW_FORM_GNU_ref_alt`, `DW_FORM_ref_sup4`: dwz). A declaration file
 //! named by a DIE of another unit is an index into *that* unit's line program: it is resolved
-//! to a path there and added to the reading unit's files.
+//! to a path there and added to the reading unit's files. A C++ function without a link name
+//! is named by its `DW_AT_name` qualified by the scope of the DIE at the end of the chain
+//! (module `scopes`).
 
 use super::units::{DebugUnits, Section, UnitId};
-use super::{lines, Slice};
+use super::{lines, scopes, Slice};
 use crate::demangle::demangle;
 use gimli::AttributeValue;
 use std::collections::HashMap;
@@ -24,6 +26,9 @@ const MAX_CHAIN: u32 = 16;
 pub(super) struct Decl {
     pub name: Option<String>,
     pub link_name: Option<String>,
+    /// What qualifies `name` (`(anonymous namespace)`, `std::vector<int>`), for a C++ function
+    /// without a link name.
+    pub scope: Option<String>,
     /// The name people read: the demangled link name, else the plain name (demangled once
     /// per DIE that names itself, shared by the DIEs that take their name from it).
     pub display: String,
@@ -44,7 +49,10 @@ impl Decl {
             Some(f) if f.link_name == self.link_name && f.name == self.name => f.display.clone(),
             _ => match (&self.link_name, &self.name) {
                 (Some(l), _) => demangle(l),
-                (None, Some(n)) => n.clone(),
+                (None, Some(n)) => match &self.scope {
+                    Some(scope) => format!("{scope}::{n}"),
+                    None => n.clone(),
+                },
                 (None, None) => "<unknown>".to_string(),
             },
         };
@@ -61,6 +69,8 @@ pub(super) struct Declarations<'u, 'a, 'd> {
     units: &'u DebugUnits<'a, 'd>,
     home: UnitId,
     cache: HashMap<(Section, usize), Decl>,
+    /// Whether each unit visited is C++ (names its functions in scopes).
+    cxx: HashMap<UnitId, bool>,
     files: Vec<String>,
     /// (unit, file index there) -> index in `files`.
     foreign_files: HashMap<(UnitId, u64), u32>,
@@ -75,6 +85,7 @@ impl<'u, 'a, 'd> Declarations<'u, 'a, 'd> {
             units,
             home,
             cache: HashMap::new(),
+            cxx: HashMap::new(),
             files,
             foreign_files: HashMap::new(),
         }
@@ -139,16 +150,32 @@ impl<'u, 'a, 'd> Declarations<'u, 'a, 'd> {
         let from = target
             .filter(|_| depth < MAX_CHAIN)
             .map(|site| self.decl_at(site, depth + 1));
-        if let Some(from) = &from {
-            d.name = d.name.or_else(|| from.name.clone());
-            d.link_name = d.link_name.or_else(|| from.link_name.clone());
-            if d.file.is_none() {
-                d.file = from.file;
-                d.line = from.line;
+        match &from {
+            Some(from) => {
+                d.name = d.name.or_else(|| from.name.clone());
+                d.link_name = d.link_name.or_else(|| from.link_name.clone());
+                d.scope = from.scope.clone();
+                if d.file.is_none() {
+                    d.file = from.file;
+                    d.line = from.line;
+                }
             }
+            None if d.link_name.is_none() && d.name.is_some() => {
+                d.scope = self.cxx_scope(id, entry.offset())
+            }
+            None => {}
         }
         d.set_display(from.as_ref());
         d
+    }
+
+    /// What qualifies the name of the DIE at `offset` of unit `id`, if that is a C++ unit.
+    fn cxx_scope(&mut self, id: UnitId, offset: gimli::UnitOffset) -> Option<String> {
+        let unit = self.units.unit(id).ok()?;
+        let cxx = *self.cxx.entry(id).or_insert_with(|| scopes::is_cxx(unit));
+        let dwarf = self.units.dwarf_of(id);
+        cxx.then(|| scopes::qualifier(dwarf, unit, offset).ok().flatten())
+            .flatten()
     }
 
     /// The DIE a reference attribute of a DIE in unit `id` points to.
