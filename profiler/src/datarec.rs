@@ -292,3 +292,181 @@ impl DataRecorder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::AddrKind;
+
+    fn alloc(tid: u32, site: NodeId, ptr: u64, size: u64, t: u64) -> AllocCall {
+        AllocCall::Alloc {
+            tid,
+            site,
+            ptr,
+            size,
+            t_entry: t,
+            t_return: t + 10,
+        }
+    }
+
+    fn at(heap: &LiveHeap, addr: u64, tid: u32, time: u64) -> DataRef {
+        let access = Access {
+            addr,
+            tid,
+            time,
+            sp: 0x7000_0000,
+            frames: &[],
+            outer_cfa: None,
+        };
+        classify(&access, heap, &AddressSpace::default())
+    }
+
+    #[test]
+    fn a_touch_belongs_to_the_block_live_at_that_time() {
+        let mut d = DataRecorder::new(1);
+        let mut heap = LiveHeap::default();
+        d.alloc_call(&mut heap, alloc(1, 5, 0x1000, 0x800, 100));
+        let first = at(&heap, 0x1400, 1, 150);
+        d.alloc_call(
+            &mut heap,
+            AllocCall::Free {
+                ptr: 0x1000,
+                time: 200,
+            },
+        );
+        assert_eq!(at(&heap, 0x1400, 1, 250), DataRef::Unknown);
+        d.alloc_call(&mut heap, alloc(2, 9, 0x1000, 0x800, 300));
+        let second = at(&heap, 0x1400, 2, 350);
+        let site = |r| match r {
+            DataRef::Heap {
+                tid, site, offset, ..
+            } => (tid, site, offset),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(site(first), (1, 5, 0x400));
+        assert_eq!(site(second), (2, 9, 0x400));
+    }
+
+    #[test]
+    fn the_allocators_header_belongs_to_the_block_only_while_it_is_allocated() {
+        let mut d = DataRecorder::new(1);
+        let mut heap = LiveHeap::default();
+        d.alloc_call(&mut heap, alloc(1, 5, 0x1010, 0x800, 100));
+        let during = at(&heap, 0x1008, 1, 105);
+        assert!(
+            matches!(
+                during,
+                DataRef::Heap {
+                    during_alloc: true,
+                    offset: -8,
+                    ..
+                }
+            ),
+            "{during:?}"
+        );
+        assert_eq!(
+            at(&heap, 0x1008, 2, 105),
+            DataRef::Unknown,
+            "another thread"
+        );
+        assert_eq!(
+            at(&heap, 0x1008, 1, 500),
+            DataRef::Unknown,
+            "after the call"
+        );
+        let later = at(&heap, 0x1010, 1, 500);
+        assert!(
+            matches!(
+                later,
+                DataRef::Heap {
+                    during_alloc: false,
+                    offset: 0,
+                    ..
+                }
+            ),
+            "{later:?}"
+        );
+    }
+
+    #[test]
+    fn sites_count_calls_bytes_peaks_and_what_stays_live() {
+        let mut d = DataRecorder::new(1);
+        let mut heap = LiveHeap::default();
+        d.alloc_call(&mut heap, alloc(1, 5, 0x1000, 100, 0));
+        d.alloc_call(&mut heap, alloc(1, 5, 0x2000, 300, 10));
+        d.alloc_call(
+            &mut heap,
+            AllocCall::Free {
+                ptr: 0x1000,
+                time: 40,
+            },
+        );
+        d.alloc_call(
+            &mut heap,
+            AllocCall::Free {
+                ptr: 0x9999,
+                time: 41,
+            },
+        );
+        d.alloc_call(&mut heap, alloc(1, 5, 0x1000, 50, 50));
+        let thread = crate::db::ThreadProfile {
+            pid: 1,
+            tid: 1,
+            comm: "t".into(),
+            cct: crate::db::Cct::new(1),
+        };
+        let data = d.finish(&[thread]);
+        let s = &data.threads[0].allocs[0];
+        assert_eq!((s.calls, s.bytes, s.frees), (3, 450, 1));
+        assert_eq!((s.peak_live, s.live_at_end), (400, 350));
+        assert_eq!((s.size_min, s.size_max, s.lifetime_ns), (50, 300, 40));
+        assert_eq!(data.stats.alloc_records, 5);
+    }
+
+    #[test]
+    fn stack_addresses_go_to_the_frame_between_two_cfas() {
+        let frame = |sp, kind| RawFrame { avma: 0, kind, sp };
+        let frames = [
+            frame(0x1000, AddrKind::Ip),
+            frame(0x1100, AddrKind::Return),
+            frame(0x1800, AddrKind::Return),
+        ];
+        let access = |addr, outer_cfa| Access {
+            addr,
+            tid: 1,
+            time: 0,
+            sp: 0x1000,
+            frames: &frames,
+            outer_cfa,
+        };
+        let stack = |a: &Access| stack_ref(a);
+        assert_eq!(
+            stack(&access(0xf90, None)),
+            Some(DataRef::Stack {
+                frame: 0,
+                cfa_offset: -0x170
+            })
+        );
+        assert_eq!(stack(&access(0xf00, None)), None, "below the red zone");
+        assert_eq!(
+            stack(&access(0x1100, None)),
+            Some(DataRef::Stack {
+                frame: 1,
+                cfa_offset: -0x700
+            })
+        );
+        assert_eq!(
+            stack(&access(0x1900, None)),
+            None,
+            "above the last known CFA"
+        );
+        let beyond = stack(&access(0x1900, Some(0x2000)));
+        assert_eq!(
+            beyond,
+            Some(DataRef::Stack {
+                frame: 2,
+                cfa_offset: -0x700
+            })
+        );
+    }
+}
