@@ -7,7 +7,7 @@
 //!   and [`ENV_RING`].
 //! - Each thread of each process, at its first tracked call, creates a ring (a memfd of
 //!   [`RING_HEADER_BYTES`] + data bytes, a power of two) and sends its descriptor with a
-//!   [`Message`] of kind [`MSG_RING`]; when a ring becomes more than half full the writer sends
+//!   [`Message`] of kind [`MSG_RING`]; when a ring becomes more than a quarter full (or full) the writer sends
 //!   one [`MSG_WAKE`] (until the reader clears [`RingHeader::wake`]), so the reader need not poll
 //!   on a timer.
 //! - A record is a [`RecordHeader`] followed by `stack_len` bytes of stack, padded to 8 bytes;
@@ -43,7 +43,7 @@ pub const OP_REALLOC: u32 = 3;
 
 /// Message kind: a new ring; its memfd comes with the message (`SCM_RIGHTS`).
 pub const MSG_RING: u32 = 1;
-/// Message kind: some ring is more than half full.
+/// Message kind: some ring is more than a quarter full.
 pub const MSG_WAKE: u32 = 2;
 
 /// One datagram on the socket.

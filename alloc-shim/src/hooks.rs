@@ -11,7 +11,7 @@ use std::ffi::c_void;
 use libc::{c_int, size_t};
 
 use crate::format::{RecordHeader, OP_ALLOC, OP_FREE, OP_REALLOC};
-use crate::{min_size, ring};
+use crate::{min_size, monotonic_ns, ring};
 
 unsafe extern "C" {
     fn __libc_malloc(size: size_t) -> *mut c_void;
@@ -104,10 +104,10 @@ fn track(call: Call, f: impl FnOnce() -> usize, ok: impl FnOnce(usize) -> bool) 
         return f();
     };
     set_errno(saved);
-    let t_entry = now();
+    let t_entry = monotonic_ns();
     writer.begin(t_entry);
     let result = f();
-    let t_return = now();
+    let t_return = monotonic_ns();
     let after = errno();
     if ok(result) {
         let rec = RecordHeader {
@@ -146,9 +146,21 @@ fn tracked(size: usize) -> bool {
 fn tracked_block(p: *mut c_void) -> bool {
     let min = min_size();
     // SAFETY: `p` is a live block of this allocator, passed by the program to free/realloc.
-    !p.is_null()
-        && min != u64::MAX
-        && (min == 0 || unsafe { libc::malloc_usable_size(p) } as u64 >= min)
+    !p.is_null() && min != u64::MAX && (min == 0 || unsafe { usable_bytes(p) } >= min)
+}
+
+/// `malloc_usable_size(p)` for a live block, without glibc's in-use test (which reads the
+/// next chunk's header: a cache miss on every free). The chunk's size word lies just below the
+/// block (low bits: flags); an mmapped chunk (flag 2) has two words of overhead, others one.
+///
+/// # Safety
+/// `p` must be a live block of glibc's malloc.
+#[inline(always)]
+unsafe fn usable_bytes(p: *mut c_void) -> u64 {
+    // SAFETY: every glibc block is preceded by its chunk's size word.
+    let word = unsafe { p.cast::<u64>().sub(1).read() };
+    let overhead = if word & 2 != 0 { 16 } else { 8 };
+    (word & !7) - overhead
 }
 
 /// An allocation call that returns `f()`.
@@ -275,17 +287,6 @@ extern "C" fn free_entry(p: *mut c_void, sp: usize, bp: usize) {
         },
         |_| true,
     );
-}
-
-/// CLOCK_MONOTONIC in ns (the clock hpcrun-rs's perf events use).
-fn now() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec (vDSO, no system call).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn errno() -> c_int {

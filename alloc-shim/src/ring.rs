@@ -15,7 +15,7 @@ use crate::format::{
     record_bytes, Message, RecordHeader, RingHeader, MSG_RING, MSG_WAKE, RECORD_HEADER_BYTES,
     RING_HEADER_BYTES, RING_MAGIC, VERSION,
 };
-use crate::{RING_BYTES, SOCK};
+use crate::{monotonic_ns, RING_BYTES, SOCK};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Status {
@@ -60,7 +60,14 @@ thread_local! {
     static WRITER: Cell<Writer> = const { Cell::new(Writer::FRESH) };
     /// Set while the thread is inside the shim's recording code.
     static INSIDE: Cell<bool> = const { Cell::new(false) };
+    /// The reader's position when this thread last gave up waiting for room (else u64::MAX).
+    static STALLED_AT: Cell<u64> = const { Cell::new(u64::MAX) };
 }
+
+/// How long a writer waits for the reader to make room in a full ring before dropping records.
+const FULL_WAIT_NS: u64 = 200_000_000;
+/// For how much of that it yields the CPU (to the reader, when they share one) before sleeping.
+const YIELD_NS: u64 = 2_000_000;
 
 /// The key whose destructor closes an exiting thread's ring.
 static mut EXIT_KEY: libc::pthread_key_t = 0;
@@ -83,6 +90,7 @@ extern "C" fn after_fork_child() {
     }
     WRITER.set(Writer::FRESH);
     INSIDE.set(false);
+    STALLED_AT.set(u64::MAX);
 }
 
 /// At thread exit: mark the ring closed and let it go; later calls of this thread pass through.
@@ -160,17 +168,20 @@ impl Writer {
         let h = unsafe { &*self.header };
         let need = record_bytes(rec.stack_len);
         let head = h.head.0.load(Ordering::Relaxed);
-        let tail = h.tail.0.load(Ordering::Acquire);
-        let size = self.mask + 1;
-        let used = head.wrapping_sub(tail);
-        if used > size || size - used < need {
+        if !self.wait_for_room(h, head, need) {
             h.lost.0.fetch_add(1, Ordering::Relaxed);
             return;
         }
         // SAFETY: `rec` is plain data of RECORD_HEADER_BYTES; the stack range [sp, sp +
         // stack_len) lies within this thread's mapped stack, above our own frames.
         unsafe {
-            self.copy_in(head, (&raw const rec).cast(), RECORD_HEADER_BYTES);
+            let at = (head & self.mask) as usize;
+            if at + RECORD_HEADER_BYTES <= (self.mask + 1) as usize {
+                // Positions are multiples of 8 and the data area is page aligned.
+                self.data.add(at).cast::<RecordHeader>().write(rec);
+            } else {
+                self.copy_in(head, (&raw const rec).cast(), RECORD_HEADER_BYTES);
+            }
             self.copy_in(
                 head + RECORD_HEADER_BYTES as u64,
                 sp as *const u8,
@@ -178,9 +189,65 @@ impl Writer {
             );
         }
         h.head.0.store(head + need, Ordering::Release);
-        if used + need > size / 2 && h.wake.0.swap(1, Ordering::Relaxed) == 0 {
+        let used = (head + need).wrapping_sub(h.tail.0.load(Ordering::Relaxed));
+        if used > (self.mask + 1) / 4 {
+            self.wake(h);
+        }
+    }
+
+    /// Tell the reader the ring wants draining, unless it has been told and not yet answered.
+    fn wake(&self, h: &RingHeader) {
+        if h.wake.0.swap(1, Ordering::Relaxed) == 0 {
             send(&message(MSG_WAKE, self.tid), None, libc::MSG_DONTWAIT);
         }
+    }
+
+    /// Whether `need` bytes fit after `head`. When the ring is full, wake the reader and wait
+    /// up to [`FULL_WAIT_NS`] for it to make room; a reader that made none in that time is
+    /// not waited for again until it moves (records are dropped meanwhile), so a stuck reader
+    /// slows the program once, not at every call.
+    fn wait_for_room(&self, h: &RingHeader, head: u64, need: u64) -> bool {
+        let size = self.mask + 1;
+        let fits = |tail: u64| {
+            let used = head.wrapping_sub(tail);
+            used <= size && size - used >= need
+        };
+        let mut tail = h.tail.0.load(Ordering::Acquire);
+        if fits(tail) {
+            return true;
+        }
+        if STALLED_AT.get() == tail {
+            return false;
+        }
+        self.wake(h);
+        let start = monotonic_ns();
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 20_000,
+        };
+        loop {
+            let waited = monotonic_ns() - start;
+            if waited >= FULL_WAIT_NS {
+                break;
+            }
+            // Give the reader the CPU at once; after a while, sleep instead of spinning.
+            // SAFETY: sched_yield has no arguments; nanosleep reads the timespec (an
+            // interruption just ends this pause).
+            unsafe {
+                if waited < YIELD_NS {
+                    libc::sched_yield();
+                } else {
+                    libc::nanosleep(&pause, null_mut());
+                }
+            }
+            tail = h.tail.0.load(Ordering::Acquire);
+            if fits(tail) {
+                STALLED_AT.set(u64::MAX);
+                return true;
+            }
+        }
+        STALLED_AT.set(tail);
+        false
     }
 
     /// Copy `len` bytes from `src` to ring position `pos`, wrapping at the end of the data.

@@ -264,7 +264,7 @@ fn a_closed_ring_is_let_go_once_read_and_its_losses_are_kept() {
 fn messages_without_a_valid_ring_are_ignored() {
     let mut tracker = tracker();
     let wake = Message {
-        kind: format::MSG_WAKE,
+        kind: MSG_WAKE,
         version: VERSION,
         ..Message::default()
     };
@@ -307,5 +307,5 @@ fn the_command_gets_the_shim_preloaded_first_and_its_settings() {
     assert_eq!(get(ENV_MIN), "4096");
     assert_eq!(get(ENV_STACK), "8192");
     let ring: u64 = get(ENV_RING).parse().unwrap();
-    assert!(ring.is_power_of_two() && ring >= 512 * record_bytes(8192));
+    assert!(ring.is_power_of_two() && ring >= 64 * record_bytes(8192));
 }
