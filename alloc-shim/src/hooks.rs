@@ -96,7 +96,7 @@ struct Call {
 
 /// Make a tracked call: `f` returns the resulting block (0 if none); `ok` says from it whether
 /// the call changed anything worth a record (a failed allocation does not).
-#[inline(never)]
+#[inline(always)]
 fn track(call: Call, f: impl FnOnce() -> usize, ok: impl FnOnce(usize) -> bool) -> usize {
     let saved = errno();
     let Some(writer) = ring::enter() else {
@@ -163,12 +163,24 @@ unsafe fn usable_bytes(p: *mut c_void) -> u64 {
     (word & !7) - overhead
 }
 
-/// An allocation call that returns `f()`.
+/// An allocation call that returns `f()`. The untracked path stays a tail jump to glibc: the
+/// tracked one is out of line.
 #[inline(always)]
 fn alloc(size: usize, sp: usize, bp: usize, f: impl FnOnce() -> *mut c_void) -> *mut c_void {
     if !tracked(size) {
         return f();
     }
+    alloc_tracked(size, sp, bp, f)
+}
+
+#[cold]
+#[inline(never)]
+fn alloc_tracked(
+    size: usize,
+    sp: usize,
+    bp: usize,
+    f: impl FnOnce() -> *mut c_void,
+) -> *mut c_void {
     let call = Call {
         op: OP_ALLOC,
         size,
@@ -214,7 +226,7 @@ extern "C" fn posix_memalign_entry(
     bp: usize,
 ) -> c_int {
     let word = size_of::<usize>();
-    if align % word != 0 || !(align / word).is_power_of_two() {
+    if !align.is_multiple_of(word) || !(align / word).is_power_of_two() {
         return libc::EINVAL;
     }
     let saved = errno();
@@ -234,6 +246,12 @@ extern "C" fn realloc_entry(p: *mut c_void, size: size_t, sp: usize, bp: usize) 
         // SAFETY: glibc's realloc.
         return unsafe { __libc_realloc(p, size) };
     }
+    realloc_tracked(p, size, sp, bp)
+}
+
+#[cold]
+#[inline(never)]
+fn realloc_tracked(p: *mut c_void, size: size_t, sp: usize, bp: usize) -> *mut c_void {
     let call = Call {
         op: OP_REALLOC,
         size,
@@ -271,6 +289,12 @@ extern "C" fn free_entry(p: *mut c_void, sp: usize, bp: usize) {
         // SAFETY: glibc's free.
         return unsafe { __libc_free(p) };
     }
+    free_tracked(p, sp, bp);
+}
+
+#[cold]
+#[inline(never)]
+fn free_tracked(p: *mut c_void, sp: usize, bp: usize) {
     let call = Call {
         op: OP_FREE,
         size: 0,
