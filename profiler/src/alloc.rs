@@ -189,7 +189,10 @@ impl AllocTracker {
     /// order across all rings. Records still being written hold back later ones from every
     /// ring, so successive drains are in time order too. `u64::MAX` takes everything written,
     /// ignoring calls that never finished: the last drain, once the command has ended.
-    pub fn drain(&mut self, cutoff_ns: u64, out: &mut Vec<AllocEvent>) {
+    ///
+    /// Returns the time up to which every record has now been handed out (`cutoff_ns` or
+    /// earlier): merge other streams (perf samples) only up to it to keep one time order.
+    pub fn drain(&mut self, cutoff_ns: u64, out: &mut Vec<AllocEvent>) -> u64 {
         self.receive();
         let limit = if cutoff_ns == u64::MAX {
             u64::MAX
@@ -221,6 +224,7 @@ impl AllocTracker {
             !done
         });
         self.lost_retired += lost_retired;
+        limit
     }
 
     /// Records the shim could not deliver: a ring was full, a tracked call came from a signal

@@ -202,11 +202,11 @@ fn a_cutoff_and_a_call_in_progress_hold_back_later_records() {
     a.push(record(OP_ALLOC, t0 - 100, 2), &[]);
     b.push(record(OP_ALLOC, t0 - 200, 3), &[]);
     let mut out = Vec::new();
-    tracker.drain(t0 - 250, &mut out);
+    assert_eq!(tracker.drain(t0 - 250, &mut out), t0 - 250);
     assert_eq!(out.iter().map(|e| e.ptr).collect::<Vec<_>>(), [1]);
     // Thread 2 entered a call at t0 - 150: nothing after it may come out yet, from any ring.
     b.header().busy.0.store(t0 - 150, Ordering::SeqCst);
-    tracker.drain(monotonic_ns(), &mut out);
+    assert_eq!(tracker.drain(monotonic_ns(), &mut out), t0 - 151);
     assert_eq!(out.iter().map(|e| e.ptr).collect::<Vec<_>>(), [1, 3]);
     b.push(record(OP_ALLOC, t0 - 120, 4), &[]);
     b.header().busy.0.store(0, Ordering::SeqCst);
