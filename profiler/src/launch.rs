@@ -5,8 +5,8 @@
 //! second, close-on-exec pipe, so the parent can report it the way a shell would.
 
 use std::ffi::{CString, OsStr, OsString};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -77,6 +77,18 @@ pub struct Blocked {
 
 /// Fork a child that will `execvp(argv)` once [`Blocked::release`] is called.
 pub fn spawn_blocked(argv: &[OsString]) -> Result<Blocked, LaunchError> {
+    spawn_blocked_with(argv, &[], &[])
+}
+
+/// [`spawn_blocked`], with `env` set in the command's environment (each pair replacing any
+/// variable of that name) and the descriptors `keep` left open across its `exec` (they are
+/// close-on-exec in hpcrun-rs, so no other child inherits them). The allocation shim needs
+/// both: `LD_PRELOAD` and its settings, and its socket.
+pub fn spawn_blocked_with(
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    keep: &[BorrowedFd<'_>],
+) -> Result<Blocked, LaunchError> {
     let name = argv
         .first()
         .map(|a| a.to_string_lossy().into_owned())
@@ -88,10 +100,16 @@ pub fn spawn_blocked(argv: &[OsString]) -> Result<Blocked, LaunchError> {
         .map_err(|_| LaunchError::NotFound(name))?;
     let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
+    // The environment is built before the fork: the child may only make async-signal-safe calls.
+    let envs = (!env.is_empty()).then(|| environment_with(env));
+    let mut env_ptrs: Vec<*const libc::c_char> =
+        envs.iter().flatten().map(|c| c.as_ptr()).collect();
+    env_ptrs.push(std::ptr::null());
+    let keep: Vec<i32> = keep.iter().map(|fd| fd.as_raw_fd()).collect();
     let (go_r, go_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    // SAFETY: the child only calls async-signal-safe functions (prctl, read, write, execvp, _exit)
-    // on data prepared before the fork.
+    // SAFETY: the child only calls async-signal-safe functions (prctl, read, fcntl, write, execvp,
+    // execvpe, _exit) on data prepared before the fork.
     match unsafe { fork()? } {
         ForkResult::Child => unsafe {
             libc::close(go_w.as_raw_fd());
@@ -103,7 +121,14 @@ pub fn spawn_blocked(argv: &[OsString]) -> Result<Blocked, LaunchError> {
             if n != 1 {
                 libc::_exit(125);
             }
-            libc::execvp(ptrs[0], ptrs.as_ptr());
+            for &fd in &keep {
+                libc::fcntl(fd, libc::F_SETFD, 0);
+            }
+            if envs.is_some() {
+                libc::execvpe(ptrs[0], ptrs.as_ptr(), env_ptrs.as_ptr());
+            } else {
+                libc::execvp(ptrs[0], ptrs.as_ptr());
+            }
             let errno = *libc::__errno_location();
             let bytes = errno.to_ne_bytes();
             libc::write(err_w.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
@@ -115,6 +140,20 @@ pub fn spawn_blocked(argv: &[OsString]) -> Result<Blocked, LaunchError> {
             exec_error: err_r,
         }),
     }
+}
+
+/// hpcrun-rs's environment with `overrides` replacing or adding variables, as `NAME=value`.
+fn environment_with(overrides: &[(OsString, OsString)]) -> Vec<CString> {
+    std::env::vars_os()
+        .filter(|(name, _)| !overrides.iter().any(|(n, _)| n == name))
+        .chain(overrides.iter().cloned())
+        .filter_map(|(name, value)| {
+            let mut entry = name.into_vec();
+            entry.push(b'=');
+            entry.extend_from_slice(value.as_bytes());
+            CString::new(entry).ok()
+        })
+        .collect()
 }
 
 impl Blocked {

@@ -56,6 +56,8 @@ pub mod vdso;
 
 // The sampler (feature `sampler`, on by default): perf_event_open, unwinding, hpcrun-rs.
 #[cfg(feature = "sampler")]
+pub mod alloc;
+#[cfg(feature = "sampler")]
 mod cct;
 #[cfg(feature = "sampler")]
 mod datarec;

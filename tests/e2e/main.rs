@@ -9,6 +9,7 @@ mod correlate_view_support;
 mod structure_support;
 mod support;
 
+mod alloc_shim;
 mod correlate_prof_callers;
 mod correlate_prof_inputs;
 mod correlate_prof_integrity;
