@@ -147,7 +147,26 @@ fn stack_ref(access: &Access<'_>) -> Option<DataRef> {
 struct ThreadBuilder {
     costs: FxHashMap<(NodeId, DataRef), Vec<Cost>>,
     sites: FxHashMap<NodeId, SiteBuilder>,
+    /// Its data samples outside heap blocks since its last allocation record: the allocation
+    /// tracker reports a call when it returns, so touches made inside the call (the allocator
+    /// writing its header into fresh pages) are found again here when the block is known.
+    recent: Vec<Recent>,
 }
+
+/// A charged data sample that may turn out to have touched a block being allocated.
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    time: u64,
+    addr: u64,
+    node: NodeId,
+    data: DataRef,
+    event: usize,
+    period: u64,
+}
+
+/// The most samples kept per thread for [`ThreadBuilder::recent`]; older ones are forgotten
+/// (an allocation call touching more pages than this keeps the rest where they first landed).
+const RECENT_MAX: usize = 4096;
 
 /// An allocation site and the bytes it has live now.
 #[derive(Default)]
@@ -178,29 +197,83 @@ impl DataRecorder {
         &mut self.stats
     }
 
-    /// Charge one data sample of thread `tid`, taken at `node`, to `data`.
+    /// Charge the data sample `access`, taken at `node`, to `data`.
     pub(crate) fn charge(
         &mut self,
-        tid: u32,
+        access: &Access<'_>,
         node: NodeId,
         data: DataRef,
         event: usize,
         period: u64,
     ) {
-        self.stats.by_class[data.class()] += 1;
+        let thread = self.threads.entry(access.tid).or_default();
+        if !matches!(data, DataRef::Heap { .. }) && thread.recent.len() < RECENT_MAX {
+            thread.recent.push(Recent {
+                time: access.time,
+                addr: access.addr,
+                node,
+                data,
+                event,
+                period,
+            });
+        }
+        self.add(access.tid, (node, data), event, period, true);
+    }
+
+    /// Add one sample of `period` of `event` at `key`, or take one back (`add` false).
+    fn add(&mut self, tid: u32, key: (NodeId, DataRef), event: usize, period: u64, add: bool) {
+        let class = &mut self.stats.by_class[key.1.class()];
         let events = self.events;
-        let costs = self
-            .threads
-            .entry(tid)
-            .or_default()
+        let thread = self.threads.entry(tid).or_default();
+        let costs = thread
             .costs
-            .entry((node, data))
+            .entry(key)
             .or_insert_with(|| vec![Cost::default(); events]);
-        if let Some(c) = costs.get_mut(event) {
+        let Some(c) = costs.get_mut(event) else {
+            return;
+        };
+        if add {
+            *class += 1;
             *c += Cost {
                 samples: 1,
                 value: period,
             };
+        } else {
+            *class = class.saturating_sub(1);
+            c.samples = c.samples.saturating_sub(1);
+            c.value = c.value.saturating_sub(period);
+        }
+    }
+
+    /// Move the samples of thread `tid` that touched the block `[ptr - header, ptr + size)`
+    /// while its allocation call ran (`span`: entry to return) to that block, then forget
+    /// every sample kept for it (all are older than the call's return).
+    fn claim_touches_during_alloc(
+        &mut self,
+        tid: u32,
+        site: NodeId,
+        block: (u64, u64),
+        span: (u64, u64),
+    ) {
+        let Some(thread) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        let recent = std::mem::take(&mut thread.recent);
+        let (ptr, size) = block;
+        let inside = |r: &&Recent| {
+            (span.0..=span.1).contains(&r.time)
+                && r.addr.saturating_add(HEADER) >= ptr
+                && r.addr < ptr.saturating_add(size)
+        };
+        for r in recent.iter().filter(inside) {
+            self.add(tid, (r.node, r.data), r.event, r.period, false);
+            let heap = DataRef::Heap {
+                tid,
+                site,
+                offset: r.addr.wrapping_sub(ptr) as i64,
+                during_alloc: true,
+            };
+            self.add(tid, (r.node, heap), r.event, r.period, true);
         }
     }
 
@@ -216,6 +289,7 @@ impl DataRecorder {
                 t_entry,
                 t_return,
             } => {
+                self.claim_touches_during_alloc(tid, site, (ptr, size), (t_entry, t_return));
                 let block = Block {
                     end: ptr.saturating_add(size),
                     size,
@@ -262,6 +336,14 @@ impl DataRecorder {
         }
     }
 
+    /// Forget the samples kept for [`DataRecorder::claim_touches_during_alloc`] of thread
+    /// `tid`: a record of it that is not an allocation shows no call was in progress.
+    pub(crate) fn no_call_in_progress(&mut self, tid: u32) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.recent.clear();
+        }
+    }
+
     /// The data half of the profile, parallel to `threads` (the recording's, in file order).
     pub(crate) fn finish(mut self, threads: &[ThreadProfile]) -> DataProfile {
         let threads = threads
@@ -271,6 +353,7 @@ impl DataRecorder {
                 let mut costs: Vec<DataCost> = b
                     .costs
                     .into_iter()
+                    .filter(|(_, costs)| costs.iter().any(|c| c.samples > 0))
                     .map(|((node, data), costs)| DataCost { node, data, costs })
                     .collect();
                 costs.sort_by_key(|c| (c.node, c.data.class()));

@@ -33,6 +33,7 @@
 //!     ring_pages: None,
 //!     target: Target::Launch(vec!["./app".into()]),
 //!     data: false,
+//!     alloc_min: 4096,
 //!     notify: |notice| eprintln!("{notice}"),
 //! };
 //! let measurement = session::run(&opts).expect("measured");
@@ -87,5 +88,7 @@ mod ring;
 pub mod session;
 #[cfg(feature = "sampler")]
 mod signals;
+#[cfg(feature = "sampler")]
+mod streams;
 #[cfg(feature = "sampler")]
 mod unwind;

@@ -54,6 +54,11 @@ struct Cli {
     #[arg(long)]
     data: bool,
 
+    /// With --data: track heap blocks of at least BYTES (their allocation, calling context and
+    /// free); 0 tracks every block
+    #[arg(long, value_name = "BYTES", default_value_t = 4096, requires = "data")]
+    alloc_min: u64,
+
     /// No summary at the end
     #[arg(short, long)]
     quiet: bool,
@@ -163,6 +168,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         ring_pages,
         target,
         data: cli.data,
+        alloc_min: cli.alloc_min,
         notify: if cli.quiet { notify_quiet } else { notify },
     };
     let measurement = session::run(&opts).map_err(|e| match e {

@@ -49,6 +49,17 @@ struct ProcessState {
     heap: LiveHeap,
 }
 
+/// How a path reached the thread's root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PathOutcome {
+    /// Unwound all the way.
+    Complete,
+    /// Completed from the thread's previous path.
+    Stitched,
+    /// Filed under `<partial call paths>`.
+    Partial,
+}
+
 /// How one event's samples are laid out and weighted.
 #[derive(Debug, Clone, Copy)]
 pub struct EventLayout {
@@ -259,7 +270,15 @@ impl Recorder {
         self.frames.clear();
         self.outer_cfa = None;
         let leaf = match ip {
-            Some(ip) => self.insert_user_path(pid, tid, ip, sp, bp),
+            Some(ip) => {
+                let (leaf, outcome) = self.insert_user_path(pid, tid, ip, sp, bp, AddrKind::Ip);
+                match outcome {
+                    PathOutcome::Complete => {}
+                    PathOutcome::Stitched => self.stats.stitched += 1,
+                    PathOutcome::Partial => self.stats.partial += 1,
+                }
+                leaf
+            }
             None => ROOT,
         };
         let thread = self.threads.get_mut(&tid).expect("thread exists");
@@ -281,7 +300,7 @@ impl Recorder {
             let process = &self.processes[&pid];
             let data = classify(&access, &process.heap, &process.space);
             if let Some(d) = self.data.as_mut() {
-                d.charge(tid, leaf, data, event, period);
+                d.charge(&access, leaf, data, event, period);
             }
         }
     }
@@ -339,8 +358,18 @@ impl Recorder {
         );
     }
 
-    /// Unwind the user stack and insert the path; returns the leaf node.
-    fn insert_user_path(&mut self, pid: u32, tid: u32, ip: u64, sp: u64, bp: u64) -> NodeId {
+    /// Unwind the user stack in `self.stack` from `ip` (of kind `leaf`: the interrupted
+    /// instruction, or the return address of a call in progress) and insert the path; returns
+    /// the leaf node and how the path was completed.
+    fn insert_user_path(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        ip: u64,
+        sp: u64,
+        bp: u64,
+        leaf: AddrKind,
+    ) -> (NodeId, PathOutcome) {
         let stack = std::mem::take(&mut self.stack);
         let sample = StackSample {
             ip,
@@ -358,10 +387,11 @@ impl Recorder {
             &mut frames,
         );
         self.outer_cfa = walked.outer_cfa;
-        let leaf = self.insert_frames(pid, tid, &frames, walked.end);
+        frames[0].kind = leaf;
+        let inserted = self.insert_frames(pid, tid, &frames, walked.end);
         self.frames = frames;
         self.stack = stack;
-        leaf
+        inserted
     }
 
     fn frame_of(space: &AddressSpace, f: &RawFrame) -> Frame {
@@ -378,7 +408,13 @@ impl Recorder {
         }
     }
 
-    fn insert_frames(&mut self, pid: u32, tid: u32, frames: &[RawFrame], end: WalkEnd) -> NodeId {
+    fn insert_frames(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        frames: &[RawFrame],
+        end: WalkEnd,
+    ) -> (NodeId, PathOutcome) {
         let space = &self.processes[&pid].space;
         let thread = self.threads.get_mut(&tid).expect("thread exists");
         self.path.clear();
@@ -390,7 +426,8 @@ impl Recorder {
         let at_entry =
             |f: &RawFrame| f.kind == AddrKind::Return && space.is_entry_return(Avma(f.avma));
         if end == WalkEnd::Complete || frames.last().is_some_and(at_entry) {
-            return insert_remembered(thread, frames, &self.path, ROOT, 0);
+            let leaf = insert_remembered(thread, frames, &self.path, ROOT, 0);
+            return (leaf, PathOutcome::Complete);
         }
         // Truncated: complete from the previous path if its frame at the edge is ours.
         if end == WalkEnd::Truncated {
@@ -400,16 +437,16 @@ impl Recorder {
                     .iter()
                     .rposition(|e| e.sp == edge.sp && e.ra == edge.avma)
                 {
-                    self.stats.stitched += 1;
                     let anchor = thread.last_path[j].node;
                     let inner = &frames[..frames.len() - 1];
-                    return insert_remembered(thread, inner, &self.path[1..], anchor, j + 1);
+                    let leaf = insert_remembered(thread, inner, &self.path[1..], anchor, j + 1);
+                    return (leaf, PathOutcome::Stitched);
                 }
             }
         }
-        self.stats.partial += 1;
         let partial = thread.cct.child(ROOT, Frame::Partial);
-        thread.cct.insert_path(partial, self.path.iter().copied())
+        let leaf = thread.cct.insert_path(partial, self.path.iter().copied());
+        (leaf, PathOutcome::Partial)
     }
 
     /// Finish: the data for `profile.db`.
@@ -484,6 +521,7 @@ fn read_comm(pid: u32, tid: u32) -> String {
         .unwrap_or_default()
 }
 
+mod allocations;
 #[cfg(test)]
 #[path = "recorder_tests.rs"]
 mod tests;

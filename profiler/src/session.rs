@@ -11,6 +11,7 @@ use nix::sys::signal::kill;
 use nix::unistd::Pid;
 use perf_event_open_sys::bindings as sys;
 
+use crate::alloc::AllocTracker;
 use crate::db::{EventDesc, Sampling};
 use crate::events::{self, DataSource, EventClass, EventSpec};
 use crate::launch::{self, ChildState, Ended, LaunchError};
@@ -19,6 +20,7 @@ use crate::recorder::{EventLayout, Recorder, Recording};
 use crate::report::Notice;
 use crate::ring::Ring;
 use crate::signals::SignalPipe;
+use crate::streams;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -42,6 +44,8 @@ pub struct Options {
     pub target: Target,
     /// `--data`: resolve a data address with every sample that can have one.
     pub data: bool,
+    /// `--data`: the smallest heap block whose allocation and free are tracked.
+    pub alloc_min: u64,
     /// Where notices go that cannot wait for the end of the run ([`Notice`]).
     pub notify: fn(Notice),
 }
@@ -269,40 +273,6 @@ fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// The kernel's CLOCK_MONOTONIC in ns, the clock the samples are stamped with.
-fn monotonic_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
-        .unwrap_or(u64::MAX)
-}
-
-/// Hand every record stamped no later than `cutoff` to the recorder, in time order across
-/// rings (a mapping reported on one CPU must be known before a sample taken on another).
-fn drain(rings: &mut [Ring], recorder: &mut Recorder, cutoff: u64) {
-    for ring in rings.iter_mut() {
-        ring.snapshot();
-    }
-    loop {
-        let mut best: Option<(usize, u64)> = None;
-        for (i, ring) in rings.iter().enumerate() {
-            if let Some(rec) = ring.peek() {
-                let ts = recorder.timestamp(&rec);
-                if ts <= cutoff && best.is_none_or(|(_, b)| ts < b) {
-                    best = Some((i, ts));
-                }
-            }
-        }
-        let Some((i, _)) = best else { break };
-        if let Some(rec) = rings[i].peek() {
-            recorder.handle(&rec);
-        }
-        rings[i].advance();
-    }
-    for ring in rings.iter_mut() {
-        ring.release();
-    }
-}
-
 /// Threads of a running process, from `/proc/PID/task`.
 fn threads_of(pid: u32) -> Vec<i32> {
     let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -320,10 +290,21 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     let cpus = perf::online_cpus();
     let pages = opts.ring_pages.unwrap_or_else(default_ring_pages);
     let signals = SignalPipe::install().map_err(|e| RunError::System(e.to_string()))?;
+    let mut tracker = None;
+    let mut heap_unavailable = None;
     let (child, tasks, command) = match &opts.target {
         Target::Launch(argv) => {
-            launch::resolve(&argv[0])?;
-            let blocked = launch::spawn_blocked(argv)?;
+            let program = launch::resolve(&argv[0])?;
+            if opts.data {
+                match streams::heap_tracking(argv, &program, opts.alloc_min) {
+                    Ok(t) => tracker = Some(t),
+                    Err(why) => heap_unavailable = Some(why),
+                }
+            }
+            let blocked = match &tracker {
+                Some(t) => launch::spawn_blocked_with(argv, &t.child_env(), &t.fds_to_keep())?,
+                None => launch::spawn_blocked(argv)?,
+            };
             let pid = blocked.pid.as_raw();
             (
                 Some(blocked),
@@ -334,6 +315,13 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
             )
         }
         Target::Attach(pid) => {
+            if opts.data {
+                heap_unavailable = Some(
+                    "blocks allocated by a process attached to cannot be tracked \
+                     (uprobes on its allocator are not implemented yet)"
+                        .to_string(),
+                );
+            }
             let tasks = threads_of(*pid);
             if tasks.is_empty() {
                 return Err(RunError::System(format!("process {pid} does not exist")));
@@ -432,12 +420,14 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     let ended = record_loop(
         &mut open,
         &mut recorder,
+        tracker.as_mut(),
         &signals,
         child_pid,
         opts.notify,
         &tasks,
         &mut attached_cpu,
     );
+    recorder.heap_tracking(heap_unavailable, tracker.as_ref().map_or(0, |t| t.lost()));
     Ok(Measurement {
         recording: recorder.finish(),
         events: plan
@@ -495,9 +485,11 @@ fn process_cpu_seconds(pid: i32) -> Option<f64> {
 }
 
 /// Drain the rings until the child ends (launch), or the process ends or Ctrl-C (attach).
+#[allow(clippy::too_many_arguments)]
 fn record_loop(
     open: &mut OpenEvents,
     recorder: &mut Recorder,
+    mut tracker: Option<&mut AllocTracker>,
     signals: &SignalPipe,
     child: Option<Pid>,
     notify: fn(Notice),
@@ -524,6 +516,11 @@ fn record_loop(
                     .iter()
                     .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
             );
+            fds.extend(
+                tracker
+                    .as_ref()
+                    .map(|t| PollFd::new(t.poll_fd(), PollFlags::POLLIN)),
+            );
             let _ = poll(&mut fds, PollTimeout::from(50u8));
             for (k, &i) in live.iter().enumerate() {
                 if fds[k + 1]
@@ -546,7 +543,7 @@ fn record_loop(
                 None => stop |= sig.signal != nix::sys::signal::Signal::SIGPIPE,
             }
         }
-        drain(&mut open.rings, recorder, monotonic_ns());
+        streams::drain(&mut open.rings, tracker.as_deref_mut(), recorder, false);
         match child {
             Some(pid) => match launch::poll_child(pid) {
                 ChildState::Ended(ended) => break Some(ended),
@@ -563,7 +560,7 @@ fn record_loop(
         }
     };
     open.fds().for_each(|fd| perf::set_enabled(fd, false));
-    drain(&mut open.rings, recorder, u64::MAX);
+    streams::drain(&mut open.rings, tracker, recorder, true);
     ended
 }
 

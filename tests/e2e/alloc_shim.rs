@@ -8,12 +8,10 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use crate::support::symbols::SymbolTable;
-use crate::support::{compile, scratch_dir, workspace_root};
+use crate::support::{compile, scratch_dir, tool};
 use profiler::alloc::{AllocEvent, AllocOp, AllocTracker};
 use profiler::launch::{self, ChildState, Ended};
 
@@ -21,24 +19,11 @@ use profiler::launch::{self, ChildState, Ended};
 /// call in progress); `u64::MAX` is reserved for the final drain.
 const UP_TO_NOW: u64 = u64::MAX - 1;
 
-/// Build the shim beside the test binaries' profile directory (where `AllocTracker` finds it).
-fn build_shim() {
-    static BUILD: Once = Once::new();
-    BUILD.call_once(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "--quiet", "-p", "hpcrun-alloc"]);
-        if exe.components().any(|c| c.as_os_str() == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.current_dir(workspace_root()).status().expect("cargo");
-        assert!(status.success(), "cargo build -p hpcrun-alloc failed");
-    });
-}
-
 /// Run `exe args` under the shim until it ends; its records in drain order, and the tracker.
 fn trace(exe: &Path, args: &[&str], min_size: u64) -> (Vec<AllocEvent>, AllocTracker, Ended) {
-    build_shim();
+    // Builds the workspace, the shim with it, beside the test binaries' profile directory
+    // (where `AllocTracker` finds it).
+    tool("hpcrun-rs");
     let mut tracker = AllocTracker::new(min_size, 8192).expect("tracker");
     let mut argv: Vec<OsString> = vec![exe.into()];
     argv.extend(args.iter().map(OsString::from));

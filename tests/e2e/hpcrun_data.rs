@@ -239,3 +239,181 @@ fn clock_samples_split_time_between_arrays_by_their_data_addresses() {
         "samples A:B {in_a}:{in_b} = {split:.2}, the program's own CPU time split {truth:.2}"
     );
 }
+
+/// The named frames of the path from the root to `node` (innermost last).
+fn path_names(namer: &mut Namer, cct: &profiler::db::Cct, mut node: NodeId) -> Vec<String> {
+    let mut names = Vec::new();
+    while node != 0 {
+        let n = &cct.nodes[node as usize];
+        names.push(namer.frame(&n.frame));
+        node = n.parent;
+    }
+    names.reverse();
+    names
+}
+
+/// Page faults per heap allocation site, keyed by the site's path below `main` (innermost
+/// last, as `function` names), with the faults taken inside the allocation call counted apart.
+fn heap_faults(profile: &Profile) -> std::collections::BTreeMap<Vec<String>, (u64, u64)> {
+    let mut namer = Namer::new(profile);
+    let mut by_site = std::collections::BTreeMap::new();
+    for data in &profile.data.threads {
+        for cost in &data.costs {
+            let DataRef::Heap {
+                tid,
+                site,
+                during_alloc,
+                ..
+            } = cost.data
+            else {
+                continue;
+            };
+            let owner = profile.threads.iter().find(|t| t.tid == tid).unwrap();
+            let path: Vec<String> = path_names(&mut namer, &owner.cct, site)
+                .into_iter()
+                .skip_while(|f| !f.ends_with(":main"))
+                .map(|f| f.rsplit(':').next().unwrap().to_string())
+                .collect();
+            let entry: &mut (u64, u64) = by_site.entry(path).or_default();
+            entry.0 += cost.costs[0].samples;
+            entry.1 += during_alloc as u64 * cost.costs[0].samples;
+        }
+    }
+    by_site
+}
+
+#[test]
+fn heap_faults_go_to_blocks_by_full_allocation_context_faults_inside_malloc_included() {
+    let dir = scratch_dir("hpcrun-data-heap");
+    let exe = compile("data_touch.c", &dir, "heap", &["-O2", "-g"]);
+    let profile = measure_faults(&exe, &dir.join("heap.db"));
+    let sites = heap_faults(&profile);
+    let via = |f: &str| {
+        let path: Vec<String> = ["main", f, "xmalloc"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        sites.get(&path).copied().unwrap_or_default()
+    };
+    // Every page once; the first page of each block is touched by malloc itself (its header)
+    // before the block is returned.
+    let (a, b) = (via("alloc_a"), via("alloc_b"));
+    assert_eq!((a.0, b.0), (2 * NP, NP), "faults per site: {sites:?}");
+    assert!(
+        a.1 >= 1 && b.1 >= 1,
+        "no fault inside malloc attributed: {sites:?}"
+    );
+    assert_eq!(profile.data.stats.alloc_lost, 0);
+    let blocks: Vec<_> = profile
+        .data
+        .threads
+        .iter()
+        .flat_map(|t| &t.allocs)
+        .collect();
+    assert!(
+        blocks
+            .iter()
+            .filter(|s| s.calls == 1 && s.frees == 1)
+            .count()
+            >= 2,
+        "{blocks:?}"
+    );
+}
+
+#[test]
+fn a_touch_belongs_to_the_block_that_lived_at_the_address_at_that_moment() {
+    let dir = scratch_dir("hpcrun-data-reuse");
+    let exe = compile("data_reuse.c", &dir, "reuse", &["-O2", "-g"]);
+    let db = dir.join("reuse.db");
+    let out = run(Command::new(tool("hpcrun-rs"))
+        .args([
+            "-e",
+            "page-faults@1",
+            "--data",
+            "--buffer-kib",
+            "32768",
+            "-o",
+        ])
+        .arg(&db)
+        .arg(&exe));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let addrs: Vec<&str> = printed
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .collect();
+    assert_eq!(addrs.len(), 2, "{printed}");
+    assert_eq!(
+        addrs[0], addrs[1],
+        "the allocator did not reuse the address"
+    );
+    let profile = Profile::read(&db).unwrap();
+    assert_eq!(profile.stats.lost, 0);
+    let sites = heap_faults(&profile);
+    let owner = |f: &str| {
+        let key = vec!["main".to_string(), f.to_string()];
+        sites.get(&key).map_or(0, |s| s.0)
+    };
+    // Half of the first block's 256 pages, then all of the second's.
+    assert_eq!(
+        (owner("first_owner"), owner("second_owner")),
+        (128, 256),
+        "{sites:?}"
+    );
+}
+
+#[test]
+fn allocation_sites_count_each_threads_blocks_exactly_as_the_program_does() {
+    let dir = scratch_dir("hpcrun-data-threads");
+    let exe = compile(
+        "alloc_threads.c",
+        &dir,
+        "threads",
+        &["-O2", "-g", "-pthread"],
+    );
+    let db = dir.join("threads.db");
+    let counts = dir.join("counts.txt");
+    let out = run(Command::new(tool("hpcrun-rs"))
+        .args(["-e", "cpu-clock@f1000", "--data", "-o"])
+        .arg(&db)
+        .arg(&exe)
+        .arg(&counts));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let profile = Profile::read(&db).unwrap();
+    assert_eq!(profile.data.stats.alloc_lost, 0);
+    // The program's own counts: "PID TID FUNCTION OP COUNT".
+    let mut expected = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(&counts).unwrap().lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        if f[2].starts_with("work_") && f[3] == "alloc" {
+            expected.insert(
+                (f[1].parse::<u32>().unwrap(), f[2].to_string()),
+                f[4].parse::<u64>().unwrap(),
+            );
+        }
+    }
+    assert_eq!(expected.len(), 3, "{expected:?}");
+    let mut namer = Namer::new(&profile);
+    let mut found = std::collections::BTreeMap::new();
+    for (thread, data) in profile.threads.iter().zip(&profile.data.threads) {
+        for site in &data.allocs {
+            let leaf = namer.frame(&thread.cct.nodes[site.node as usize].frame);
+            let function = leaf.rsplit(':').next().unwrap().to_string();
+            if function.starts_with("work_") {
+                *found.entry((thread.tid, function)).or_insert(0) += site.calls;
+            }
+        }
+    }
+    assert_eq!(
+        found, expected,
+        "allocation sites against the program's own counts"
+    );
+}

@@ -92,7 +92,8 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("target"))
 }
 
-/// Path of one of the workspace's binaries (`hpcrun-rs`, ...), built on first use if needed.
+/// Path of one of the workspace's binaries (`hpcrun-rs`, ...), built on first use if needed
+/// with everything beside them (the allocation shim `libhpcrun_alloc.so` hpcrun-rs preloads).
 pub fn tool(name: &str) -> PathBuf {
     static BUILD: Once = Once::new();
     let exe = std::env::current_exe().expect("current_exe");
@@ -101,7 +102,7 @@ pub fn tool(name: &str) -> PathBuf {
     BUILD.call_once(|| {
         let release = profile_dir.ends_with("release");
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "--workspace", "--bins", "--quiet"]);
+        cmd.args(["build", "--workspace", "--quiet"]);
         if release {
             cmd.arg("--release");
         }
@@ -109,7 +110,7 @@ pub fn tool(name: &str) -> PathBuf {
             .current_dir(workspace_root())
             .status()
             .expect("run cargo build");
-        assert!(status.success(), "cargo build --bins failed");
+        assert!(status.success(), "cargo build --workspace failed");
     });
     path
 }
