@@ -22,7 +22,7 @@ use structure::{Analysis, Coverage, ScopeTree, StructureError};
 use tempfile::TempDir;
 
 use crate::cache::StructureCache;
-use crate::database::{Database, MetricDesc, ModuleDesc, ModuleId, StructureSource};
+use crate::database::{Database, DbModuleId, MetricDesc, ModuleDesc, StructureSource};
 use crate::enrich::{Enricher, ProfileMapping};
 use crate::error::CorrelateError;
 use crate::inputs::{self, InputKind, StructureFile};
@@ -202,9 +202,9 @@ fn merge_metrics(
 }
 
 /// The union of the profiles' modules (by path and build-id), and each profile's map.
-fn merge_modules(profiles: &[Profile]) -> (Vec<profiler::db::ModuleInfo>, Vec<Vec<ModuleId>>) {
+fn merge_modules(profiles: &[Profile]) -> (Vec<profiler::db::ModuleInfo>, Vec<Vec<DbModuleId>>) {
     let mut modules = Vec::new();
-    let mut index: FxHashMap<profiler::db::ModuleInfo, ModuleId> = FxHashMap::default();
+    let mut index: FxHashMap<profiler::db::ModuleInfo, DbModuleId> = FxHashMap::default();
     let maps = profiles
         .iter()
         .map(|p| {
@@ -213,7 +213,7 @@ fn merge_modules(profiles: &[Profile]) -> (Vec<profiler::db::ModuleInfo>, Vec<Ve
                 .map(|m| {
                     *index.entry(m.clone()).or_insert_with(|| {
                         modules.push(m.clone());
-                        (modules.len() - 1) as ModuleId
+                        DbModuleId::from_index(modules.len() - 1)
                     })
                 })
                 .collect()
@@ -226,15 +226,15 @@ fn merge_modules(profiles: &[Profile]) -> (Vec<profiler::db::ModuleInfo>, Vec<Ve
 /// what an on-the-fly analysis must answer for.
 fn module_addresses(
     profiles: &[Profile],
-    module_maps: &[Vec<ModuleId>],
+    module_maps: &[Vec<DbModuleId>],
     modules: usize,
 ) -> Vec<Vec<u64>> {
     let mut out = vec![Vec::new(); modules];
     for (profile, map) in profiles.iter().zip(module_maps) {
         for node in profile.threads.iter().flat_map(|t| &t.cct.nodes) {
             if let profiler::db::Frame::Code { module, addr, kind } = node.frame {
-                if let Some(&m) = map.get(module as usize) {
-                    out[m as usize].push(kind.lookup(addr.0));
+                if let Some(&m) = map.get(module.index()) {
+                    out[m.index()].push(kind.lookup(addr).0);
                 }
             }
         }

@@ -80,8 +80,9 @@ mod view;
 pub use cache::StructureCache;
 pub use correlation::{correlate, summary_text, Analyser, Options, Summary};
 pub use database::{
-    ChildIndex, Database, DatabaseError, DbStats, FileId, MetricDesc, ModuleDesc, ModuleId, Node,
-    NodeId, NodeKey, NodeKind, Selection, StructureSource, ThreadCost, ThreadDesc, ThreadIdx,
+    ChildIndex, Database, DatabaseError, DbFileId, DbModuleId, DbNodeId, DbStats, MetricDesc,
+    ModuleDesc, Node, NodeKey, NodeKind, Selection, StructureSource, ThreadCost, ThreadDesc,
+    ThreadIdx,
 };
 pub use error::CorrelateError;
 pub use inputs::{classify, InputKind};

@@ -48,6 +48,7 @@
 
 // The profile.db format: what readers of a profile (hpcprof-rs, hpcview-rs, tests) compile.
 pub mod addr;
+mod arena;
 pub mod db;
 pub mod envelope;
 pub mod vdso;

@@ -9,7 +9,7 @@ use framehop::{Module, Unwinder};
 use fxhash::FxHashMap;
 
 use crate::addr::{Avma, Svma};
-use crate::db::{ModuleId, ModuleInfo};
+use crate::db::{ModuleInfo, ProfileModuleId};
 use crate::image::{Image, SectionBytes};
 use crate::vdso::own_vdso;
 
@@ -20,14 +20,14 @@ pub type ProcessUnwinder = UnwinderX86_64<SectionBytes>;
 #[derive(Default)]
 pub struct ModuleRegistry {
     infos: Vec<ModuleInfo>,
-    by_path: FxHashMap<String, (ModuleId, Option<Arc<Image>>)>,
+    by_path: FxHashMap<String, (ProfileModuleId, Option<Arc<Image>>)>,
     /// Modules that could not be read, with the reason (reported in the summary).
     pub unreadable: Vec<(String, String)>,
 }
 
 impl ModuleRegistry {
     /// The module for `path`, reading its image the first time.
-    pub fn get(&mut self, path: &str) -> (ModuleId, Option<Arc<Image>>) {
+    pub fn get(&mut self, path: &str) -> (ProfileModuleId, Option<Arc<Image>>) {
         if let Some((id, image)) = self.by_path.get(path) {
             return (*id, image.clone());
         }
@@ -43,7 +43,7 @@ impl ModuleRegistry {
             },
         }
         .map(Arc::new);
-        let id = self.infos.len() as ModuleId;
+        let id = ProfileModuleId::from_index(self.infos.len());
         let build_id = image.as_ref().and_then(|i| i.build_id.clone());
         // Only a file without a build-id needs its bytes summed to be recognised later.
         let checksum = image
@@ -70,7 +70,7 @@ impl ModuleRegistry {
 struct Mapping {
     start: u64,
     end: u64,
-    module: ModuleId,
+    module: ProfileModuleId,
     /// `avma - svma` for every address of the mapping.
     bias: u64,
     /// The module's ELF entry point, link-time.
@@ -162,7 +162,7 @@ impl AddressSpace {
     }
 
     /// The module and link-time address of a runtime address, if it is mapped.
-    pub fn resolve(&self, avma: Avma) -> Option<(ModuleId, Svma)> {
+    pub fn resolve(&self, avma: Avma) -> Option<(ProfileModuleId, Svma)> {
         self.mapping_of(avma).map(|(m, svma)| (m.module, svma))
     }
 
@@ -240,7 +240,7 @@ mod tests {
         let addr = libc::getpid as *const () as u64;
         let (module, svma) = space.resolve(Avma(addr)).expect("libc code is mapped");
         let infos = modules.into_infos();
-        let path = &infos[module as usize].path;
+        let path = &infos[module.index()].path;
         assert!(path.contains("libc"), "{path}");
         let data = std::fs::read(path).unwrap();
         let obj = object::File::parse(&*data).unwrap();

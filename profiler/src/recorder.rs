@@ -13,8 +13,8 @@ use linux_perf_event_reader::{
 };
 
 use crate::addr::Avma;
-use crate::cct::{CctBuilder, ROOT};
-use crate::db::{AddrKind, Frame, NodeId, ProcessInfo, Stats, ThreadProfile};
+use crate::cct::CctBuilder;
+use crate::db::{AddrKind, CctNodeId, Frame, ProcessInfo, Stats, ThreadProfile};
 use crate::loadmap::{AddressSpace, MapEvent, ModuleRegistry};
 use crate::perf::{REG_BP, REG_IP, REG_SP};
 use crate::ring::RingRecord;
@@ -25,7 +25,7 @@ use crate::unwind::{walk, RawFrame, StackSample, WalkEnd};
 struct PathEntry {
     sp: u64,
     ra: u64,
-    node: NodeId,
+    node: CctNodeId,
 }
 
 struct ThreadState {
@@ -232,7 +232,7 @@ impl Recorder {
         self.ensure_thread(pid, tid);
         let leaf = match ip {
             Some(ip) => self.insert_user_path(pid, tid, ip, sp, bp),
-            None => ROOT,
+            None => CctNodeId::ROOT,
         };
         let thread = self.threads.get_mut(&tid).expect("thread exists");
         let node = if in_kernel {
@@ -267,7 +267,7 @@ impl Recorder {
     }
 
     /// Unwind the user stack and insert the path; returns the leaf node.
-    fn insert_user_path(&mut self, pid: u32, tid: u32, ip: u64, sp: u64, bp: u64) -> NodeId {
+    fn insert_user_path(&mut self, pid: u32, tid: u32, ip: u64, sp: u64, bp: u64) -> CctNodeId {
         let stack = std::mem::take(&mut self.stack);
         let sample = StackSample {
             ip,
@@ -298,13 +298,19 @@ impl Recorder {
                 kind: f.kind,
             },
             None => Frame::Unmapped {
-                avma: f.avma,
+                avma: Avma(f.avma),
                 kind: f.kind,
             },
         }
     }
 
-    fn insert_frames(&mut self, pid: u32, tid: u32, frames: &[RawFrame], end: WalkEnd) -> NodeId {
+    fn insert_frames(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        frames: &[RawFrame],
+        end: WalkEnd,
+    ) -> CctNodeId {
         let space = &self.processes[&pid].space;
         let thread = self.threads.get_mut(&tid).expect("thread exists");
         self.path.clear();
@@ -316,7 +322,7 @@ impl Recorder {
         let at_entry =
             |f: &RawFrame| f.kind == AddrKind::Return && space.is_entry_return(Avma(f.avma));
         if end == WalkEnd::Complete || frames.last().is_some_and(at_entry) {
-            return insert_remembered(thread, frames, &self.path, ROOT, 0);
+            return insert_remembered(thread, frames, &self.path, CctNodeId::ROOT, 0);
         }
         // Truncated: complete from the previous path if its frame at the edge is ours.
         if end == WalkEnd::Truncated {
@@ -334,7 +340,7 @@ impl Recorder {
             }
         }
         self.stats.partial += 1;
-        let partial = thread.cct.child(ROOT, Frame::Partial);
+        let partial = thread.cct.child(CctNodeId::ROOT, Frame::Partial);
         thread.cct.insert_path(partial, self.path.iter().copied())
     }
 
@@ -378,9 +384,9 @@ fn insert_remembered(
     thread: &mut ThreadState,
     frames: &[RawFrame],
     path: &[Frame],
-    start: NodeId,
+    start: CctNodeId,
     keep: usize,
-) -> NodeId {
+) -> CctNodeId {
     thread.last_path.truncate(keep);
     let mut node = start;
     for (raw, frame) in frames.iter().rev().zip(path) {
