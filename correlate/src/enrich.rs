@@ -12,14 +12,14 @@
 use std::rc::Rc;
 
 use fxhash::{FxHashMap, FxHashSet};
+use profiler::addr::Svma;
 use profiler::db::{Cost, Frame, Profile};
 use structure::{ScopeId, ScopeKind, ScopeTree};
 
-use crate::database::{
-    ChildIndex, Database, DbFileId, DbModuleId, DbNodeId, MetricDesc, ModuleDesc, NodeKey,
-    NodeKind, ThreadDesc, ThreadIdx,
-};
+use crate::database::{Database, MetricDesc, ModuleDesc, ThreadDesc};
+use crate::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 use crate::label;
+use crate::node::{ChildIndex, NodeKey, NodeKind};
 
 /// How one profile's indices map into the database.
 #[derive(Debug, Clone)]
@@ -41,7 +41,7 @@ pub(crate) struct Enricher<'a> {
     structures: &'a [Option<&'a ScopeTree>],
     /// Per module: database file id of each of its tree's file ids.
     file_maps: Vec<FxHashMap<u32, DbFileId>>,
-    expansions: FxHashMap<(DbModuleId, u64), Rc<[NodeKey]>>,
+    expansions: FxHashMap<(DbModuleId, Svma), Rc<[NodeKey]>>,
     /// Last lines of the subtrees already walked (see [`last_line`]).
     last_lines: LastLines,
     unknown: FxHashSet<(Option<DbModuleId>, u64)>,
@@ -121,7 +121,7 @@ impl<'a> Enricher<'a> {
             }
             Frame::Code { module, addr, kind } => {
                 let module = map.modules[module.index()];
-                self.expand(module, kind.lookup(addr).0)
+                self.expand(module, kind.lookup(addr))
             }
         };
         self.insert_chain(parent, &keys)
@@ -148,7 +148,7 @@ impl<'a> Enricher<'a> {
     }
 
     /// The static context of `addr` in `module`, outermost first, memoised.
-    fn expand(&mut self, module: DbModuleId, addr: u64) -> Rc<[NodeKey]> {
+    fn expand(&mut self, module: DbModuleId, addr: Svma) -> Rc<[NodeKey]> {
         if let Some(keys) = self.expansions.get(&(module, addr)) {
             return keys.clone();
         }
@@ -157,9 +157,9 @@ impl<'a> Enricher<'a> {
         let keys: Rc<[NodeKey]> = match found {
             Some((tree, stmt)) => self.scope_chain(module, tree, stmt).into(),
             None => {
-                self.unknown.insert((Some(module), addr));
+                self.unknown.insert((Some(module), addr.0));
                 let path = &self.db.modules[module.index()].path;
-                let name = label::unknown_procedure(addr, Some(path));
+                let name = label::unknown_procedure(addr.0, Some(path));
                 Rc::new([NodeKey {
                     module: Some(module),
                     ..NodeKey::pseudo(NodeKind::Unknown, name)

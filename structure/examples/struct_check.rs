@@ -14,6 +14,7 @@
 //! ```
 
 use anyhow::{bail, Context, Result};
+use profiler::addr::Svma;
 use std::path::Path;
 use structure::verify::{self, Agreement, Naming, Oracle};
 use structure::{analyze_file, analyze_focused, Options, ScopeTree};
@@ -88,7 +89,7 @@ fn parse_args(args: Vec<String>) -> Result<(Vec<String>, Vec<String>)> {
 }
 
 /// `samples` line-table addresses of `path`, drawn with a fixed-seed xorshift (reproducible).
-fn random_line_addresses(path: &Path, samples: usize) -> Result<Vec<u64>> {
+fn random_line_addresses(path: &Path, samples: usize) -> Result<Vec<Svma>> {
     let rows = structure::line_table_addresses(path)?;
     if rows.is_empty() {
         bail!("{}: no line table", path.display());

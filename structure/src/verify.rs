@@ -8,6 +8,7 @@
 //! and `scripts/bench-structure` use this to measure agreement.
 
 use crate::scope::{ScopeKind, ScopeTree};
+use profiler::addr::Svma;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -55,7 +56,7 @@ pub struct Frame {
 
 /// The inline chain the tree gives for `svma`, innermost first, functions named as `naming`
 /// says; `None` if no statement holds it.
-pub fn tree_frames(tree: &ScopeTree, svma: u64, naming: Naming) -> Option<Vec<Frame>> {
+pub fn tree_frames(tree: &ScopeTree, svma: Svma, naming: Naming) -> Option<Vec<Frame>> {
     let stmt = tree.lookup(svma)?;
     let mut frames = Vec::new();
     let mut file = basename(tree.scope_file(stmt).unwrap_or(""));
@@ -94,7 +95,7 @@ pub fn tree_frames(tree: &ScopeTree, svma: u64, naming: Naming) -> Option<Vec<Fr
 /// [`Naming::Readable`]) on `addrs` and return each address's frames.
 pub fn addr2line_frames(
     binary: &Path,
-    addrs: &[u64],
+    addrs: &[Svma],
     oracle: &Oracle<'_>,
 ) -> std::io::Result<Vec<Vec<Frame>>> {
     let demangle = (oracle.naming == Naming::Readable).then_some("-C");
@@ -157,14 +158,14 @@ pub struct Agreement {
     /// (call lines included), whatever the functions are named.
     pub shape_agree: usize,
     /// Up to 10 disagreements: (address, ours, addr2line's).
-    pub examples: Vec<(u64, Vec<Frame>, Vec<Frame>)>,
+    pub examples: Vec<(Svma, Vec<Frame>, Vec<Frame>)>,
 }
 
 /// Compare the tree's chains with binutils' addr2line's on `addrs`, functions by link name.
 pub fn compare_with_addr2line(
     tree: &ScopeTree,
     binary: &Path,
-    addrs: &[u64],
+    addrs: &[Svma],
 ) -> std::io::Result<Agreement> {
     compare_with_oracle(tree, binary, addrs, &Oracle::default())
 }
@@ -173,7 +174,7 @@ pub fn compare_with_addr2line(
 pub fn compare_with_oracle(
     tree: &ScopeTree,
     binary: &Path,
-    addrs: &[u64],
+    addrs: &[Svma],
     oracle: &Oracle<'_>,
 ) -> std::io::Result<Agreement> {
     let naming = oracle.naming;

@@ -5,7 +5,8 @@ use profiler::db::Cost;
 
 use super::keyed::{KeyedTree, Site, ViewKey};
 use super::{is_zero, node_metrics, walk};
-use crate::database::{Database, DbNodeId, Selection};
+use crate::database::{Database, Selection};
+use crate::ids::DbNodeId;
 use crate::view::{ViewKind, ViewTree};
 
 /// The callers (bottom-up) view: one top entry per procedure, then the chains of callers of its

@@ -6,7 +6,9 @@ use profiler::db::Cost;
 
 use super::keyed::KeyedTree;
 use super::{is_zero, node_metrics, walk};
-use crate::database::{Database, DbNodeId, NodeKind, Selection};
+use crate::database::{Database, Selection};
+use crate::ids::DbNodeId;
+use crate::node::NodeKind;
 use crate::view::{ViewKind, ViewTree};
 
 /// The flat view: module > file > procedure > inlined code, loops and lines, costs summed over

@@ -7,7 +7,9 @@ use fxhash::FxHashMap;
 use profiler::db::Cost;
 
 use super::{scope_node, NodeMetrics};
-use crate::database::{Database, DbFileId, DbModuleId, DbNodeId, NodeKind};
+use crate::database::Database;
+use crate::ids::{DbFileId, DbModuleId, DbNodeId};
+use crate::node::NodeKind;
 use crate::view::{ViewKind, ViewNode, ViewTree};
 
 /// A call site: file and line in the caller.

@@ -12,8 +12,10 @@ mod keyed;
 
 use profiler::db::Cost;
 
-use crate::database::{Database, DbNodeId, NodeKind, Selection};
+use crate::database::{Database, Selection};
+use crate::ids::DbNodeId;
 use crate::label;
+use crate::node::NodeKind;
 use crate::view::{MetricInfo, ViewKind, ViewNode, ViewTree};
 
 pub use callers::callers;
@@ -143,10 +145,9 @@ fn is_zero(costs: &[Cost]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::database::{
-        ChildIndex, DbFileId, DbModuleId, MetricDesc, ModuleDesc, NodeKey, StructureSource,
-        ThreadDesc, ThreadIdx,
-    };
+    use crate::database::{MetricDesc, ModuleDesc, StructureSource, ThreadDesc};
+    use crate::ids::{DbFileId, DbModuleId, ThreadIdx};
+    use crate::node::{ChildIndex, NodeKey};
     use profiler::db::Sampling;
 
     /// A small database: `main` with a loop and two calls to `f`, one of which recurses.
