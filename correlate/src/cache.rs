@@ -179,6 +179,7 @@ fn hex(bytes: &[u8]) -> String {
 #[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
+    use profiler::addr::Svma;
     use structure::{Scope, ScopeKind};
 
     #[test]
@@ -200,7 +201,7 @@ mod tests {
         let coverage = Coverage::Ranges(vec![0x10..0x20]);
         cache.store(&key, &tree, &coverage).unwrap();
         let (back, covered) = cache.load(&key).unwrap().unwrap();
-        assert_eq!(back.lookup(0x18), Some(s));
+        assert_eq!(back.lookup(Svma(0x18)), Some(s));
         assert_eq!(covered, coverage);
         let mode = fs::metadata(&dir).unwrap().mode();
         assert_eq!(mode & 0o777, 0o700, "a new cache directory is private");

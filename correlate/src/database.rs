@@ -5,7 +5,7 @@
 //!
 //! - the metric descriptors ([`MetricDesc`]: event name, unit, sampling, run total),
 //! - the module table ([`ModuleDesc`], with where each module's structure came from),
-//! - the source-file table ([`Database::files`], indexed by [`FileId`]),
+//! - the source-file table ([`Database::files`], indexed by [`DbFileId`]),
 //! - the threads that were measured ([`ThreadDesc`], so a view can be restricted to one),
 //! - the enriched calling-context tree as an arena ([`Database::nodes`], node 0 the root).
 //!
@@ -24,7 +24,9 @@ use profiler::db::{Cost, Sampling};
 use profiler::envelope::{read_file, EnvelopeError, FileKind, Replace};
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 use crate::label;
+use crate::node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
 
 /// The kind of file a database is.
 pub(crate) static DATABASE_FILE: FileKind = FileKind {
@@ -35,15 +37,6 @@ pub(crate) static DATABASE_FILE: FileKind = FileKind {
     noun: "database",
     writer: "hpcprof-rs",
 };
-
-/// Index of a node in [`Database::nodes`]; node 0 is the program root.
-pub type NodeId = u32;
-/// Index of a module in [`Database::modules`].
-pub type ModuleId = u32;
-/// Index of a source file in [`Database::files`].
-pub type FileId = u32;
-/// Index of a thread in [`Database::threads`] (not the OS thread id; see [`ThreadDesc::tid`]).
-pub type ThreadIdx = u32;
 
 /// One correlated experiment: one or more profiles merged, enriched with program structure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -143,148 +136,6 @@ pub struct DbStats {
     pub unknown_samples: u64,
 }
 
-/// What a node of the enriched tree (or of a view tree) stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum NodeKind {
-    /// `<program root>`: the database's root (threads are merged under it).
-    Root,
-    /// `<partial call paths>`: paths that could not be unwound to the thread's root.
-    Partial,
-    /// A procedure frame (an activation of a function).
-    Procedure,
-    /// An inlined frame: code of `name` inlined into its parent at `call_file:call_line`.
-    Inlined,
-    /// A loop; `line` is its header's begin line.
-    Loop,
-    /// A source line (statement); also the call site under which callees hang.
-    Statement,
-    /// `<unknown procedure> 0xADDR [module]`: an address no structure covers.
-    Unknown,
-    /// `<kernel>`: time in the kernel on behalf of the context above.
-    Kernel,
-    /// Flat view only: a load module.
-    Module,
-    /// Flat view only: a source file.
-    File,
-}
-
-impl NodeKind {
-    /// Whether the node is a frame a call chain is made of: a procedure activation, an inlined
-    /// frame, an unknown procedure or the kernel. Loops and statements are not frames.
-    pub fn is_frame(self) -> bool {
-        matches!(
-            self,
-            NodeKind::Procedure | NodeKind::Inlined | NodeKind::Unknown | NodeKind::Kernel
-        )
-    }
-
-    /// Whether the node starts a new activation (a call edge leads to it): procedure frames,
-    /// unknown procedures and the kernel. Exclusive costs never cross such an edge.
-    pub fn is_activation(self) -> bool {
-        matches!(
-            self,
-            NodeKind::Procedure | NodeKind::Unknown | NodeKind::Kernel
-        )
-    }
-}
-
-/// Self costs of one node in one thread.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ThreadCost {
-    /// The thread.
-    pub thread: ThreadIdx,
-    /// Cost per metric, parallel to [`Database::metrics`].
-    pub costs: Vec<Cost>,
-}
-
-/// One node of the enriched calling-context tree.
-///
-/// `name` is the raw name: the procedure's (demangled) name for procedure and inlined frames,
-/// the full label for `Root`, `Partial`, `Unknown` and `Kernel`, empty for loops and statements.
-/// [`Database::label`] gives the hpcviewer-style display label.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Node {
-    /// Parent node (the root is its own parent).
-    pub parent: NodeId,
-    /// Children, in insertion order (views sort them).
-    pub children: Vec<NodeId>,
-    /// What the node stands for.
-    pub kind: NodeKind,
-    /// Raw name (see the type's documentation).
-    pub name: String,
-    /// The load module the node's code is in.
-    pub module: Option<ModuleId>,
-    /// Source file: of the procedure (its declaration), the inlined callee, the loop or the line.
-    pub file: Option<FileId>,
-    /// Begin line (declaration line of a procedure, header line of a loop, the line itself).
-    pub line: Option<u32>,
-    /// End line, where structure knows it.
-    pub end_line: Option<u32>,
-    /// For procedure and inlined frames: the call site in the parent (file).
-    pub call_file: Option<FileId>,
-    /// For procedure and inlined frames: the call site in the parent (line).
-    pub call_line: Option<u32>,
-    /// Costs sampled exactly at this node, per thread (only threads with a sample here).
-    pub costs: Vec<ThreadCost>,
-}
-
-/// The identity under which sibling nodes merge: same kind, name, module and source position.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct NodeKey {
-    /// Kind.
-    pub kind: NodeKind,
-    /// Raw name.
-    pub name: String,
-    /// Module.
-    pub module: Option<ModuleId>,
-    /// File.
-    pub file: Option<FileId>,
-    /// Begin line.
-    pub line: Option<u32>,
-    /// End line.
-    pub end_line: Option<u32>,
-    /// Call-site file.
-    pub call_file: Option<FileId>,
-    /// Call-site line.
-    pub call_line: Option<u32>,
-}
-
-impl NodeKey {
-    /// The key of a node known only by kind and name (the root, `<partial call paths>`,
-    /// `<kernel>`, unknown procedures): no module or source position.
-    pub fn pseudo(kind: NodeKind, name: impl Into<String>) -> NodeKey {
-        NodeKey {
-            kind,
-            name: name.into(),
-            module: None,
-            file: None,
-            line: None,
-            end_line: None,
-            call_file: None,
-            call_line: None,
-        }
-    }
-}
-
-impl Node {
-    /// A node below `parent` with identity `key` and no costs yet.
-    fn from_key(parent: NodeId, key: NodeKey) -> Node {
-        Node {
-            parent,
-            children: Vec::new(),
-            kind: key.kind,
-            name: key.name,
-            module: key.module,
-            file: key.file,
-            line: key.line,
-            end_line: key.end_line,
-            call_file: key.call_file,
-            call_line: key.call_line,
-            costs: Vec::new(),
-        }
-    }
-}
-
 /// Which threads a view covers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Selection {
@@ -319,7 +170,7 @@ impl Database {
             files: Vec::new(),
             threads: Vec::new(),
             nodes: vec![Node::from_key(
-                0,
+                DbNodeId::ROOT,
                 NodeKey::pseudo(NodeKind::Root, "<program root>"),
             )],
             stats: DbStats::default(),
@@ -327,20 +178,20 @@ impl Database {
     }
 
     /// Path of a source file.
-    pub fn file(&self, id: FileId) -> &str {
-        &self.files[id as usize]
+    pub fn file(&self, id: DbFileId) -> &str {
+        &self.files[id.index()]
     }
 
     /// Path of a module.
-    pub fn module_path(&self, id: ModuleId) -> &str {
-        &self.modules[id as usize].path
+    pub fn module_path(&self, id: DbModuleId) -> &str {
+        &self.modules[id.index()].path
     }
 
     /// The hpcviewer-style label of a node: the procedure name, `[I] name` for inlined code,
     /// `loop at FILE: LINE`, `FILE: LINE` for statements (file base names), and the stored
     /// name for the pseudo-frames (`<program root>`, `<partial call paths>`, ...).
-    pub fn label(&self, id: NodeId) -> String {
-        let n = &self.nodes[id as usize];
+    pub fn label(&self, id: DbNodeId) -> String {
+        let n = &self.nodes[id.index()];
         let file = n.file.map(|f| self.file(f));
         let name = label::name(n.kind, &n.name, file, n.line);
         label::display(n.kind, &name, None)
@@ -348,8 +199,9 @@ impl Database {
 
     /// Indices of the threads with OS thread id `tid` (several when profiles are merged).
     pub fn threads_with_tid(&self, tid: u32) -> Vec<ThreadIdx> {
-        (0..self.threads.len() as ThreadIdx)
-            .filter(|&i| self.threads[i as usize].tid == tid)
+        (0..self.threads.len())
+            .filter(|&i| self.threads[i].tid == tid)
+            .map(ThreadIdx::from_index)
             .collect()
     }
 
@@ -370,21 +222,21 @@ impl Database {
 
     /// Add a child of `parent` with identity `key`, or return the existing child with that key.
     /// `index` maps (parent, key) to child and must be used for every insertion into this tree.
-    pub fn child(&mut self, index: &mut ChildIndex, parent: NodeId, key: NodeKey) -> NodeId {
+    pub fn child(&mut self, index: &mut ChildIndex, parent: DbNodeId, key: NodeKey) -> DbNodeId {
         match index.map.entry((parent, key)) {
             Entry::Occupied(e) => *e.get(),
             Entry::Vacant(e) => {
-                let id = self.nodes.len() as NodeId;
+                let id = DbNodeId::from_index(self.nodes.len());
                 self.nodes.push(Node::from_key(parent, e.key().1.clone()));
-                self.nodes[parent as usize].children.push(id);
+                self.nodes[parent.index()].children.push(id);
                 *e.insert(id)
             }
         }
     }
 
     /// Add `costs` (per metric) sampled in `thread` to node `id`'s self costs.
-    pub fn add_cost(&mut self, id: NodeId, thread: ThreadIdx, costs: &[Cost]) {
-        let node = &mut self.nodes[id as usize];
+    pub fn add_cost(&mut self, id: DbNodeId, thread: ThreadIdx, costs: &[Cost]) {
+        let node = &mut self.nodes[id.index()];
         match node.costs.iter_mut().find(|tc| tc.thread == thread) {
             Some(tc) => Cost::add_each(&mut tc.costs, costs),
             None => node.costs.push(ThreadCost {
@@ -395,11 +247,11 @@ impl Database {
     }
 
     /// Intern a source file path, returning its id.
-    pub fn intern_file(&mut self, files: &mut FxHashMap<String, FileId>, path: &str) -> FileId {
+    pub fn intern_file(&mut self, files: &mut FxHashMap<String, DbFileId>, path: &str) -> DbFileId {
         if let Some(&id) = files.get(path) {
             return id;
         }
-        let id = self.files.len() as FileId;
+        let id = DbFileId::from_index(self.files.len());
         self.files.push(path.to_string());
         files.insert(path.to_string(), id);
         id
@@ -429,35 +281,32 @@ impl Database {
     }
 
     /// The first node whose links, module, file or thread references are out of range.
-    fn first_bad_node(&self) -> Option<NodeId> {
+    fn first_bad_node(&self) -> Option<DbNodeId> {
         let n = self.nodes.len();
         if n == 0 {
-            return Some(0);
+            return Some(DbNodeId::ROOT);
         }
         // Each node is listed once, by its own parent, after it: a tree, whatever the bytes say.
         let mut listed = vec![false; n];
-        let ok_file = |f: Option<FileId>| f.is_none_or(|f| (f as usize) < self.files.len());
+        let ok_file = |f: Option<DbFileId>| f.is_none_or(|f| f.index() < self.files.len());
         for (i, node) in self.nodes.iter().enumerate() {
-            let parent_ok = (node.parent as usize) < n && (i == 0 || (node.parent as usize) < i);
+            let parent_ok = node.parent.index() < n && (i == 0 || node.parent.index() < i);
             let children_ok = node.children.iter().all(|&c| {
-                let c = c as usize;
-                let ok = c < n && c > i && self.nodes[c].parent as usize == i && !listed[c];
+                let c = c.index();
+                let ok = c < n && c > i && self.nodes[c].parent.index() == i && !listed[c];
                 if ok {
                     listed[c] = true;
                 }
                 ok
             });
-            let refs = node
-                .module
-                .is_none_or(|m| (m as usize) < self.modules.len())
+            let refs = node.module.is_none_or(|m| m.index() < self.modules.len())
                 && ok_file(node.file)
                 && ok_file(node.call_file)
                 && node.costs.iter().all(|tc| {
-                    (tc.thread as usize) < self.threads.len()
-                        && tc.costs.len() == self.metrics.len()
+                    tc.thread.index() < self.threads.len() && tc.costs.len() == self.metrics.len()
                 });
             if !(parent_ok && children_ok && refs) {
-                return Some(i as NodeId);
+                return Some(DbNodeId::from_index(i));
             }
         }
         None
@@ -474,13 +323,6 @@ impl Database {
     pub fn write_new(&self, path: &Path) -> Result<(), DatabaseError> {
         DATABASE_FILE.write(self, path, Replace::Refused)
     }
-}
-
-/// The (parent, key) -> child map used while building a tree, so siblings that land in the
-/// same scope merge. Not stored in the file.
-#[derive(Debug, Default)]
-pub struct ChildIndex {
-    map: FxHashMap<(NodeId, NodeKey), NodeId>,
 }
 
 #[cfg(test)]
@@ -509,11 +351,15 @@ mod tests {
             call_file: None,
             call_line: None,
         };
-        let s = db.child(&mut index, 0, key.clone());
-        assert_eq!(db.child(&mut index, 0, key), s, "same key merges");
+        let s = db.child(&mut index, DbNodeId::ROOT, key.clone());
+        assert_eq!(
+            db.child(&mut index, DbNodeId::ROOT, key),
+            s,
+            "same key merges"
+        );
         db.add_cost(
             s,
-            0,
+            ThreadIdx(0),
             &[Cost {
                 samples: 2,
                 value: 20,
@@ -536,7 +382,7 @@ mod tests {
                 value: 20
             }
         );
-        assert_eq!(back.label(1), "a.c: 7");
+        assert_eq!(back.label(DbNodeId(1)), "a.c: 7");
     }
 
     #[test]

@@ -12,14 +12,14 @@
 use std::rc::Rc;
 
 use fxhash::{FxHashMap, FxHashSet};
+use profiler::addr::Svma;
 use profiler::db::{Cost, Frame, Profile};
 use structure::{ScopeId, ScopeKind, ScopeTree};
 
-use crate::database::{
-    ChildIndex, Database, FileId, MetricDesc, ModuleDesc, ModuleId, NodeId, NodeKey, NodeKind,
-    ThreadDesc, ThreadIdx,
-};
+use crate::database::{Database, MetricDesc, ModuleDesc, ThreadDesc};
+use crate::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 use crate::label;
+use crate::node::{ChildIndex, NodeKey, NodeKind};
 
 /// How one profile's indices map into the database.
 #[derive(Debug, Clone)]
@@ -27,7 +27,7 @@ pub(crate) struct ProfileMapping {
     /// Index of the profile in [`Database::profiles`].
     pub(crate) profile: u32,
     /// Database module of each of the profile's modules.
-    pub(crate) modules: Vec<ModuleId>,
+    pub(crate) modules: Vec<DbModuleId>,
     /// Database metric of each of the profile's events.
     pub(crate) metrics: Vec<usize>,
 }
@@ -36,15 +36,15 @@ pub(crate) struct ProfileMapping {
 pub(crate) struct Enricher<'a> {
     db: Database,
     index: ChildIndex,
-    files: FxHashMap<String, FileId>,
+    files: FxHashMap<String, DbFileId>,
     /// Scope tree of each database module, if any.
     structures: &'a [Option<&'a ScopeTree>],
     /// Per module: database file id of each of its tree's file ids.
-    file_maps: Vec<FxHashMap<u32, FileId>>,
-    expansions: FxHashMap<(ModuleId, u64), Rc<[NodeKey]>>,
+    file_maps: Vec<FxHashMap<u32, DbFileId>>,
+    expansions: FxHashMap<(DbModuleId, Svma), Rc<[NodeKey]>>,
     /// Last lines of the subtrees already walked (see [`last_line`]).
     last_lines: LastLines,
-    unknown: FxHashSet<(Option<ModuleId>, u64)>,
+    unknown: FxHashSet<(Option<DbModuleId>, u64)>,
 }
 
 impl<'a> Enricher<'a> {
@@ -73,7 +73,7 @@ impl<'a> Enricher<'a> {
     pub(crate) fn add_profile(&mut self, profile: &Profile, map: &ProfileMapping) {
         let metrics = self.db.metrics.len();
         for thread in &profile.threads {
-            let tidx = self.db.threads.len() as ThreadIdx;
+            let tidx = ThreadIdx::from_index(self.db.threads.len());
             self.db.threads.push(ThreadDesc {
                 profile: map.profile,
                 pid: thread.pid,
@@ -81,9 +81,13 @@ impl<'a> Enricher<'a> {
                 comm: thread.comm.clone(),
             });
             let nodes = &thread.cct.nodes;
-            let mut at: Vec<NodeId> = Vec::with_capacity(nodes.len());
+            let mut at: Vec<DbNodeId> = Vec::with_capacity(nodes.len());
             for (i, node) in nodes.iter().enumerate() {
-                let parent = if i == 0 { 0 } else { at[node.parent as usize] };
+                let parent = if i == 0 {
+                    DbNodeId::ROOT
+                } else {
+                    at[node.parent.index()]
+                };
                 let here = self.insert_frame(parent, node.frame, map);
                 at.push(here);
                 if node.costs.iter().any(|c| c.samples > 0 || c.value > 0) {
@@ -91,7 +95,7 @@ impl<'a> Enricher<'a> {
                     for (e, c) in node.costs.iter().enumerate() {
                         costs[map.metrics[e]] = *c;
                     }
-                    if self.db.nodes[here as usize].kind == NodeKind::Unknown {
+                    if self.db.nodes[here.index()].kind == NodeKind::Unknown {
                         let samples = costs.first().map_or(0, |c| c.samples);
                         let stats = &mut self.db.stats;
                         stats.unknown_samples = stats.unknown_samples.saturating_add(samples);
@@ -104,20 +108,20 @@ impl<'a> Enricher<'a> {
 
     /// Insert one frame below database node `parent`; returns the node its callees hang from
     /// (the call-site statement) and its own samples land on.
-    fn insert_frame(&mut self, parent: NodeId, frame: Frame, map: &ProfileMapping) -> NodeId {
+    fn insert_frame(&mut self, parent: DbNodeId, frame: Frame, map: &ProfileMapping) -> DbNodeId {
         let keys: Rc<[NodeKey]> = match frame {
             Frame::Root => return parent,
             Frame::Partial => Rc::new([NodeKey::pseudo(NodeKind::Partial, "<partial call paths>")]),
             Frame::Kernel => Rc::new([NodeKey::pseudo(NodeKind::Kernel, "<kernel>")]),
             Frame::Unmapped { avma, kind } => {
                 let addr = kind.lookup(avma);
-                self.unknown.insert((None, addr));
+                self.unknown.insert((None, addr.0));
                 let name = format!("<unknown procedure> {addr:#x} [unmapped]");
                 Rc::new([NodeKey::pseudo(NodeKind::Unknown, name)])
             }
             Frame::Code { module, addr, kind } => {
-                let module = map.modules[module as usize];
-                self.expand(module, kind.lookup(addr.0))
+                let module = map.modules[module.index()];
+                self.expand(module, kind.lookup(addr))
             }
         };
         self.insert_chain(parent, &keys)
@@ -125,10 +129,10 @@ impl<'a> Enricher<'a> {
 
     /// Insert a chain of keys below `parent`, filling a procedure frame's call site from the
     /// caller's statement.
-    fn insert_chain(&mut self, parent: NodeId, keys: &[NodeKey]) -> NodeId {
+    fn insert_chain(&mut self, parent: DbNodeId, keys: &[NodeKey]) -> DbNodeId {
         let mut at = parent;
         for (i, key) in keys.iter().enumerate() {
-            let p = &self.db.nodes[at as usize];
+            let p = &self.db.nodes[at.index()];
             let key = if i == 0 && key.kind.is_activation() && p.kind == NodeKind::Statement {
                 NodeKey {
                     call_file: p.file,
@@ -144,18 +148,18 @@ impl<'a> Enricher<'a> {
     }
 
     /// The static context of `addr` in `module`, outermost first, memoised.
-    fn expand(&mut self, module: ModuleId, addr: u64) -> Rc<[NodeKey]> {
+    fn expand(&mut self, module: DbModuleId, addr: Svma) -> Rc<[NodeKey]> {
         if let Some(keys) = self.expansions.get(&(module, addr)) {
             return keys.clone();
         }
-        let found = self.structures[module as usize]
+        let found = self.structures[module.index()]
             .and_then(|tree| tree.lookup(addr).map(|stmt| (tree, stmt)));
         let keys: Rc<[NodeKey]> = match found {
             Some((tree, stmt)) => self.scope_chain(module, tree, stmt).into(),
             None => {
-                self.unknown.insert((Some(module), addr));
-                let path = &self.db.modules[module as usize].path;
-                let name = label::unknown_procedure(addr, Some(path));
+                self.unknown.insert((Some(module), addr.0));
+                let path = &self.db.modules[module.index()].path;
+                let name = label::unknown_procedure(addr.0, Some(path));
                 Rc::new([NodeKey {
                     module: Some(module),
                     ..NodeKey::pseudo(NodeKind::Unknown, name)
@@ -168,7 +172,7 @@ impl<'a> Enricher<'a> {
 
     /// Keys for statement `stmt` and its ancestors up to its procedure, outermost first. Scopes
     /// without a file inherit the enclosing scope's.
-    fn scope_chain(&mut self, module: ModuleId, tree: &ScopeTree, stmt: ScopeId) -> Vec<NodeKey> {
+    fn scope_chain(&mut self, module: DbModuleId, tree: &ScopeTree, stmt: ScopeId) -> Vec<NodeKey> {
         let mut chain: Vec<ScopeId> = tree.ancestors(stmt).collect();
         chain.reverse();
         chain.push(stmt);
@@ -211,12 +215,12 @@ impl<'a> Enricher<'a> {
     }
 
     /// The database file id of file `f` of `module`'s tree.
-    fn file(&mut self, module: ModuleId, tree: &ScopeTree, f: structure::FileId) -> FileId {
-        if let Some(&id) = self.file_maps[module as usize].get(&f.0) {
+    fn file(&mut self, module: DbModuleId, tree: &ScopeTree, f: structure::FileId) -> DbFileId {
+        if let Some(&id) = self.file_maps[module.index()].get(&f.0) {
             return id;
         }
         let id = self.db.intern_file(&mut self.files, tree.file_name(f));
-        self.file_maps[module as usize].insert(f.0, id);
+        self.file_maps[module.index()].insert(f.0, id);
         id
     }
 
@@ -242,7 +246,7 @@ fn procedure_file(tree: &ScopeTree, proc_: ScopeId) -> Option<structure::FileId>
 /// asked about) -> the largest line of that file among the statements below the scope.
 type LastLines = FxHashMap<
     (
-        ModuleId,
+        DbModuleId,
         ScopeId,
         Option<structure::FileId>,
         Option<structure::FileId>,
@@ -259,7 +263,7 @@ type LastLines = FxHashMap<
 /// explicit stack: a loop nest `n` deep costs `O(n)`, not `O(n^2)`, and no walk recurses.
 fn last_line(
     memo: &mut LastLines,
-    module: ModuleId,
+    module: DbModuleId,
     tree: &ScopeTree,
     id: ScopeId,
     file: Option<structure::FileId>,
@@ -305,7 +309,8 @@ mod tests {
     use crate::projection::{callers, top_down};
     use profiler::addr::Svma;
     use profiler::db::{
-        AddrKind, Cct, CctNode, EventDesc, ModuleInfo, Sampling, Stats, ThreadProfile,
+        AddrKind, Cct, CctNode, CctNodeId, EventDesc, ModuleInfo, ProfileModuleId, Sampling, Stats,
+        ThreadProfile,
     };
     use structure::Scope;
 
@@ -344,9 +349,9 @@ mod tests {
 
     fn node(parent: u32, addr: u64, kind: AddrKind, samples: u64) -> CctNode {
         CctNode {
-            parent,
+            parent: CctNodeId(parent),
             frame: Frame::Code {
-                module: 0,
+                module: ProfileModuleId(0),
                 addr: Svma(addr),
                 kind,
             },
@@ -361,7 +366,7 @@ mod tests {
     /// (return address 0x120: exactly the end of line 31's range) and once from line 12.
     fn profile() -> Profile {
         let root = CctNode {
-            parent: 0,
+            parent: CctNodeId::ROOT,
             frame: Frame::Root,
             costs: vec![Cost::default()],
         };
@@ -419,18 +424,18 @@ mod tests {
         let mut e = Enricher::new(metrics, modules, &trees);
         let map = ProfileMapping {
             profile: 0,
-            modules: vec![0],
+            modules: vec![DbModuleId(0)],
             metrics: vec![0],
         };
         e.add_profile(&p, &map);
         e.finish()
     }
 
-    fn path_labels(db: &Database, mut id: NodeId) -> Vec<String> {
+    fn path_labels(db: &Database, mut id: DbNodeId) -> Vec<String> {
         let mut out = Vec::new();
-        while id != 0 {
+        while id != DbNodeId::ROOT {
             out.push(db.label(id));
-            id = db.nodes[id as usize].parent;
+            id = db.nodes[id.index()].parent;
         }
         out.reverse();
         out
@@ -446,9 +451,9 @@ mod tests {
                 value: 5000
             }
         );
-        let leaves: Vec<Vec<String>> = (0..db.nodes.len() as NodeId)
-            .filter(|&i| !db.nodes[i as usize].costs.is_empty())
-            .map(|i| path_labels(&db, i))
+        let leaves: Vec<Vec<String>> = (0..db.nodes.len())
+            .filter(|&i| !db.nodes[i].costs.is_empty())
+            .map(|i| path_labels(&db, DbNodeId::from_index(i)))
             .collect();
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(
@@ -526,7 +531,7 @@ mod tests {
             &p,
             &ProfileMapping {
                 profile: 0,
-                modules: vec![0],
+                modules: vec![DbModuleId(0)],
                 metrics: vec![0],
             },
         );

@@ -59,10 +59,11 @@
 //! ```
 //!
 //! Modules, in pipeline order: `inputs` (recognising profiles and structure files), `cache`
-//! (the on-disk structure cache), `correlation` (the whole `hpcprof-rs` run), `enrich`
-//! (expanding addresses into static contexts), `database` (the `*.hpcdb` file), `projection`
-//! (the three views), `view` (the view model), `label` (how scopes are named), `render` (the
-//! output formats).
+//! (the on-disk structure cache), `structures` (each module's structure: file, cache or
+//! on-the-fly analysis), `correlation` (the whole `hpcprof-rs` run), `enrich` (expanding
+//! addresses into static contexts), `database` (the `*.hpcdb` file), `node` (its tree's node
+//! model), `ids` (its tables' index types), `projection` (the three views), `view` (the view
+//! model), `label` (how scopes are named), `render` (the output formats).
 
 #![deny(missing_docs)]
 
@@ -71,21 +72,27 @@ mod correlation;
 mod database;
 mod enrich;
 mod error;
+mod ids;
 mod inputs;
 mod label;
+mod node;
 mod projection;
 mod render;
+mod structures;
 mod view;
 
 pub use cache::StructureCache;
-pub use correlation::{correlate, summary_text, Analyser, Options, Summary};
+pub use correlation::{correlate, summary_text, Options, Summary};
 pub use database::{
-    ChildIndex, Database, DatabaseError, DbStats, FileId, MetricDesc, ModuleDesc, ModuleId, Node,
-    NodeId, NodeKey, NodeKind, Selection, StructureSource, ThreadCost, ThreadDesc, ThreadIdx,
+    Database, DatabaseError, DbStats, MetricDesc, ModuleDesc, Selection, StructureSource,
+    ThreadDesc,
 };
 pub use error::CorrelateError;
+pub use ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 pub use inputs::{classify, InputKind};
+pub use node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
 pub use projection::{callers, flat, top_down};
 pub use render::{folded, json, source, text};
 pub use structure::one_line;
+pub use structures::Analyser;
 pub use view::{MetricInfo, ViewKind, ViewNode, ViewTree};

@@ -15,7 +15,8 @@ use std::cmp::Ordering;
 use profiler::db::{Cost, Sampling};
 use serde::Serialize;
 
-use crate::database::{Database, MetricDesc, NodeKind, Selection};
+use crate::database::{Database, MetricDesc, Selection};
+use crate::node::NodeKind;
 use crate::{label, projection};
 
 /// Which of hpcviewer's three views a tree is. Serialized as `"top-down"`, `"callers"`, `"flat"`.

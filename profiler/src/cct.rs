@@ -5,16 +5,13 @@
 
 use fxhash::FxHashMap;
 
-use crate::db::{Cct, CctNode, Cost, Frame, NodeId};
+use crate::db::{Cct, CctNode, CctNodeId, Cost, Frame};
 
 /// A calling-context tree under construction, with an index for finding a node's child by frame.
 pub struct CctBuilder {
     cct: Cct,
-    children: FxHashMap<(NodeId, Frame), NodeId>,
+    children: FxHashMap<(CctNodeId, Frame), CctNodeId>,
 }
-
-/// The root node of every tree.
-pub const ROOT: NodeId = 0;
 
 impl CctBuilder {
     /// An empty tree for `events` metrics.
@@ -26,8 +23,8 @@ impl CctBuilder {
     }
 
     /// The child of `parent` for `frame`, created if it does not exist yet.
-    pub fn child(&mut self, parent: NodeId, frame: Frame) -> NodeId {
-        let next = self.cct.nodes.len() as NodeId;
+    pub fn child(&mut self, parent: CctNodeId, frame: Frame) -> CctNodeId {
+        let next = CctNodeId::from_index(self.cct.nodes.len());
         let id = *self.children.entry((parent, frame)).or_insert(next);
         if id == next {
             let events = self.cct.nodes[0].costs.len();
@@ -43,17 +40,17 @@ impl CctBuilder {
     /// Insert the path `frames` (outermost first) below `start` and return its leaf.
     pub fn insert_path(
         &mut self,
-        start: NodeId,
+        start: CctNodeId,
         frames: impl IntoIterator<Item = Frame>,
-    ) -> NodeId {
+    ) -> CctNodeId {
         frames
             .into_iter()
             .fold(start, |node, frame| self.child(node, frame))
     }
 
     /// Charge one sample of `period` for event `event` to `node`.
-    pub fn charge(&mut self, node: NodeId, event: usize, period: u64) {
-        if let Some(cost) = self.cct.nodes[node as usize].costs.get_mut(event) {
+    pub fn charge(&mut self, node: CctNodeId, event: usize, period: u64) {
+        if let Some(cost) = self.cct.nodes[node.index()].costs.get_mut(event) {
             cost.samples += 1;
             cost.value += period;
         }
@@ -74,11 +71,11 @@ impl CctBuilder {
 mod tests {
     use super::*;
     use crate::addr::Svma;
-    use crate::db::AddrKind;
+    use crate::db::{AddrKind, ProfileModuleId};
 
     fn code(addr: u64) -> Frame {
         Frame::Code {
-            module: 0,
+            module: ProfileModuleId(0),
             addr: Svma(addr),
             kind: AddrKind::Return,
         }
@@ -87,9 +84,9 @@ mod tests {
     #[test]
     fn shared_prefixes_share_nodes_and_costs_accumulate() {
         let mut b = CctBuilder::new(1);
-        let a = b.insert_path(ROOT, [code(1), code(2), code(3)]);
-        let c = b.insert_path(ROOT, [code(1), code(2), code(4)]);
-        let a2 = b.insert_path(ROOT, [code(1), code(2), code(3)]);
+        let a = b.insert_path(CctNodeId::ROOT, [code(1), code(2), code(3)]);
+        let c = b.insert_path(CctNodeId::ROOT, [code(1), code(2), code(4)]);
+        let a2 = b.insert_path(CctNodeId::ROOT, [code(1), code(2), code(3)]);
         assert_eq!(a, a2);
         assert_ne!(a, c);
         b.charge(a, 0, 10);
@@ -98,7 +95,7 @@ mod tests {
         let cct = b.finish();
         assert_eq!(cct.nodes.len(), 5);
         assert_eq!(
-            cct.nodes[a as usize].costs[0],
+            cct.nodes[a.index()].costs[0],
             Cost {
                 samples: 2,
                 value: 15

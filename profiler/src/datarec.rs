@@ -11,7 +11,7 @@ use fxhash::FxHashMap;
 
 use crate::addr::Avma;
 use crate::dataref::{AllocSite, DataCost, DataProfile, DataRef, DataStats, ThreadData};
-use crate::db::{Cost, NodeId, ThreadProfile};
+use crate::db::{CctNodeId, Cost, ThreadProfile};
 use crate::loadmap::AddressSpace;
 use crate::unwind::RawFrame;
 
@@ -29,7 +29,7 @@ struct Block {
     end: u64,
     size: u64,
     tid: u32,
-    site: NodeId,
+    site: CctNodeId,
     t_alloc: u64,
     t_return: u64,
 }
@@ -69,7 +69,7 @@ pub(crate) enum AllocCall {
         /// The allocating thread.
         tid: u32,
         /// Its calling context.
-        site: NodeId,
+        site: CctNodeId,
         /// The block.
         ptr: u64,
         /// Its size.
@@ -145,8 +145,8 @@ fn stack_ref(access: &Access<'_>) -> Option<DataRef> {
 /// One thread's data costs and allocation sites as they accumulate.
 #[derive(Default)]
 struct ThreadBuilder {
-    costs: FxHashMap<(NodeId, DataRef), Vec<Cost>>,
-    sites: FxHashMap<NodeId, SiteBuilder>,
+    costs: FxHashMap<(CctNodeId, DataRef), Vec<Cost>>,
+    sites: FxHashMap<CctNodeId, SiteBuilder>,
     /// Its data samples outside heap blocks since its last allocation record: the allocation
     /// tracker reports a call when it returns, so touches made inside the call (the allocator
     /// writing its header into fresh pages) are found again here when the block is known.
@@ -158,7 +158,7 @@ struct ThreadBuilder {
 struct Recent {
     time: u64,
     addr: u64,
-    node: NodeId,
+    node: CctNodeId,
     data: DataRef,
     event: usize,
     period: u64,
@@ -169,7 +169,6 @@ struct Recent {
 const RECENT_MAX: usize = 4096;
 
 /// An allocation site and the bytes it has live now.
-#[derive(Default)]
 struct SiteBuilder {
     site: AllocSite,
     live: u64,
@@ -201,7 +200,7 @@ impl DataRecorder {
     pub(crate) fn charge(
         &mut self,
         access: &Access<'_>,
-        node: NodeId,
+        node: CctNodeId,
         data: DataRef,
         event: usize,
         period: u64,
@@ -221,7 +220,7 @@ impl DataRecorder {
     }
 
     /// Add one sample of `period` of `event` at `key`, or take one back (`add` false).
-    fn add(&mut self, tid: u32, key: (NodeId, DataRef), event: usize, period: u64, add: bool) {
+    fn add(&mut self, tid: u32, key: (CctNodeId, DataRef), event: usize, period: u64, add: bool) {
         let class = &mut self.stats.by_class[key.1.class()];
         let events = self.events;
         let thread = self.threads.entry(tid).or_default();
@@ -251,7 +250,7 @@ impl DataRecorder {
     fn claim_touches_during_alloc(
         &mut self,
         tid: u32,
-        site: NodeId,
+        site: CctNodeId,
         block: (u64, u64),
         span: (u64, u64),
     ) {
@@ -303,9 +302,11 @@ impl DataRecorder {
                     self.release(old, old.t_return);
                 }
                 let s = &mut self.threads.entry(tid).or_default().sites;
-                let s = s.entry(site).or_default();
+                let s = s.entry(site).or_insert_with(|| SiteBuilder {
+                    site: AllocSite::new(site),
+                    live: 0,
+                });
                 let first = s.site.calls == 0;
-                s.site.node = site;
                 s.site.calls += 1;
                 s.site.bytes += size;
                 s.site.size_min = if first {
@@ -381,10 +382,10 @@ mod tests {
     use super::*;
     use crate::db::AddrKind;
 
-    fn alloc(tid: u32, site: NodeId, ptr: u64, size: u64, t: u64) -> AllocCall {
+    fn alloc(tid: u32, site: usize, ptr: u64, size: u64, t: u64) -> AllocCall {
         AllocCall::Alloc {
             tid,
-            site,
+            site: CctNodeId::from_index(site),
             ptr,
             size,
             t_entry: t,
@@ -423,7 +424,7 @@ mod tests {
         let site = |r| match r {
             DataRef::Heap {
                 tid, site, offset, ..
-            } => (tid, site, offset),
+            } => (tid, site.index(), offset),
             other => panic!("{other:?}"),
         };
         assert_eq!(site(first), (1, 5, 0x400));

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::addr::Svma;
-use crate::db::{Cct, Cost, ModuleId, NodeId};
+use crate::db::{Cct, CctNodeId, Cost, ProfileModuleId};
 
 /// The data half of a profile: one entry per thread of [`crate::db::Profile::threads`] (same
 /// order), and run-wide counts. Empty for runs without `--data` and for files older than
@@ -38,7 +38,7 @@ pub struct ThreadData {
 pub struct DataCost {
     /// The calling context of the access: the user-mode leaf of the sample's path in the
     /// thread's tree.
-    pub node: NodeId,
+    pub node: CctNodeId,
     /// What the address belonged to.
     pub data: DataRef,
     /// Cost per event, parallel to the profile's events.
@@ -53,7 +53,7 @@ pub enum DataRef {
         /// The thread that allocated the block (its `tid`).
         tid: u32,
         /// The allocation's calling context in that thread's tree (an [`AllocSite::node`]).
-        site: NodeId,
+        site: CctNodeId,
         /// Bytes from the block's start (negative for the allocator's header just before it).
         offset: i64,
         /// Touched by the allocation call itself, before it returned the block.
@@ -62,7 +62,7 @@ pub enum DataRef {
     /// Inside a module's data segments (`.data`, `.bss`, `.rodata`...).
     Static {
         /// The module.
-        module: ModuleId,
+        module: ProfileModuleId,
         /// The address at link time, as symbols and DWARF give variables.
         addr: Svma,
     },
@@ -97,10 +97,10 @@ pub enum MappingKind {
 }
 
 /// The blocks allocated at one calling context by one thread.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocSite {
     /// The allocation's calling context in the thread's tree (costs there are unaffected).
-    pub node: NodeId,
+    pub node: CctNodeId,
     /// Blocks allocated.
     pub calls: u64,
     /// Bytes allocated in all.
@@ -138,6 +138,23 @@ pub struct DataStats {
 
 /// The class names of [`DataStats::by_class`], in order.
 pub const CLASS_NAMES: [&str; 5] = ["heap", "static", "stack", "mapping", "unknown"];
+
+impl AllocSite {
+    /// A site at `node` that has allocated nothing yet.
+    pub fn new(node: CctNodeId) -> AllocSite {
+        AllocSite {
+            node,
+            calls: 0,
+            bytes: 0,
+            frees: 0,
+            peak_live: 0,
+            live_at_end: 0,
+            size_min: 0,
+            size_max: 0,
+            lifetime_ns: 0,
+        }
+    }
+}
 
 impl DataRef {
     /// The index of this reference's class in [`DataStats::by_class`].
@@ -187,7 +204,7 @@ impl DataProfile {
             .zip(trees)
             .find_map(|(data, (tid, cct))| {
                 let nodes = cct.nodes.len();
-                let bad_site = data.allocs.iter().find(|a| a.node as usize >= nodes);
+                let bad_site = data.allocs.iter().find(|a| a.node.index() >= nodes);
                 if let Some(a) = bad_site {
                     return Some(format!(
                         "thread {tid}: allocation site at missing node {}",
@@ -195,7 +212,7 @@ impl DataProfile {
                     ));
                 }
                 data.costs.iter().find_map(|c| {
-                    let why = if c.node as usize >= nodes {
+                    let why = if c.node.index() >= nodes {
                         Some(format!("data cost at missing node {}", c.node))
                     } else if c.costs.len() != events {
                         Some(format!(
@@ -204,12 +221,12 @@ impl DataProfile {
                         ))
                     } else {
                         match c.data {
-                            DataRef::Static { module, .. } if module as usize >= modules => {
+                            DataRef::Static { module, .. } if module.index() >= modules => {
                                 Some(format!("data in missing module {module}"))
                             }
                             DataRef::Heap {
                                 tid: owner, site, ..
-                            } if nodes_of(owner).is_none_or(|n| site as usize >= n) => {
+                            } if nodes_of(owner).is_none_or(|n| site.index() >= n) => {
                                 Some(format!("heap block of a missing site {owner}/{site}"))
                             }
                             _ => None,

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::Svma;
+use crate::addr::{Address, Avma, Svma};
 use crate::dataref::DataProfile;
 use crate::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
 
@@ -32,10 +32,21 @@ pub(crate) static PROFILE_FILE: FileKind = FileKind {
     writer: "hpcrun-rs",
 };
 
-/// Index of a module in [`Profile::modules`].
-pub type ModuleId = u32;
-/// Index of a node in [`Cct::nodes`]; node 0 is the thread's root.
-pub type NodeId = u32;
+crate::arena_index! {
+    /// Index of a module in [`Profile::modules`] (profile side: the database's module ids in
+    /// `correlate` are another table).
+    pub struct ProfileModuleId;
+}
+
+crate::arena_index! {
+    /// Index of a node in [`Cct::nodes`]; node 0 ([`CctNodeId::ROOT`]) is the thread's root.
+    pub struct CctNodeId;
+}
+
+impl CctNodeId {
+    /// The thread's root, `nodes[0]`.
+    pub const ROOT: CctNodeId = CctNodeId(0);
+}
 
 /// Everything one run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -177,7 +188,7 @@ pub struct Cct {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CctNode {
     /// Parent node (the root is its own parent).
-    pub parent: NodeId,
+    pub parent: CctNodeId,
     /// What this node stands for.
     pub frame: Frame,
     /// Exclusive cost per event, parallel to [`Profile::events`].
@@ -236,7 +247,7 @@ pub enum Frame {
     /// An address in a known module. `kind` tells whether it was sampled or is a return address.
     Code {
         /// The module.
-        module: ModuleId,
+        module: ProfileModuleId,
         /// Link-time address in the module's file.
         addr: Svma,
         /// Sampled instruction pointer or return address.
@@ -245,7 +256,7 @@ pub enum Frame {
     /// An address in no known module (JIT code, an unmapped page): the runtime address.
     Unmapped {
         /// Runtime address in the process.
-        avma: u64,
+        avma: Avma,
         /// Sampled instruction pointer or return address.
         kind: AddrKind,
     },
@@ -269,7 +280,7 @@ impl AddrKind {
     /// The address that stands for a frame at `addr` in lookups, in the same address space
     /// (link-time for code frames, runtime for unmapped ones): the instruction itself, or
     /// `ra - 1` (inside the call instruction) for a return address.
-    pub fn lookup(self, addr: u64) -> u64 {
+    pub fn lookup<A: Address>(self, addr: A) -> A {
         match self {
             AddrKind::Ip => addr,
             AddrKind::Return => addr.saturating_sub(1),
@@ -282,7 +293,7 @@ impl Cct {
     pub fn new(events: usize) -> Self {
         Cct {
             nodes: vec![CctNode {
-                parent: 0,
+                parent: CctNodeId::ROOT,
                 frame: Frame::Root,
                 costs: vec![Cost::default(); events],
             }],
@@ -290,10 +301,10 @@ impl Cct {
     }
 
     /// Children of every node, in node order (built on demand; the file stores parents only).
-    pub fn children(&self) -> Vec<Vec<NodeId>> {
+    pub fn children(&self) -> Vec<Vec<CctNodeId>> {
         let mut children = vec![Vec::new(); self.nodes.len()];
         for (i, node) in self.nodes.iter().enumerate().skip(1) {
-            children[node.parent as usize].push(i as NodeId);
+            children[node.parent.index()].push(CctNodeId::from_index(i));
         }
         children
     }
@@ -312,7 +323,7 @@ impl Cct {
             return Some("an empty tree".into());
         }
         self.nodes.iter().enumerate().find_map(|(i, node)| {
-            if i > 0 && node.parent as usize >= i {
+            if i > 0 && node.parent.index() >= i {
                 return Some(format!("node {i} precedes its parent"));
             }
             if node.costs.len() != events {
@@ -320,7 +331,7 @@ impl Cct {
                 return Some(format!("node {i} has {n} costs for {events} events"));
             }
             match node.frame {
-                Frame::Code { module, .. } if module as usize >= modules => {
+                Frame::Code { module, .. } if module.index() >= modules => {
                     Some(format!("node {i} refers to missing module {module}"))
                 }
                 _ => None,
@@ -403,9 +414,9 @@ mod tests {
     fn small_profile() -> Profile {
         let mut cct = Cct::new(1);
         cct.nodes.push(CctNode {
-            parent: 0,
+            parent: CctNodeId::ROOT,
             frame: Frame::Code {
-                module: 0,
+                module: ProfileModuleId(0),
                 addr: Svma(0x1234),
                 kind: AddrKind::Ip,
             },

@@ -10,7 +10,7 @@ use fxhash::FxHashMap;
 
 use crate::addr::{Avma, Svma};
 use crate::dataref::MappingKind;
-use crate::db::{ModuleId, ModuleInfo};
+use crate::db::{ModuleInfo, ProfileModuleId};
 use crate::image::{Image, SectionBytes};
 use crate::vdso::own_vdso;
 
@@ -23,14 +23,14 @@ pub struct ModuleRegistry {
     infos: Vec<ModuleInfo>,
     /// The image of each module, by id (`None` where it could not be read).
     images: Vec<Option<Arc<Image>>>,
-    by_path: FxHashMap<String, (ModuleId, Option<Arc<Image>>)>,
+    by_path: FxHashMap<String, (ProfileModuleId, Option<Arc<Image>>)>,
     /// Modules that could not be read, with the reason (reported in the summary).
     pub unreadable: Vec<(String, String)>,
 }
 
 impl ModuleRegistry {
     /// The module for `path`, reading its image the first time.
-    pub fn get(&mut self, path: &str) -> (ModuleId, Option<Arc<Image>>) {
+    pub fn get(&mut self, path: &str) -> (ProfileModuleId, Option<Arc<Image>>) {
         if let Some((id, image)) = self.by_path.get(path) {
             return (*id, image.clone());
         }
@@ -46,7 +46,7 @@ impl ModuleRegistry {
             },
         }
         .map(Arc::new);
-        let id = self.infos.len() as ModuleId;
+        let id = ProfileModuleId::from_index(self.infos.len());
         let build_id = image.as_ref().and_then(|i| i.build_id.clone());
         // Only a file without a build-id needs its bytes summed to be recognised later.
         let checksum = image
@@ -64,8 +64,8 @@ impl ModuleRegistry {
     }
 
     /// The image of module `id`, if it could be read.
-    pub(crate) fn image(&self, id: ModuleId) -> Option<&Image> {
-        self.images.get(id as usize)?.as_deref()
+    pub(crate) fn image(&self, id: ProfileModuleId) -> Option<&Image> {
+        self.images.get(id.index())?.as_deref()
     }
 
     /// The module table for `profile.db`.
@@ -79,7 +79,7 @@ impl ModuleRegistry {
 struct Mapping {
     start: u64,
     end: u64,
-    module: ModuleId,
+    module: ProfileModuleId,
     /// `avma - svma` for every address of the mapping.
     bias: u64,
     /// The module's ELF entry point, link-time.
@@ -111,7 +111,7 @@ pub struct MapEvent<'a> {
 struct StaticRange {
     start: u64,
     end: u64,
-    module: ModuleId,
+    module: ProfileModuleId,
     bias: u64,
 }
 
@@ -199,13 +199,13 @@ impl AddressSpace {
     }
 
     /// The module and link-time address of a runtime address, if it is mapped.
-    pub fn resolve(&self, avma: Avma) -> Option<(ModuleId, Svma)> {
+    pub fn resolve(&self, avma: Avma) -> Option<(ProfileModuleId, Svma)> {
         self.mapping_of(avma).map(|(m, svma)| (m.module, svma))
     }
 
     /// The module whose static data holds runtime address `avma`, and the address at link
     /// time.
-    pub(crate) fn static_at(&self, avma: Avma) -> Option<(ModuleId, Svma)> {
+    pub(crate) fn static_at(&self, avma: Avma) -> Option<(ProfileModuleId, Svma)> {
         self.statics
             .iter()
             .find(|r| r.start <= avma.0 && avma.0 < r.end)
@@ -311,7 +311,7 @@ mod tests {
         let addr = libc::getpid as *const () as u64;
         let (module, svma) = space.resolve(Avma(addr)).expect("libc code is mapped");
         let infos = modules.into_infos();
-        let path = &infos[module as usize].path;
+        let path = &infos[module.index()].path;
         assert!(path.contains("libc"), "{path}");
         let data = std::fs::read(path).unwrap();
         let obj = object::File::parse(&*data).unwrap();

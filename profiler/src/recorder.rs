@@ -13,10 +13,10 @@ use linux_perf_event_reader::{
 };
 
 use crate::addr::Avma;
-use crate::cct::{CctBuilder, ROOT};
+use crate::cct::CctBuilder;
 use crate::datarec::{classify, Access, DataRecorder, LiveHeap};
 use crate::dataref::DataProfile;
-use crate::db::{AddrKind, Frame, NodeId, ProcessInfo, Stats, ThreadProfile};
+use crate::db::{AddrKind, CctNodeId, Frame, ProcessInfo, Stats, ThreadProfile};
 use crate::ea::{EaRecovery, GpRegs};
 use crate::events::DataSource;
 use crate::loadmap::{AddressSpace, MapEvent, ModuleRegistry};
@@ -29,7 +29,7 @@ use crate::unwind::{walk, RawFrame, StackSample, WalkEnd};
 struct PathEntry {
     sp: u64,
     ra: u64,
-    node: NodeId,
+    node: CctNodeId,
 }
 
 struct ThreadState {
@@ -279,7 +279,7 @@ impl Recorder {
                 }
                 leaf
             }
-            None => ROOT,
+            None => CctNodeId::ROOT,
         };
         let thread = self.threads.get_mut(&tid).expect("thread exists");
         let node = if in_kernel {
@@ -324,7 +324,8 @@ impl Recorder {
                     let (module, svma) = p.space.resolve(Avma(ip))?;
                     let image = self.modules.image(module)?;
                     let bias = ip.wrapping_sub(svma.0);
-                    self.ea.data_address(image, module, svma.0, bias, &regs)
+                    self.ea
+                        .data_address(image, module.index() as u32, svma.0, bias, &regs)
                 });
                 let stats = self.data.as_mut()?.stats_mut();
                 stats.ea_attempted += 1;
@@ -369,7 +370,7 @@ impl Recorder {
         sp: u64,
         bp: u64,
         leaf: AddrKind,
-    ) -> (NodeId, PathOutcome) {
+    ) -> (CctNodeId, PathOutcome) {
         let stack = std::mem::take(&mut self.stack);
         let sample = StackSample {
             ip,
@@ -402,7 +403,7 @@ impl Recorder {
                 kind: f.kind,
             },
             None => Frame::Unmapped {
-                avma: f.avma,
+                avma: Avma(f.avma),
                 kind: f.kind,
             },
         }
@@ -414,7 +415,7 @@ impl Recorder {
         tid: u32,
         frames: &[RawFrame],
         end: WalkEnd,
-    ) -> (NodeId, PathOutcome) {
+    ) -> (CctNodeId, PathOutcome) {
         let space = &self.processes[&pid].space;
         let thread = self.threads.get_mut(&tid).expect("thread exists");
         self.path.clear();
@@ -426,7 +427,7 @@ impl Recorder {
         let at_entry =
             |f: &RawFrame| f.kind == AddrKind::Return && space.is_entry_return(Avma(f.avma));
         if end == WalkEnd::Complete || frames.last().is_some_and(at_entry) {
-            let leaf = insert_remembered(thread, frames, &self.path, ROOT, 0);
+            let leaf = insert_remembered(thread, frames, &self.path, CctNodeId::ROOT, 0);
             return (leaf, PathOutcome::Complete);
         }
         // Truncated: complete from the previous path if its frame at the edge is ours.
@@ -444,7 +445,7 @@ impl Recorder {
                 }
             }
         }
-        let partial = thread.cct.child(ROOT, Frame::Partial);
+        let partial = thread.cct.child(CctNodeId::ROOT, Frame::Partial);
         let leaf = thread.cct.insert_path(partial, self.path.iter().copied());
         (leaf, PathOutcome::Partial)
     }
@@ -491,9 +492,9 @@ fn insert_remembered(
     thread: &mut ThreadState,
     frames: &[RawFrame],
     path: &[Frame],
-    start: NodeId,
+    start: CctNodeId,
     keep: usize,
-) -> NodeId {
+) -> CctNodeId {
     thread.last_path.truncate(keep);
     let mut node = start;
     for (raw, frame) in frames.iter().rev().zip(path) {

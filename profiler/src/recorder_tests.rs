@@ -7,7 +7,7 @@
 //! `[bp + 8]` the return address, and a zero frame pointer ends the stack.
 
 use super::*;
-use crate::db::{Cct, Sampling};
+use crate::db::{Cct, ProfileModuleId, Sampling};
 use crate::events::EventSpec;
 use crate::perf::{attr, parse_info, AttrOptions};
 use linux_perf_event_reader::RawData;
@@ -155,7 +155,7 @@ fn paths(cct: &Cct) -> Vec<(Vec<Frame>, u64)> {
         let mut n = i;
         while n != 0 {
             frames.push(cct.nodes[n].frame);
-            n = cct.nodes[n].parent as usize;
+            n = cct.nodes[n].parent.index();
         }
         frames.reverse();
         out.push((frames, node.costs[0].samples));
@@ -167,7 +167,7 @@ fn paths(cct: &Cct) -> Vec<(Vec<Frame>, u64)> {
 /// The frame of runtime address `avma` in the synthetic module.
 fn code(avma: u64, kind: AddrKind) -> Frame {
     Frame::Code {
-        module: 0,
+        module: ProfileModuleId(0),
         addr: crate::addr::Svma(avma - BASE + PGOFF),
         kind,
     }
@@ -242,7 +242,10 @@ fn exec_forgets_the_old_image_and_fork_inherits_the_parents() {
     let r = rec.finish();
     let by_pid = |pid| r.threads.iter().find(|t| t.pid == pid).unwrap();
     let after_exec = paths(&by_pid(PID).cct);
-    let unmapped = |avma, kind| Frame::Unmapped { avma, kind };
+    let unmapped = |avma, kind| Frame::Unmapped {
+        avma: Avma(avma),
+        kind,
+    };
     assert_eq!(
         after_exec[0].0,
         vec![

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::db::{Cct, Frame, NodeId, Profile, Sampling};
+use crate::db::{Cct, CctNodeId, Frame, Profile, Sampling};
 use crate::events::{EventClass, EventSpec, KNOWN_EVENTS};
 use crate::perf::{self, AttrOptions, DEFAULT_STACK_SIZE};
 
@@ -212,14 +212,14 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The `top` nodes with the most samples of the first metric.
-fn hottest_paths(cct: &Cct, top: usize) -> Vec<(u64, NodeId)> {
-    let mut nodes: Vec<(u64, NodeId)> = cct
+fn hottest_paths(cct: &Cct, top: usize) -> Vec<(u64, CctNodeId)> {
+    let mut nodes: Vec<(u64, CctNodeId)> = cct
         .nodes
         .iter()
         .enumerate()
         .filter_map(|(i, n)| {
             let s = n.costs.first()?.samples;
-            (s > 0).then_some((s, i as NodeId))
+            (s > 0).then_some((s, CctNodeId::from_index(i)))
         })
         .collect();
     nodes.sort_unstable_by(|a, b| b.cmp(a));
@@ -228,10 +228,10 @@ fn hottest_paths(cct: &Cct, top: usize) -> Vec<(u64, NodeId)> {
 }
 
 /// A path from the root to `node`, leaf last, as `module+0xaddr` frames.
-fn path_text(profile: &Profile, cct: &Cct, mut node: NodeId) -> String {
+fn path_text(profile: &Profile, cct: &Cct, mut node: CctNodeId) -> String {
     let mut frames = Vec::new();
-    while node != 0 {
-        let n = &cct.nodes[node as usize];
+    while node != CctNodeId::ROOT {
+        let n = &cct.nodes[node.index()];
         frames.push(match n.frame {
             Frame::Root => "<root>".to_string(),
             Frame::Partial => "<partial call paths>".to_string(),
@@ -240,7 +240,7 @@ fn path_text(profile: &Profile, cct: &Cct, mut node: NodeId) -> String {
             Frame::Code { module, addr, .. } => {
                 let path = profile
                     .modules
-                    .get(module as usize)
+                    .get(module.index())
                     .map(|m| m.path.rsplit('/').next().unwrap_or(&m.path))
                     .unwrap_or("?");
                 format!("{path}+{addr}")

@@ -85,10 +85,7 @@ fn place(profile: &Profile, data: &DataRef) -> String {
     match *data {
         DataRef::Heap { tid, site, .. } => format!("heap    block of allocation site {tid}/{site}"),
         DataRef::Static { module, .. } => {
-            let path = profile
-                .modules
-                .get(module as usize)
-                .map_or("?", |m| &m.path);
+            let path = profile.modules.get(module.index()).map_or("?", |m| &m.path);
             format!("static  {path}")
         }
         DataRef::Stack { frame, .. } => format!("stack   frame {frame} of the sample's path"),

@@ -8,11 +8,12 @@
 //! ```
 
 use anyhow::{bail, Result};
+use profiler::addr::Svma;
 use std::path::Path;
 use structure::{analyze_file, Options, ScopeTree};
 
 /// At `addr`: the callee file of the innermost inlined call ("" for the procedure's own code).
-fn origin(tree: &ScopeTree, addr: u64) -> Option<&str> {
+fn origin(tree: &ScopeTree, addr: Svma) -> Option<&str> {
     let stmt = tree.lookup(addr)?;
     let alien = tree.ancestors(stmt).find(|&a| tree.get(a).is_alien());
     Some(alien.map_or("", |a| tree.scope_file(a).unwrap_or("")))

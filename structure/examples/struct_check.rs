@@ -17,6 +17,7 @@
 //! ```
 
 use anyhow::{bail, Context, Result};
+use profiler::addr::Svma;
 use std::path::Path;
 use structure::verify::{self, Agreement, Naming, Oracle};
 use structure::{analyze_file, analyze_focused, Options, ScopeTree};
@@ -123,7 +124,7 @@ fn parse_args(args: Vec<String>) -> Result<Args> {
 }
 
 /// `samples` line-table addresses of `path`, drawn with a fixed-seed xorshift (reproducible).
-fn random_line_addresses(path: &Path, samples: usize) -> Result<Vec<u64>> {
+fn random_line_addresses(path: &Path, samples: usize) -> Result<Vec<Svma>> {
     let rows = structure::line_table_addresses(path)?;
     if rows.is_empty() {
         bail!("{}: no line table", path.display());

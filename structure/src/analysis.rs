@@ -2,6 +2,7 @@
 //! the addresses it answers for, and a summary for the user.
 
 use crate::scope::ScopeTree;
+use profiler::addr::Svma;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::path::PathBuf;
@@ -121,7 +122,8 @@ pub enum Coverage {
 
 impl Coverage {
     /// Whether the tree answers for `addr`.
-    pub fn covers(&self, addr: u64) -> bool {
+    pub fn covers(&self, addr: Svma) -> bool {
+        let Svma(addr) = addr;
         match self {
             Coverage::Module => true,
             Coverage::Ranges(r) => {

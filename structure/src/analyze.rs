@@ -23,9 +23,9 @@ use crate::loopnest::{self, LoopEnv};
 use crate::normalize;
 use crate::plan::{lacks_inline_records, plan_procedures, ProcPlan};
 use crate::procedure::{self, LocalTree, Step};
-use crate::scope::{
-    module_basename, normalize_ranges, FileId, Scope, ScopeId, ScopeKind, ScopeTree,
-};
+use crate::ranges::normalize_ranges;
+use crate::scope::{module_basename, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
+use profiler::addr::Svma;
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -50,7 +50,7 @@ pub fn analyze_file_with(
 /// [`ScopeTree::lookup`] and ancestors agree with [`analyze_file`]'s.
 pub fn analyze_focused(
     path: &Path,
-    addresses: &[u64],
+    addresses: &[Svma],
     options: &Options,
 ) -> Result<Analysis, StructureError> {
     analyze_focused_with(path, addresses, options, &Heuristics::default())
@@ -59,7 +59,7 @@ pub fn analyze_focused(
 /// [`analyze_focused`] with chosen [`Heuristics`].
 pub fn analyze_focused_with(
     path: &Path,
-    addresses: &[u64],
+    addresses: &[Svma],
     options: &Options,
     heuristics: &Heuristics,
 ) -> Result<Analysis, StructureError> {
@@ -72,7 +72,7 @@ pub(crate) fn analyze(
     path: &Path,
     options: &Options,
     heuristics: &Heuristics,
-    focus: Option<&[u64]>,
+    focus: Option<&[Svma]>,
 ) -> Result<Analysis, StructureError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(options.threads)
@@ -88,7 +88,7 @@ fn analyze_in_pool(
     path: &Path,
     options: &Options,
     heuristics: &Heuristics,
-    focus: Option<&[u64]>,
+    focus: Option<&[Svma]>,
 ) -> Result<Analysis, StructureError> {
     let start = Instant::now();
     let mapped = MappedFile::open(path)?;
@@ -218,7 +218,7 @@ fn summarize(
 
 /// The addresses of all line-table rows of `path`'s debug information (with a line), sorted:
 /// the population from which agreement checks draw addresses.
-pub fn line_table_addresses(path: &Path) -> Result<Vec<u64>, StructureError> {
+pub fn line_table_addresses(path: &Path) -> Result<Vec<Svma>, StructureError> {
     let mapped = MappedFile::open(path)?;
     let file = mapped.parse()?;
     let code = binary::code_sections(&file);
@@ -233,7 +233,7 @@ pub fn line_table_addresses(path: &Path) -> Result<Vec<u64>, StructureError> {
         .rows
         .iter()
         .filter(|r| r.file != NO_FILE && r.line > 0)
-        .map(|r| r.address)
+        .map(|r| Svma(r.address))
         .collect())
 }
 

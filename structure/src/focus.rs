@@ -43,7 +43,8 @@ use crate::analysis::{Coverage, Heuristics};
 use crate::binary::{CodeSection, FunctionSymbol};
 use crate::dwarf::{DwarfInfo, UnitsOnDemand};
 use crate::plan::{clone_base, lacks_inline_records, plan_procedures, symbol_extent, ProcPlan};
-use crate::scope::{normalize_ranges, ranges_meet};
+use crate::ranges::{normalize_ranges, ranges_meet};
+use profiler::addr::Svma;
 use std::collections::HashSet;
 use std::ops::Range;
 
@@ -70,11 +71,11 @@ pub(crate) fn select(
     units: &mut UnitsOnDemand<'_, '_>,
     symbols: &[FunctionSymbol],
     code: &[CodeSection<'_>],
-    addresses: &[u64],
+    addresses: &[Svma],
     heuristics: &Heuristics,
     in_code: &(dyn Fn(u64) -> bool + Sync),
 ) -> Selection {
-    let mut targets = addresses.to_vec();
+    let mut targets: Vec<u64> = addresses.iter().map(|a| a.0).collect();
     targets.sort_unstable();
     targets.dedup();
     let extents: Vec<Range<u64>> = (0..symbols.len())
@@ -209,9 +210,9 @@ mod tests {
     #[test]
     fn coverage_of_ranges_and_module() {
         let c = Coverage::Ranges(vec![0x10..0x20, 0x30..0x31]);
-        assert!(c.covers(0x10) && c.covers(0x1f) && c.covers(0x30));
-        assert!(!c.covers(0x20) && !c.covers(0x31) && !c.covers(0x0f));
-        assert!(Coverage::Module.covers(u64::MAX));
+        assert!(c.covers(Svma(0x10)) && c.covers(Svma(0x1f)) && c.covers(Svma(0x30)));
+        assert!(!c.covers(Svma(0x20)) && !c.covers(Svma(0x31)) && !c.covers(Svma(0x0f)));
+        assert!(Coverage::Module.covers(Svma(u64::MAX)));
     }
 
     #[test]

@@ -30,13 +30,17 @@
 //! ## The scope tree
 //!
 //! [`ScopeTree`] is an arena of [`Scope`]s with parent links (module > file > procedure >
-//! inlined calls / loops / statements). Addresses are link-time addresses of the file (SVMA).
+//! inlined calls / loops / statements). Addresses are link-time addresses of the file (SVMA):
+//! what a caller asks about is typed [`Svma`](profiler::addr::Svma) (the `profile.db` format's
+//! own type, from `profiler` built without its sampler), while the tree's ranges and the
+//! analysis inside keep them as plain `u64`, all in that one space.
 //! [`ScopeTree::lookup`] maps an address to the innermost scope holding it (a statement) and
 //! [`ScopeTree::ancestors`] walks from there up to its procedure: that walk *is* the static
 //! context of a sample (procedure frame, inlined frames, loops, line). The tree derives serde's
 //! traits so callers can cache it (e.g. with postcard).
 //!
 //! ```
+//! use profiler::addr::Svma;
 //! use structure::{Scope, ScopeKind, ScopeTree};
 //! let mut tree = ScopeTree::new("/usr/bin/app");
 //! let mut proc_ = Scope::new(ScopeKind::Procedure);
@@ -48,7 +52,7 @@
 //! stmt.ranges = vec![0x1140..0x1150];
 //! let s = tree.add(p, stmt);
 //! tree.finish();
-//! assert_eq!(tree.lookup(0x1148), Some(s));
+//! assert_eq!(tree.lookup(Svma(0x1148)), Some(s));
 //! assert_eq!(tree.ancestors(s).collect::<Vec<_>>(), vec![p]);
 //! ```
 
@@ -70,6 +74,7 @@ pub mod loops;
 mod normalize;
 mod plan;
 mod procedure;
+mod ranges;
 mod reader;
 mod scope;
 pub mod verify;
@@ -82,6 +87,7 @@ pub use analyze::{
     analyze_file, analyze_file_with, analyze_focused, analyze_focused_with, line_table_addresses,
 };
 pub use error::{one_line, StructureError};
+pub use ranges::normalize_ranges;
 pub use reader::{read_structure, read_structure_file};
-pub use scope::{normalize_ranges, Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
+pub use scope::{Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 pub use writer::{write_structure, write_structure_file};

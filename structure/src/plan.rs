@@ -7,7 +7,7 @@ use crate::binary::{CodeSection, FunctionSymbol};
 use crate::demangle::demangle;
 use crate::dwarf::DwarfInfo;
 pub(crate) use crate::dwarf::ProcPlan;
-use crate::scope::normalize_ranges;
+use crate::ranges::normalize_ranges;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::Arc;

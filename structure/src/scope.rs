@@ -19,6 +19,8 @@
 //! tree answers [`ScopeTree::lookup`]: the statement whose ranges contain an address, found by
 //! binary search over a sorted, disjoint interval table.
 
+use crate::ranges::normalize_ranges;
+use profiler::addr::Svma;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -303,7 +305,8 @@ impl ScopeTree {
     /// The innermost scope containing link-time address `svma`: the statement whose ranges
     /// hold it, or `None` if no statement does (a gap, or an address outside the module).
     /// Valid after [`ScopeTree::finish`]. O(log n).
-    pub fn lookup(&self, svma: u64) -> Option<ScopeId> {
+    pub fn lookup(&self, svma: Svma) -> Option<ScopeId> {
+        let Svma(svma) = svma;
         let pos = self.index.partition_point(|&(start, _, _)| start <= svma);
         let &(start, end, id) = self.index.get(pos.checked_sub(1)?)?;
         (start <= svma && svma < end).then_some(id)
@@ -457,31 +460,6 @@ fn insert_unclaimed(taken: &mut BTreeMap<u64, (u64, ScopeId)>, range: Range<u64>
     }
 }
 
-/// Sort `ranges`, drop empty ones and coalesce overlapping or adjacent ones.
-pub fn normalize_ranges(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
-    ranges.retain(|r| r.start < r.end);
-    ranges.sort_by_key(|r| r.start);
-    let mut out: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
-    for r in ranges {
-        match out.last_mut() {
-            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-            _ => out.push(r),
-        }
-    }
-    out
-}
-
-/// Whether any of `ranges` overlaps `region` (sorted and disjoint, as [`normalize_ranges`]
-/// makes it). O(k log n) for k ranges and n region pieces.
-pub fn ranges_meet(region: &[Range<u64>], ranges: &[Range<u64>]) -> bool {
-    ranges.iter().any(|r| {
-        let i = region.partition_point(|g| g.end <= r.start);
-        region
-            .get(i)
-            .is_some_and(|g| g.start < r.end && r.start < r.end)
-    })
-}
-
 /// The last component of a module path.
 pub(crate) fn module_basename(module_path: &str) -> &str {
     module_path.rsplit('/').next().unwrap_or(module_path)
@@ -524,12 +502,12 @@ mod tests {
     #[test]
     fn lookup_finds_statement_and_misses_gaps() {
         let (t, _, _, s1, s2) = sample_tree();
-        assert_eq!(t.lookup(0x100), Some(s1));
-        assert_eq!(t.lookup(0x107), Some(s1));
-        assert_eq!(t.lookup(0x108), Some(s2));
-        assert_eq!(t.lookup(0x11f), Some(s2));
-        assert_eq!(t.lookup(0x120), None);
-        assert_eq!(t.lookup(0xff), None);
+        assert_eq!(t.lookup(Svma(0x100)), Some(s1));
+        assert_eq!(t.lookup(Svma(0x107)), Some(s1));
+        assert_eq!(t.lookup(Svma(0x108)), Some(s2));
+        assert_eq!(t.lookup(Svma(0x11f)), Some(s2));
+        assert_eq!(t.lookup(Svma(0x120)), None);
+        assert_eq!(t.lookup(Svma(0xff)), None);
     }
 
     #[test]
@@ -549,10 +527,10 @@ mod tests {
         let a = t.add(p, stmt(1, &[0x10..0x20]));
         let b = t.add(p, stmt(2, &[0x08..0x30]));
         t.finish();
-        assert_eq!(t.lookup(0x09), Some(b));
-        assert_eq!(t.lookup(0x10), Some(a));
-        assert_eq!(t.lookup(0x1f), Some(a));
-        assert_eq!(t.lookup(0x20), Some(b));
+        assert_eq!(t.lookup(Svma(0x09)), Some(b));
+        assert_eq!(t.lookup(Svma(0x10)), Some(a));
+        assert_eq!(t.lookup(Svma(0x1f)), Some(a));
+        assert_eq!(t.lookup(Svma(0x20)), Some(b));
     }
 
     #[test]
@@ -560,7 +538,7 @@ mod tests {
         let (t, _, _, _, s2) = sample_tree();
         let bytes = postcard::to_allocvec(&t).unwrap();
         let mut back: ScopeTree = postcard::from_bytes(&bytes).unwrap();
-        assert_eq!(back.lookup(0x118), Some(s2));
+        assert_eq!(back.lookup(Svma(0x118)), Some(s2));
         let again = back.intern_file("a.c");
         assert_eq!(again, FileId(0));
     }
@@ -583,25 +561,5 @@ mod tests {
         let orphan = broken(&|t| t.scopes[l.index()].children.clear());
         assert!(orphan.contains("not listed"), "{orphan}");
         assert!(broken(&|t| t.scopes.clear()).contains("root"));
-    }
-
-    #[test]
-    fn ranges_meet_only_on_overlap() {
-        let region = [0x10..0x20, 0x40..0x50];
-        assert!(ranges_meet(&region, &[0x1f..0x30]));
-        assert!(ranges_meet(&region, &[0x00..0x08, 0x48..0x49]));
-        assert!(
-            !ranges_meet(&region, &[0x20..0x40]),
-            "touching is not meeting"
-        );
-        assert!(!ranges_meet(&region, &[0x50..0x60, 0x15..0x15]));
-    }
-
-    #[test]
-    fn normalize_coalesces() {
-        assert_eq!(
-            normalize_ranges(vec![5..7, 1..3, 3..4, 6..9, 10..10]),
-            vec![1..4, 5..9]
-        );
     }
 }

@@ -11,10 +11,10 @@
 //! measure agreement.
 
 use crate::scope::{ScopeKind, ScopeTree};
+use profiler::addr::Svma;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Which name of a function a comparison uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +63,7 @@ pub struct Frame {
 
 /// The inline chain the tree gives for `svma`, innermost first, functions named as `naming`
 /// says; `None` if no statement holds it.
-pub fn tree_frames(tree: &ScopeTree, svma: u64, naming: Naming) -> Option<Vec<Frame>> {
+pub fn tree_frames(tree: &ScopeTree, svma: Svma, naming: Naming) -> Option<Vec<Frame>> {
     let stmt = tree.lookup(svma)?;
     let mut frames = Vec::new();
     let mut file = basename(tree.scope_file(stmt).unwrap_or(""));
@@ -102,7 +102,7 @@ pub fn tree_frames(tree: &ScopeTree, svma: u64, naming: Naming) -> Option<Vec<Fr
 /// [`Naming::Link`]) on `addrs` and return each address's frames.
 pub fn addr2line_frames(
     binary: &Path,
-    addrs: &[u64],
+    addrs: &[Svma],
     oracle: &Oracle<'_>,
 ) -> std::io::Result<Vec<Vec<Frame>>> {
     let demangle = (oracle.naming != Naming::Link).then_some("-C");
@@ -169,16 +169,13 @@ for pc in PCS:
 /// a procedure (`(anonymous namespace)::count_matches(std::vector<...> const&)`). A function
 /// with a link name is left unnamed (`None`): gdb demangles it dropping the return types of
 /// template instances, so there binutils' `-C` names are the reference.
-pub fn gdb_chains(binary: &Path, addrs: &[u64]) -> std::io::Result<Vec<Vec<Option<String>>>> {
+pub fn gdb_chains(binary: &Path, addrs: &[Svma]) -> std::io::Result<Vec<Vec<Option<String>>>> {
     let pcs: Vec<String> = addrs.iter().map(|a| format!("{a:#x}")).collect();
     let script = format!("python\nPCS = [{}]\n{GDB_CHAINS}end\n", pcs.join(", "));
-    // A directory of its own for each call: tests call this from several threads at once.
-    static CALLS: AtomicUsize = AtomicUsize::new(0);
-    let call = CALLS.fetch_add(1, Ordering::Relaxed);
-    let name = format!("verify-gdb-{}-{call}", std::process::id());
-    let dir = std::env::temp_dir().join(name);
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("chains.gdb");
+    // A private directory of an unpredictable name for each call (tests call this from
+    // several threads at once).
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("chains.gdb");
     std::fs::write(&path, script)?;
     let output = Command::new("gdb")
         .args(["-batch", "-nx", "-x"])
@@ -186,7 +183,7 @@ pub fn gdb_chains(binary: &Path, addrs: &[u64]) -> std::io::Result<Vec<Vec<Optio
         .arg(binary)
         .stderr(Stdio::inherit())
         .output();
-    std::fs::remove_dir_all(&dir)?;
+    dir.close()?;
     let text = String::from_utf8_lossy(&output?.stdout).into_owned();
     let field = |f: &str| f.strip_prefix('+').map(str::to_string);
     let chains: Vec<Vec<Option<String>>> = text
@@ -238,7 +235,7 @@ pub struct Agreement {
     pub checked: usize,
     /// Addresses not checked because the oracle cannot judge them: for [`Naming::Gdb`], gdb
     /// sees other frames there than `addr2line`.
-    pub unjudged: Vec<u64>,
+    pub unjudged: Vec<Svma>,
     /// Addresses inside some statement of the tree.
     pub covered: usize,
     /// Covered addresses whose chain (functions and lines) equals addr2line's.
@@ -249,14 +246,14 @@ pub struct Agreement {
     /// (call lines included), whatever the functions are named.
     pub shape_agree: usize,
     /// The disagreements: (address, ours, the oracle's).
-    pub disagreements: Vec<(u64, Vec<Frame>, Vec<Frame>)>,
+    pub disagreements: Vec<(Svma, Vec<Frame>, Vec<Frame>)>,
 }
 
 /// Compare the tree's chains with binutils' addr2line's on `addrs`, functions by link name.
 pub fn compare_with_addr2line(
     tree: &ScopeTree,
     binary: &Path,
-    addrs: &[u64],
+    addrs: &[Svma],
 ) -> std::io::Result<Agreement> {
     compare_with_oracle(tree, binary, addrs, &Oracle::default())
 }
@@ -265,7 +262,7 @@ pub fn compare_with_addr2line(
 pub fn compare_with_oracle(
     tree: &ScopeTree,
     binary: &Path,
-    addrs: &[u64],
+    addrs: &[Svma],
     oracle: &Oracle<'_>,
 ) -> std::io::Result<Agreement> {
     let naming = oracle.naming;

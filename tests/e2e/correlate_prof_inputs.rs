@@ -6,11 +6,11 @@ use std::process::{Command, Output};
 
 use crate::correlate_prof_common::{correlate, hpcprof, measure};
 use crate::support::{compile, run_ok, scratch_dir, tool};
-use correlate::{top_down, Database, NodeId, Selection};
+use correlate::{top_down, Database, DbNodeId, Selection};
 use profiler::addr::Svma;
 use profiler::db::{
-    AddrKind, Cct, CctNode, Cost, EventDesc, Frame, ModuleInfo, Profile, Sampling, Stats,
-    ThreadProfile,
+    AddrKind, Cct, CctNode, CctNodeId, Cost, EventDesc, Frame, ModuleInfo, Profile,
+    ProfileModuleId, Sampling, Stats, ThreadProfile,
 };
 
 /// A one-thread profile of module `module` with one leaf sample per address in `ips`.
@@ -22,15 +22,15 @@ fn synthetic(module: &str, ips: &[(u64, u64)]) -> Profile {
         }]
     };
     let mut nodes = vec![CctNode {
-        parent: 0,
+        parent: CctNodeId::ROOT,
         frame: Frame::Root,
         costs: cost(0),
     }];
     for &(ip, samples) in ips {
         nodes.push(CctNode {
-            parent: 0,
+            parent: CctNodeId::ROOT,
             frame: Frame::Code {
-                module: 0,
+                module: ProfileModuleId(0),
                 addr: Svma(ip),
                 kind: AddrKind::Ip,
             },
@@ -67,11 +67,11 @@ fn synthetic(module: &str, ips: &[(u64, u64)]) -> Profile {
 }
 
 /// Labels from the root down to `id`.
-fn path_of(db: &Database, mut id: NodeId) -> Vec<String> {
+fn path_of(db: &Database, mut id: DbNodeId) -> Vec<String> {
     let mut out = Vec::new();
-    while id != 0 {
+    while id != DbNodeId::ROOT {
         out.push(db.label(id));
-        id = db.nodes[id as usize].parent;
+        id = db.nodes[id.index()].parent;
     }
     out.reverse();
     out
@@ -84,7 +84,7 @@ fn path_with(db: &Database, samples: u64) -> Vec<String> {
         .iter()
         .position(|n| n.costs.iter().any(|c| c.costs[0].samples == samples))
         .expect("a node with those samples");
-    path_of(db, id as NodeId)
+    path_of(db, DbNodeId::from_index(id))
 }
 
 fn stderr(o: &Output) -> String {

@@ -12,8 +12,8 @@ use crate::correlate_view_support::{
 };
 use crate::support::{run_ok, scratch_dir, tool};
 use correlate::{
-    ChildIndex, Database, MetricDesc, ModuleDesc, NodeId, NodeKey, NodeKind, Selection,
-    StructureSource, ThreadDesc, ViewKind, ViewTree,
+    ChildIndex, Database, DbFileId, DbModuleId, DbNodeId, MetricDesc, ModuleDesc, NodeKey,
+    NodeKind, Selection, StructureSource, ThreadDesc, ThreadIdx, ViewKind, ViewTree,
 };
 use profiler::db::{Cost, Sampling};
 
@@ -80,23 +80,23 @@ impl Builder {
         }
     }
 
-    fn add(&mut self, parent: NodeId, key: NodeKey) -> NodeId {
+    fn add(&mut self, parent: DbNodeId, key: NodeKey) -> DbNodeId {
         self.db.child(&mut self.index, parent, key)
     }
 
-    fn scope(&mut self, parent: NodeId, kind: NodeKind, file: u32, line: u32) -> NodeId {
+    fn scope(&mut self, parent: DbNodeId, kind: NodeKind, file: u32, line: u32) -> DbNodeId {
         let key = key(kind, "", Some(file), Some(line), None);
         self.add(parent, key)
     }
 
     fn frame(
         &mut self,
-        parent: NodeId,
+        parent: DbNodeId,
         kind: NodeKind,
         name: &str,
         decl: u32,
         site: u32,
-    ) -> NodeId {
+    ) -> DbNodeId {
         let file = if kind == NodeKind::Inlined {
             self.header
         } else {
@@ -107,14 +107,14 @@ impl Builder {
     }
 
     /// `samples` samples in each of the three threads, scaled 3:1:2.
-    fn sample(&mut self, at: NodeId, samples: u64) {
+    fn sample(&mut self, at: DbNodeId, samples: u64) {
         for (thread, weight) in [(0, 3), (1, 1), (2, 2)] {
             let n = samples * weight;
             let cost = Cost {
                 samples: n,
                 value: n * PERIOD,
             };
-            self.db.add_cost(at, thread, &[cost]);
+            self.db.add_cost(at, ThreadIdx(thread), &[cost]);
         }
     }
 }
@@ -129,11 +129,11 @@ fn key(
     NodeKey {
         kind,
         name: name.into(),
-        module: Some(0),
-        file,
+        module: Some(DbModuleId(0)),
+        file: file.map(DbFileId),
         line,
         end_line: None,
-        call_file: site.map(|s| s.0),
+        call_file: site.map(|s| DbFileId(s.0)),
         call_line: site.map(|s| s.1),
     }
 }
@@ -147,9 +147,9 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
     let source = dir.join("app.c");
     std::fs::write(&source, SOURCE).unwrap();
     let mut b = Builder::new(source.to_str().unwrap());
-    let main = b.frame(0, NodeKind::Procedure, "main", 8, 0);
-    b.db.nodes[main as usize].call_file = None;
-    b.db.nodes[main as usize].call_line = None;
+    let main = b.frame(DbNodeId::ROOT, NodeKind::Procedure, "main", 8, 0);
+    b.db.nodes[main.index()].call_file = None;
+    b.db.nodes[main.index()].call_line = None;
     let lp = b.scope(main, NodeKind::Loop, b.file, 10);
     let site11 = b.scope(lp, NodeKind::Statement, b.file, 11);
     let site12 = b.scope(main, NodeKind::Statement, b.file, 12);
@@ -170,7 +170,7 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
     let line9 = b.scope(main, NodeKind::Statement, b.file, 9);
     b.sample(line9, 2);
     let partial = b.add(
-        0,
+        DbNodeId::ROOT,
         key(NodeKind::Partial, "<partial call paths>", None, None, None),
     );
     let mut unknown = key(
@@ -180,7 +180,7 @@ fn build(dir: &Path) -> (PathBuf, PathBuf) {
         None,
         None,
     );
-    unknown.module = Some(1);
+    unknown.module = Some(DbModuleId(1));
     let unknown = b.add(partial, unknown);
     b.sample(unknown, 1);
     b.db.compute_totals();
@@ -201,10 +201,13 @@ fn build_unusual(dir: &Path) -> PathBuf {
     let mut b = Builder::new(dir.join("app.c").to_str().unwrap());
     b.db.files.push("[libx.so]".into());
     let nodwarf = |kind, name: &str, site| NodeKey {
-        module: Some(1),
+        module: Some(DbModuleId(1)),
         ..key(kind, name, Some(2), None, site)
     };
-    let main = b.add(0, key(NodeKind::Procedure, "main", Some(0), Some(8), None));
+    let main = b.add(
+        DbNodeId::ROOT,
+        key(NodeKind::Procedure, "main", Some(0), Some(8), None),
+    );
     let no_line = b.add(main, key(NodeKind::Statement, "", Some(0), None, None));
     b.sample(no_line, 1);
     let site = b.scope(main, NodeKind::Statement, 0, 12);
@@ -236,9 +239,9 @@ fn build_unusual(dir: &Path) -> PathBuf {
     let inner = b.scope(siteless, NodeKind::Statement, 1, 5);
     b.sample(inner, 1);
     let partial = key(NodeKind::Partial, "<partial call paths>", None, None, None);
-    let partial = b.add(0, partial);
+    let partial = b.add(DbNodeId::ROOT, partial);
     let unknown = NodeKey {
-        module: Some(1),
+        module: Some(DbModuleId(1)),
         ..key(
             NodeKind::Unknown,
             "<unknown procedure> 0x1234 [libx.so]",

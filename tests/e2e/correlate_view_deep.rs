@@ -10,13 +10,13 @@ use crate::correlate_view_support::folded_lines;
 use crate::support::symbols::SymbolTable;
 use crate::support::{compile, run_ok, scratch_dir, tool};
 use correlate::{
-    ChildIndex, Database, MetricDesc, ModuleDesc, NodeId, NodeKey, NodeKind, StructureSource,
-    ThreadDesc,
+    ChildIndex, Database, DbFileId, DbModuleId, DbNodeId, MetricDesc, ModuleDesc, NodeKey,
+    NodeKind, StructureSource, ThreadDesc, ThreadIdx,
 };
 use profiler::addr::Svma;
 use profiler::db::{
-    AddrKind, Cct, CctNode, Cost, EventDesc, Frame, ModuleInfo, Profile, Sampling, Stats,
-    ThreadProfile,
+    AddrKind, Cct, CctNode, CctNodeId, Cost, EventDesc, Frame, ModuleInfo, Profile,
+    ProfileModuleId, Sampling, Stats, ThreadProfile,
 };
 
 /// Levels of recursion, and of loop nesting, in the synthetic inputs.
@@ -40,20 +40,20 @@ struct Builder {
 impl Builder {
     fn add(
         &mut self,
-        parent: NodeId,
+        parent: DbNodeId,
         kind: NodeKind,
         name: &str,
         line: u32,
         site: Option<u32>,
-    ) -> NodeId {
+    ) -> DbNodeId {
         let key = NodeKey {
             kind,
             name: name.into(),
-            module: Some(0),
-            file: Some(0),
+            module: Some(DbModuleId(0)),
+            file: Some(DbFileId(0)),
             line: Some(line),
             end_line: None,
-            call_file: site.map(|_| 0),
+            call_file: site.map(|_| DbFileId(0)),
             call_line: site,
         };
         self.db.child(&mut self.index, parent, key)
@@ -61,17 +61,17 @@ impl Builder {
 
     /// A call from `parent` at `line` to procedure `name` declared at `decl`: the statement
     /// (call site) and the callee's frame.
-    fn call(&mut self, parent: NodeId, line: u32, name: &str, decl: u32) -> NodeId {
+    fn call(&mut self, parent: DbNodeId, line: u32, name: &str, decl: u32) -> DbNodeId {
         let site = self.add(parent, NodeKind::Statement, "", line, None);
         self.add(site, NodeKind::Procedure, name, decl, Some(line))
     }
 
-    fn sample(&mut self, at: NodeId, samples: u64) {
+    fn sample(&mut self, at: DbNodeId, samples: u64) {
         let cost = Cost {
             samples,
             value: samples * 1_000_000,
         };
-        self.db.add_cost(at, 0, &[cost]);
+        self.db.add_cost(at, ThreadIdx(0), &[cost]);
     }
 }
 
@@ -96,7 +96,7 @@ fn deep_database() -> Database {
         db,
         index: ChildIndex::default(),
     };
-    let main = b.add(0, NodeKind::Procedure, "main", 1, None);
+    let main = b.add(DbNodeId::ROOT, NodeKind::Procedure, "main", 1, None);
     let mut down = b.call(main, 5, "down", 10);
     for _ in 1..DEPTH {
         down = b.call(down, 12, "down", 10);
@@ -118,7 +118,7 @@ fn deep_database() -> Database {
 fn max_depth(db: &Database) -> usize {
     let mut depth = vec![0usize; db.nodes.len()];
     for (i, n) in db.nodes.iter().enumerate().skip(1) {
-        depth[i] = depth[n.parent as usize] + 1;
+        depth[i] = depth[n.parent.index()] + 1;
     }
     depth.into_iter().max().unwrap_or(0)
 }
@@ -279,9 +279,9 @@ fn deep_profile(app: &Path) -> Profile {
         Svma(r.start + (r.end - r.start) / 2)
     };
     let node = |parent: u32, name: &str, kind: AddrKind, samples: u64| CctNode {
-        parent,
+        parent: CctNodeId(parent),
         frame: Frame::Code {
-            module: 0,
+            module: ProfileModuleId(0),
             addr: middle(name),
             kind,
         },

@@ -6,7 +6,8 @@ use std::process::{Command, Output};
 
 use crate::support::{scratch_dir, tool};
 use correlate::{
-    ChildIndex, Database, MetricDesc, ModuleDesc, NodeKey, NodeKind, StructureSource, ThreadDesc,
+    ChildIndex, Database, DbModuleId, DbNodeId, MetricDesc, ModuleDesc, NodeKey, NodeKind,
+    StructureSource, ThreadDesc, ThreadIdx,
 };
 use profiler::db::{Cct, Cost, EventDesc, Profile, Sampling, Stats, ThreadProfile};
 
@@ -28,15 +29,15 @@ fn database(dir: &Path, metrics: usize, samples: u64, name: &str) -> PathBuf {
         comm: "app".into(),
     });
     let key = NodeKey {
-        module: Some(0),
+        module: Some(DbModuleId(0)),
         ..NodeKey::pseudo(NodeKind::Procedure, name)
     };
-    let f = db.child(&mut ChildIndex::default(), 0, key);
+    let f = db.child(&mut ChildIndex::default(), DbNodeId::ROOT, key);
     let cost = Cost {
         samples,
         value: samples,
     };
-    db.add_cost(f, 0, &vec![cost; metrics]);
+    db.add_cost(f, ThreadIdx(0), &vec![cost; metrics]);
     db.compute_totals();
     let path = dir.join(format!("m{metrics}-s{samples}.hpcdb"));
     db.write_new(&path).expect("write");

@@ -123,7 +123,8 @@ fn samples_land_in_a_dlopened_library_at_its_function_offsets() {
         .modules
         .iter()
         .position(|m| m.path.ends_with("libdlwork.so"))
-        .expect("the dlopened library is a module") as u32;
+        .map(profiler::db::ProfileModuleId::from_index)
+        .expect("the dlopened library is a module");
     let range = SymbolTable::read(lib.to_str().unwrap())
         .range("work_in_lib")
         .unwrap();

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use object::{Object, ObjectSymbol};
 use profiler::dataref::DataRef;
-use profiler::db::{NodeId, Profile};
+use profiler::db::{CctNodeId, Profile, ProfileModuleId};
 
 use crate::support::symbols::Namer;
 use crate::support::{compile, run, scratch_dir, tool};
@@ -53,13 +53,14 @@ fn data_symbol(exe: &Path, name: &str) -> std::ops::Range<u64> {
 }
 
 /// Index of `exe` in the profile's modules.
-fn module_of(profile: &Profile, exe: &Path) -> u32 {
+fn module_of(profile: &Profile, exe: &Path) -> ProfileModuleId {
     let path = exe.to_str().unwrap();
-    profile
+    let i = profile
         .modules
         .iter()
         .position(|m| m.path == path)
-        .unwrap_or_else(|| panic!("{path} not among the modules")) as u32
+        .unwrap_or_else(|| panic!("{path} not among the modules"));
+    ProfileModuleId::from_index(i)
 }
 
 #[test]
@@ -119,11 +120,11 @@ fn a_large_local_array_is_placed_in_its_own_frame() {
                 continue;
             };
             // The frame'th ancestor of the accessing context is the frame holding the data.
-            let mut node: NodeId = cost.node;
+            let mut node: CctNodeId = cost.node;
             for _ in 0..frame {
-                node = thread.cct.nodes[node as usize].parent;
+                node = thread.cct.nodes[node.index()].parent;
             }
-            let holder = namer.frame(&thread.cct.nodes[node as usize].frame);
+            let holder = namer.frame(&thread.cct.nodes[node.index()].frame);
             if holder.ends_with(":deep") {
                 assert!(
                     (-(256 * 1024 + 64)..0).contains(&cfa_offset),
@@ -203,13 +204,13 @@ fn clock_samples_split_time_between_arrays_by_their_data_addresses() {
     let mut namer = Namer::new(&profile);
     let (mut in_a, mut in_b, mut in_sum, mut resolved) = (0u64, 0u64, 0u64, 0u64);
     for (thread, data) in profile.threads.iter().zip(&profile.data.threads) {
-        let in_sum_node = |n: NodeId, namer: &mut Namer| {
+        let in_sum_node = |n: CctNodeId, namer: &mut Namer| {
             namer
-                .frame(&thread.cct.nodes[n as usize].frame)
+                .frame(&thread.cct.nodes[n.index()].frame)
                 .ends_with(":sum")
         };
         for (i, node) in thread.cct.nodes.iter().enumerate() {
-            if in_sum_node(i as NodeId, &mut namer) {
+            if in_sum_node(CctNodeId::from_index(i), &mut namer) {
                 in_sum += node.costs[0].samples;
             }
         }
@@ -241,10 +242,10 @@ fn clock_samples_split_time_between_arrays_by_their_data_addresses() {
 }
 
 /// The named frames of the path from the root to `node` (innermost last).
-fn path_names(namer: &mut Namer, cct: &profiler::db::Cct, mut node: NodeId) -> Vec<String> {
+fn path_names(namer: &mut Namer, cct: &profiler::db::Cct, mut node: CctNodeId) -> Vec<String> {
     let mut names = Vec::new();
-    while node != 0 {
-        let n = &cct.nodes[node as usize];
+    while node != CctNodeId::ROOT {
+        let n = &cct.nodes[node.index()];
         names.push(namer.frame(&n.frame));
         node = n.parent;
     }
@@ -405,7 +406,7 @@ fn allocation_sites_count_each_threads_blocks_exactly_as_the_program_does() {
     let mut found = std::collections::BTreeMap::new();
     for (thread, data) in profile.threads.iter().zip(&profile.data.threads) {
         for site in &data.allocs {
-            let leaf = namer.frame(&thread.cct.nodes[site.node as usize].frame);
+            let leaf = namer.frame(&thread.cct.nodes[site.node.index()].frame);
             let function = leaf.rsplit(':').next().unwrap().to_string();
             if function.starts_with("work_") {
                 *found.entry((thread.tid, function)).or_insert(0) += site.calls;

@@ -4,6 +4,7 @@
 //! does; and units that have DWARF descriptors but no inlining must not grow false aliens.
 
 use crate::support::{compile, compile_all, fixture, marker, run, scratch_dir, tool};
+use profiler::addr::Svma;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use structure::{
@@ -73,7 +74,7 @@ fn base(path: &str) -> &str {
 
 /// The callee file of the innermost alien around `addr` ("" when the code is native), and
 /// the procedure's name.
-fn context_at(tree: &ScopeTree, addr: u64) -> Option<(String, String)> {
+fn context_at(tree: &ScopeTree, addr: Svma) -> Option<(String, String)> {
     let stmt = tree.lookup(addr)?;
     let proc_ = tree.procedure_of(stmt)?;
     let alien = tree.ancestors(stmt).find(|&a| tree.get(a).is_alien());
@@ -225,8 +226,8 @@ fn inferred_aliens_survive_the_structure_file() {
     let direct = analyze_file(&lines, &Options::default()).unwrap().tree;
     let mut aliens = 0;
     for &(start, _, _) in direct.address_index() {
-        let want = context_at(&direct, start);
-        assert_eq!(context_at(back, start), want, "{start:#x}");
+        let want = context_at(&direct, Svma(start));
+        assert_eq!(context_at(back, Svma(start)), want, "{start:#x}");
         aliens += usize::from(want.is_some_and(|w| !w.1.is_empty()));
     }
     assert!(aliens > 5);

@@ -2,6 +2,7 @@
 //! library, separate debug file via `.gnu_debuglink`, compressed debug sections, not ELF.
 
 use crate::support::{compile, run, scratch_dir, tool};
+use profiler::addr::Svma;
 use std::path::Path;
 use std::process::Command;
 use structure::{analyze_file, read_structure_file, DebugSource, Options, ScopeKind, ScopeTree};
@@ -44,8 +45,8 @@ fn writes_a_file_that_reads_back_with_the_same_mapping() {
     assert_eq!(trees[0].address_index().len(), direct.address_index().len());
     for &(start, end, _) in direct.address_index() {
         for addr in [start, end - 1] {
-            let a = direct.lookup(addr).map(|s| direct.get(s).line);
-            let b = trees[0].lookup(addr).map(|s| trees[0].get(s).line);
+            let a = direct.lookup(Svma(addr)).map(|s| direct.get(s).line);
+            let b = trees[0].lookup(Svma(addr)).map(|s| trees[0].get(s).line);
             assert_eq!(a, b, "{addr:#x}");
         }
     }
@@ -290,7 +291,7 @@ fn irreducible_loops_are_kept_and_reported_with_their_entries() {
         .expect("irreducible loop in the tree");
     assert_eq!(tree.get(lp).line, want_line);
     for &e in &irr.entries {
-        let stmt = tree.lookup(e).expect("entry in a statement");
+        let stmt = tree.lookup(Svma(e)).expect("entry in a statement");
         assert!(
             tree.ancestors(stmt).any(|x| x == lp),
             "entry {e:#x} inside the loop"

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::structure_support::{assert_focused_agrees, context};
 use crate::support::{compile, scratch_dir};
+use profiler::addr::Svma;
 use structure::line_table_addresses;
 use structure::{analyze_file, analyze_focused, Coverage, Options, ScopeTree};
 
@@ -32,16 +33,16 @@ impl Rng {
 /// Addresses to check in `binary`, whose whole-module tree is `full`: line-table rows, points
 /// inside statements (as samples land), return-address-like points (the byte before a
 /// statement's end) and uniform addresses over the procedures' span (gaps included).
-fn addresses(binary: &Path, full: &ScopeTree, seed: u64, n: usize) -> Vec<u64> {
+fn addresses(binary: &Path, full: &ScopeTree, seed: u64, n: usize) -> Vec<Svma> {
     let mut rng = Rng(seed);
     let mut out = rng.pick(&line_table_addresses(binary).unwrap(), n);
     let index = full.address_index();
     for &(start, end, _) in &rng.pick(index, n) {
-        out.push(start + rng.below(end - start));
-        out.push(end - 1);
+        out.push(Svma(start + rng.below(end - start)));
+        out.push(Svma(end - 1));
     }
     if let (Some(first), Some(last)) = (index.first(), index.last()) {
-        out.extend((0..n / 2).map(|_| first.0 + rng.below(last.1 - first.0)));
+        out.extend((0..n / 2).map(|_| Svma(first.0 + rng.below(last.1 - first.0))));
     }
     out
 }
@@ -73,7 +74,7 @@ fn assert_agree(binary: &Path, seed: u64, n: usize) {
     };
     let mut rng = Rng(seed ^ 0x5eed);
     for r in rng.pick(covered, n / 4) {
-        let a = r.start + rng.below(r.end - r.start);
+        let a = Svma(r.start + rng.below(r.end - r.start));
         assert_eq!(context(&focused.tree, a), context(&full.tree, a), "{a:#x}");
     }
 }
@@ -118,11 +119,11 @@ fn focus_on_nothing_builds_nothing_and_bad_files_are_named() {
     let empty = analyze_focused(&bin, &[], &Options::default()).unwrap();
     assert_eq!(empty.tree.procedures().count(), 0);
     assert_eq!(empty.coverage, Coverage::Ranges(Vec::new()));
-    assert!(!empty.coverage.covers(0x1000));
+    assert!(!empty.coverage.covers(Svma(0x1000)));
 
     let text = dir.join("not-elf");
     std::fs::write(&text, "plain text, not a binary").unwrap();
-    let err = analyze_focused(&text, &[0x1000], &Options::default())
+    let err = analyze_focused(&text, &[Svma(0x1000)], &Options::default())
         .err()
         .expect("a text file is not analysed");
     assert!(err.to_string().contains("not-elf"), "{err}");

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::{compile, compile_all, fixture, marker, run, run_ok, scratch_dir, tool};
+use profiler::addr::Svma;
 use structure::line_table_addresses;
 use structure::verify::{self, Frame, Naming, Oracle};
 use structure::{analyze_file, analyze_focused, Options, ScopeTree};
@@ -42,7 +43,7 @@ struct Callee<'a> {
 }
 
 /// The line-table addresses of `binary` inside the procedure named `procedure` in `tree`.
-fn addresses_in(binary: &Path, tree: &ScopeTree, procedure: &str) -> Vec<u64> {
+fn addresses_in(binary: &Path, tree: &ScopeTree, procedure: &str) -> Vec<Svma> {
     let proc_ = tree
         .procedures()
         .find(|&p| tree.get(p).name == procedure)
@@ -55,7 +56,7 @@ fn addresses_in(binary: &Path, tree: &ScopeTree, procedure: &str) -> Vec<u64> {
     line_table_addresses(binary)
         .unwrap()
         .into_iter()
-        .filter(|a| ranges.iter().any(|r| r.contains(a)))
+        .filter(|a| ranges.iter().any(|r| r.contains(&a.0)))
         .collect()
 }
 
@@ -85,7 +86,7 @@ enum Names<'a> {
 
 /// The expected chain at each of `addrs`: binutils' `addr2line -C -i -f` frames, their
 /// functions named by `names`.
-fn expected_chains(binary: &Path, addrs: &[u64], names: Names<'_>) -> Vec<Vec<Frame>> {
+fn expected_chains(binary: &Path, addrs: &[Svma], names: Names<'_>) -> Vec<Vec<Frame>> {
     let oracle = Oracle {
         program: "addr2line",
         naming: Naming::Readable,
@@ -324,7 +325,7 @@ fn cxx_procedures_named_as_binutils_names_their_entries() {
     let exe = compile("inline_names_lambda.cc", &dir, "lambda", &["-O2", "-g"]);
     let tree = analyze_file(&exe, &Options::default()).unwrap().tree;
     let procs: Vec<_> = tree.procedures().map(|p| tree.get(p)).collect();
-    let entries: Vec<u64> = procs.iter().map(|p| p.entry.unwrap()).collect();
+    let entries: Vec<Svma> = procs.iter().map(|p| Svma(p.entry.unwrap())).collect();
     let oracle = Oracle {
         program: "addr2line",
         naming: Naming::Readable,

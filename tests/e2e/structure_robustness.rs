@@ -4,6 +4,7 @@
 //! never a panic.
 
 use crate::support::{compile_all, marker, run, scratch_dir, tool};
+use profiler::addr::Svma;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use structure::{analyze_file, read_structure_file, Options, ScopeId, ScopeKind, ScopeTree};
@@ -122,7 +123,12 @@ fn a_corrupt_unit_is_skipped_and_the_other_recovered() {
 
         // Focused analysis treats the damaged unit as the whole-module analysis does.
         let full = analyze_file(&path, &Options::default()).unwrap();
-        let starts: Vec<u64> = full.tree.address_index().iter().map(|r| r.0).collect();
+        let starts: Vec<Svma> = full
+            .tree
+            .address_index()
+            .iter()
+            .map(|r| Svma(r.0))
+            .collect();
         let (_, resolved) = crate::structure_support::assert_focused_agrees(&path, &full, &starts);
         assert_eq!(resolved, starts.len(), "{what}");
 

@@ -1,6 +1,7 @@
 //! The structure-file reader and writer: every HPCToolkit sample file loads, write-then-read
 //! keeps the address-to-scope mapping, malformed files are rejected with a clear error.
 
+use profiler::addr::Svma;
 use std::path::{Path, PathBuf};
 use structure::{
     read_structure, read_structure_file, write_structure, ScopeId, ScopeKind, ScopeTree,
@@ -52,8 +53,8 @@ fn assert_same_mapping(a: &ScopeTree, b: &ScopeTree, what: &str) {
     points.sort_unstable();
     points.dedup();
     for addr in points {
-        let ca = a.lookup(addr).map(|s| context(a, s));
-        let cb = b.lookup(addr).map(|s| context(b, s));
+        let ca = a.lookup(Svma(addr)).map(|s| context(a, s));
+        let cb = b.lookup(Svma(addr)).map(|s| context(b, s));
         assert_eq!(ca, cb, "{what}: address {addr:#x} maps differently");
     }
 }
@@ -90,7 +91,7 @@ fn sample_content_is_read_faithfully() {
     let trees = read_structure_file(&path).unwrap();
     let tree = &trees[0];
     // <P n="f2 [...]" l="18"> holds f_inlined (line 9) inlined at line 19: S at 0x1127..0x1138.
-    let s = tree.lookup(0x1130).expect("statement at 0x1130");
+    let s = tree.lookup(Svma(0x1130)).expect("statement at 0x1130");
     assert_eq!(tree.get(s).line, 9);
     let chain: Vec<ScopeId> = tree.ancestors(s).collect();
     let alien = tree.get(chain[0]);
@@ -101,11 +102,11 @@ fn sample_content_is_read_faithfully() {
     assert_eq!(proc_.name, "f2", "library suffix stripped");
     assert_eq!(proc_.entry, Some(0x1123));
     // f3_1's loop: header 0x1159, statement 0x1145..0x1156 at line 25.
-    let s = tree.lookup(0x1150).unwrap();
+    let s = tree.lookup(Svma(0x1150)).unwrap();
     let l = tree.get(s).parent.unwrap();
     assert_eq!(tree.get(l).kind, ScopeKind::Loop);
     assert_eq!((tree.get(l).line, tree.get(l).entry), (24, Some(0x1159)));
-    assert_eq!(tree.lookup(0x10), None);
+    assert_eq!(tree.lookup(Svma(0x10)), None);
 }
 
 fn expect_error(text: &str, needle: &str) {

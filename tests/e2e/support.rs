@@ -138,7 +138,7 @@ pub mod symbols {
     use std::collections::HashMap;
 
     use object::{Object, ObjectSymbol};
-    use profiler::db::{Cct, Frame, NodeId, Profile};
+    use profiler::db::{Cct, CctNodeId, Frame, Profile, ProfileModuleId};
 
     /// The function symbols of one ELF file, sorted by address.
     #[derive(Debug, Default)]
@@ -185,7 +185,7 @@ pub mod symbols {
     /// Names frames of a profile as `module-basename:function`.
     pub struct Namer<'p> {
         profile: &'p Profile,
-        tables: HashMap<u32, SymbolTable>,
+        tables: HashMap<ProfileModuleId, SymbolTable>,
     }
 
     impl<'p> Namer<'p> {
@@ -205,13 +205,13 @@ pub mod symbols {
                 Frame::Kernel => "<kernel>".into(),
                 Frame::Unmapped { avma, .. } => format!("{avma:#x}"),
                 Frame::Code { module, addr, kind } => {
-                    let path = &self.profile.modules[module as usize].path;
+                    let path = &self.profile.modules[module.index()].path;
                     let base = path.rsplit('/').next().unwrap_or(path).to_string();
                     let table = self
                         .tables
                         .entry(module)
                         .or_insert_with(|| SymbolTable::read(path));
-                    let name = table.lookup(kind.lookup(addr.0)).unwrap_or("?");
+                    let name = table.lookup(kind.lookup(addr).0).unwrap_or("?");
                     format!("{base}:{name}")
                 }
             }
@@ -226,9 +226,9 @@ pub mod symbols {
                     continue;
                 }
                 let mut frames = Vec::new();
-                let mut n = i as NodeId;
-                while n != 0 {
-                    let node = &cct.nodes[n as usize];
+                let mut n = CctNodeId::from_index(i);
+                while n != CctNodeId::ROOT {
+                    let node = &cct.nodes[n.index()];
                     frames.push(self.frame(&node.frame));
                     n = node.parent;
                 }

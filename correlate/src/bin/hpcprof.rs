@@ -8,6 +8,7 @@ use clap::Parser;
 use correlate::{
     correlate, summary_text, CorrelateError, DatabaseError, InputKind, Options, StructureCache,
 };
+use profiler::addr::Svma;
 
 /// Merge one or more profile.db files (from hpcrun-rs) with the structure of the code they
 /// sampled into one database of enriched calling contexts: every context is expanded into its
@@ -69,7 +70,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
         } else {
             StructureCache::standard()
         },
-        analyser: &|path: &Path, addresses: &[u64]| {
+        analyser: &|path: &Path, addresses: &[Svma]| {
             let options = structure::Options {
                 threads: args.threads.unwrap_or(0),
                 loops: true,

@@ -10,7 +10,7 @@
 
 mod names;
 
-use crate::database::NodeKind;
+use crate::node::NodeKind;
 
 /// hpcviewer's mark before inlined code.
 pub(crate) const INLINE_MARK: &str = "[I] ";

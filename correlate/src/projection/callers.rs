@@ -5,7 +5,8 @@ use profiler::db::Cost;
 
 use super::keyed::{KeyedTree, Site, ViewKey};
 use super::{is_zero, node_metrics, walk};
-use crate::database::{Database, NodeId, Selection};
+use crate::database::{Database, Selection};
+use crate::ids::DbNodeId;
 use crate::view::{ViewKind, ViewTree};
 
 /// The callers (bottom-up) view: one top entry per procedure, then the chains of callers of its
@@ -15,7 +16,7 @@ pub fn callers(db: &Database, selection: &Selection) -> ViewTree {
     let mut b = KeyedTree::new(db, ViewKind::Callers, &m);
     let frames = frame_parents(db);
     let outermost = outermost_instances(db, |id| {
-        db.nodes[id as usize]
+        db.nodes[id.index()]
             .kind
             .is_frame()
             .then(|| ViewKey::procedure(db, id))
@@ -24,7 +25,7 @@ pub fn callers(db: &Database, selection: &Selection) -> ViewTree {
         if !node.kind.is_frame() || is_zero(&m.incl[i]) {
             continue;
         }
-        let id = i as NodeId;
+        let id = DbNodeId::from_index(i);
         if !outermost[i] {
             // A nested recursive instance: its inclusive cost is already counted; its exclusive
             // cost is new unless it is inlined into an instance of itself within one activation
@@ -38,7 +39,7 @@ pub fn callers(db: &Database, selection: &Selection) -> ViewTree {
         let top = b.frame(0, id, None);
         b.add(top, id);
         let (mut callee, mut at) = (id, top);
-        while let Some(caller) = frames[callee as usize] {
+        while let Some(caller) = frames[callee.index()] {
             at = b.frame(at, caller, Some(call_site(db, callee)));
             b.add(at, id);
             callee = caller;
@@ -51,7 +52,7 @@ pub fn callers(db: &Database, selection: &Selection) -> ViewTree {
 /// take no part).
 fn outermost_instances<K: std::hash::Hash + Eq>(
     db: &Database,
-    key: impl Fn(NodeId) -> Option<K>,
+    key: impl Fn(DbNodeId) -> Option<K>,
 ) -> Vec<bool> {
     let mut out = vec![true; db.nodes.len()];
     let mut active: FxHashMap<K, u32> = FxHashMap::default();
@@ -59,7 +60,7 @@ fn outermost_instances<K: std::hash::Hash + Eq>(
         let Some(k) = key(id) else { return };
         let count = active.entry(k).or_insert(0);
         if entering {
-            out[id as usize] = *count == 0;
+            out[id.index()] = *count == 0;
             *count += 1;
         } else {
             *count -= 1;
@@ -69,14 +70,14 @@ fn outermost_instances<K: std::hash::Hash + Eq>(
 }
 
 /// The nearest frame ancestor of every node (`None` when only roots are above).
-fn frame_parents(db: &Database) -> Vec<Option<NodeId>> {
-    let mut nearest_frame: Vec<Option<NodeId>> = vec![None; db.nodes.len()];
+fn frame_parents(db: &Database) -> Vec<Option<DbNodeId>> {
+    let mut nearest_frame: Vec<Option<DbNodeId>> = vec![None; db.nodes.len()];
     let mut out = vec![None; db.nodes.len()];
     for (id, node) in db.nodes.iter().enumerate().skip(1) {
-        let p = node.parent as usize;
+        let p = node.parent.index();
         out[id] = nearest_frame[p];
         nearest_frame[id] = if node.kind.is_frame() {
-            Some(id as NodeId)
+            Some(DbNodeId::from_index(id))
         } else {
             nearest_frame[p]
         };
@@ -86,11 +87,11 @@ fn frame_parents(db: &Database) -> Vec<Option<NodeId>> {
 
 /// Whether frame `id` lies, without an intervening call, inside a frame of the same procedure
 /// (a function inlined into itself, as recursive templates are).
-fn inlined_into_itself(db: &Database, frames: &[Option<NodeId>], id: NodeId) -> bool {
+fn inlined_into_itself(db: &Database, frames: &[Option<DbNodeId>], id: DbNodeId) -> bool {
     let key = ViewKey::procedure(db, id);
     let mut at = id;
-    while !db.nodes[at as usize].kind.is_activation() {
-        let Some(parent) = frames[at as usize] else {
+    while !db.nodes[at.index()].kind.is_activation() {
+        let Some(parent) = frames[at.index()] else {
             return false;
         };
         if ViewKey::procedure(db, parent) == key {
@@ -102,7 +103,7 @@ fn inlined_into_itself(db: &Database, frames: &[Option<NodeId>], id: NodeId) -> 
 }
 
 /// The call site in the caller leading to frame `id`.
-fn call_site(db: &Database, id: NodeId) -> Site {
-    let n = &db.nodes[id as usize];
+fn call_site(db: &Database, id: DbNodeId) -> Site {
+    let n = &db.nodes[id.index()];
     (n.call_file, n.call_line)
 }

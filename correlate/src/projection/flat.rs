@@ -6,7 +6,9 @@ use profiler::db::Cost;
 
 use super::keyed::KeyedTree;
 use super::{is_zero, node_metrics, walk};
-use crate::database::{Database, NodeId, NodeKind, Selection};
+use crate::database::{Database, Selection};
+use crate::ids::DbNodeId;
+use crate::node::NodeKind;
 use crate::view::{ViewKind, ViewTree};
 
 /// The flat view: module > file > procedure > inlined code, loops and lines, costs summed over
@@ -19,11 +21,11 @@ pub fn flat(db: &Database, selection: &Selection) -> ViewTree {
     // Flat nodes each database node enters (the chain a procedure frame opens, or its scope).
     let mut entered: Vec<Vec<usize>> = vec![Vec::new(); db.nodes.len()];
     for (id, node) in db.nodes.iter().enumerate().skip(1) {
-        let parent_place = place[node.parent as usize];
+        let parent_place = place[node.parent.index()];
         let chain = match (node.kind, parent_place) {
             (NodeKind::Partial, _) => Vec::new(),
-            (k, _) if k.is_activation() => flat_chain(&mut b, db, id as NodeId),
-            (_, Some(p)) => vec![b.scope(p, id as NodeId)],
+            (k, _) if k.is_activation() => flat_chain(&mut b, db, DbNodeId::from_index(id)),
+            (_, Some(p)) => vec![b.scope(p, DbNodeId::from_index(id))],
             (_, None) => Vec::new(),
         };
         place[id] = chain.last().copied().or(parent_place);
@@ -43,14 +45,14 @@ pub fn flat(db: &Database, selection: &Selection) -> ViewTree {
     // Inclusive: the outermost entry into each flat node on every path.
     let mut active: FxHashMap<usize, u32> = FxHashMap::default();
     walk(db, &mut |id, entering| {
-        for &f in &entered[id as usize] {
+        for &f in &entered[id.index()] {
             let count = active.entry(f).or_insert(0);
             if entering {
                 *count += 1;
             } else {
                 *count -= 1;
                 if *count == 0 {
-                    Cost::add_each(&mut b.tree.nodes[f].incl, &m.incl[id as usize]);
+                    Cost::add_each(&mut b.tree.nodes[f].incl, &m.incl[id.index()]);
                 }
             }
         }
@@ -59,8 +61,8 @@ pub fn flat(db: &Database, selection: &Selection) -> ViewTree {
 }
 
 /// The flat nodes a procedure-like frame opens: module > file > procedure.
-fn flat_chain(b: &mut KeyedTree, db: &Database, id: NodeId) -> Vec<usize> {
-    let n = &db.nodes[id as usize];
+fn flat_chain(b: &mut KeyedTree, db: &Database, id: DbNodeId) -> Vec<usize> {
+    let n = &db.nodes[id.index()];
     let module = n.module.map_or("<unknown module>", |m| db.module_path(m));
     let m = b.path(0, NodeKind::Module, module);
     let file = n.file.map_or("<unknown file>", |f| db.file(f));

@@ -7,19 +7,21 @@ use fxhash::FxHashMap;
 use profiler::db::Cost;
 
 use super::{scope_node, NodeMetrics};
-use crate::database::{Database, FileId, ModuleId, NodeId, NodeKind};
+use crate::database::Database;
+use crate::ids::{DbFileId, DbModuleId, DbNodeId};
+use crate::node::NodeKind;
 use crate::view::{ViewKind, ViewNode, ViewTree};
 
 /// A call site: file and line in the caller.
-pub(super) type Site = (Option<FileId>, Option<u32>);
+pub(super) type Site = (Option<DbFileId>, Option<u32>);
 
 /// Merge identity of a view node under its parent.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct ViewKey {
     kind: NodeKind,
     name: String,
-    module: Option<ModuleId>,
-    file: Option<FileId>,
+    module: Option<DbModuleId>,
+    file: Option<DbFileId>,
     line: Option<u32>,
     /// The call site: of an inlined scope (flat view), or in a caller (callers view).
     site: Option<Site>,
@@ -29,8 +31,8 @@ impl ViewKey {
     /// Identity of the procedure of frame `id` in the callers and flat views: merged over
     /// contexts by kind, name, module, file and line (inlined instances merge regardless of
     /// their call site).
-    pub(super) fn procedure(db: &Database, id: NodeId) -> ViewKey {
-        let n = &db.nodes[id as usize];
+    pub(super) fn procedure(db: &Database, id: DbNodeId) -> ViewKey {
+        let n = &db.nodes[id.index()];
         ViewKey {
             kind: n.kind,
             name: n.name.clone(),
@@ -42,8 +44,8 @@ impl ViewKey {
     }
 
     /// Identity of a lexical scope (inlined frame, loop, statement) inside its flat parent.
-    fn scope(db: &Database, id: NodeId) -> ViewKey {
-        let n = &db.nodes[id as usize];
+    fn scope(db: &Database, id: DbNodeId) -> ViewKey {
+        let n = &db.nodes[id.index()];
         ViewKey {
             site: Some((n.call_file, n.call_line)),
             ..ViewKey::procedure(db, id)
@@ -79,7 +81,7 @@ impl<'a> KeyedTree<'a> {
     pub(super) fn new(db: &'a Database, view: ViewKind, m: &'a NodeMetrics) -> Self {
         let root = ViewNode {
             incl: m.incl[0].clone(),
-            ..scope_node(db, 0)
+            ..scope_node(db, DbNodeId::ROOT)
         };
         KeyedTree {
             db,
@@ -93,7 +95,7 @@ impl<'a> KeyedTree<'a> {
     /// The child of `parent` for the procedure of frame `id`. In the callers view, `site` is
     /// the call site in this caller that leads to `parent` (the callee): callers reached
     /// through different call sites are different nodes.
-    pub(super) fn frame(&mut self, parent: usize, id: NodeId, site: Option<Site>) -> usize {
+    pub(super) fn frame(&mut self, parent: usize, id: DbNodeId, site: Option<Site>) -> usize {
         let key = ViewKey {
             site,
             ..ViewKey::procedure(self.db, id)
@@ -109,7 +111,7 @@ impl<'a> KeyedTree<'a> {
     }
 
     /// The child of `parent` for the lexical scope (inlined frame, loop, statement) `id`.
-    pub(super) fn scope(&mut self, parent: usize, id: NodeId) -> usize {
+    pub(super) fn scope(&mut self, parent: usize, id: DbNodeId) -> usize {
         let key = ViewKey::scope(self.db, id);
         self.child(parent, key, |db| scope_node(db, id))
     }
@@ -140,10 +142,10 @@ impl<'a> KeyedTree<'a> {
     }
 
     /// Add database node `from`'s inclusive and exclusive costs to view node `to`.
-    pub(super) fn add(&mut self, to: usize, from: NodeId) {
+    pub(super) fn add(&mut self, to: usize, from: DbNodeId) {
         let node = &mut self.tree.nodes[to];
-        Cost::add_each(&mut node.incl, &self.m.incl[from as usize]);
-        Cost::add_each(&mut node.excl, &self.m.excl[from as usize]);
+        Cost::add_each(&mut node.incl, &self.m.incl[from.index()]);
+        Cost::add_each(&mut node.excl, &self.m.excl[from.index()]);
     }
 
     /// The parent of view node `id`.

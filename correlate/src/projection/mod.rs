@@ -12,8 +12,10 @@ mod keyed;
 
 use profiler::db::Cost;
 
-use crate::database::{Database, NodeId, NodeKind, Selection};
+use crate::database::{Database, Selection};
+use crate::ids::DbNodeId;
 use crate::label;
+use crate::node::NodeKind;
 use crate::view::{MetricInfo, ViewKind, ViewNode, ViewTree};
 
 pub use callers::callers;
@@ -38,7 +40,7 @@ pub(crate) fn node_metrics(db: &Database, selection: &Selection) -> NodeMetrics 
     // Children always have larger ids than their parents: one reverse pass folds subtrees.
     for id in (1..db.nodes.len()).rev() {
         let node = &db.nodes[id];
-        let parent = node.parent as usize;
+        let parent = node.parent.index();
         let (lo, hi) = incl.split_at_mut(id);
         Cost::add_each(&mut lo[parent], &hi[0]);
         let parent_kind = db.nodes[parent].kind;
@@ -71,8 +73,8 @@ impl NodeMetrics {
     }
 
     /// Database node `id` as a top-down view node, with its costs.
-    fn top_down_node(&self, db: &Database, id: NodeId) -> ViewNode {
-        let i = id as usize;
+    fn top_down_node(&self, db: &Database, id: DbNodeId) -> ViewNode {
+        let i = id.index();
         ViewNode {
             incl: self.incl[i].clone(),
             excl: self.excl[i].clone(),
@@ -85,12 +87,12 @@ impl NodeMetrics {
 /// The top-down (calling context) view. Nodes with no cost in the selection are left out.
 pub fn top_down(db: &Database, selection: &Selection) -> ViewTree {
     let m = node_metrics(db, selection);
-    let root = m.top_down_node(db, 0);
+    let root = m.top_down_node(db, DbNodeId::ROOT);
     let mut tree = ViewTree::new(ViewKind::TopDown, m.infos(db), root);
-    let mut stack = vec![(0 as NodeId, 0usize)];
+    let mut stack = vec![(DbNodeId::ROOT, 0usize)];
     while let Some((id, at)) = stack.pop() {
-        for &c in &db.nodes[id as usize].children {
-            if !is_zero(&m.incl[c as usize]) {
+        for &c in &db.nodes[id.index()].children {
+            if !is_zero(&m.incl[c.index()]) {
                 let node = tree.push(at, m.top_down_node(db, c));
                 stack.push((c, node));
             }
@@ -102,8 +104,8 @@ pub fn top_down(db: &Database, selection: &Selection) -> ViewTree {
 
 /// Database node `id` as a view node with zero costs: its kind, name ([`label::name`]),
 /// module, source position and call site.
-fn scope_node(db: &Database, id: NodeId) -> ViewNode {
-    let n = &db.nodes[id as usize];
+fn scope_node(db: &Database, id: DbNodeId) -> ViewNode {
+    let n = &db.nodes[id.index()];
     let file = n.file.map(|f| db.file(f));
     ViewNode {
         module: n.module.map(|m| db.module_path(m).to_string()),
@@ -121,8 +123,8 @@ fn scope_node(db: &Database, id: NodeId) -> ViewNode {
 }
 
 /// Depth-first walk calling `visit(node, true)` on entry and `visit(node, false)` on exit.
-fn walk(db: &Database, visit: &mut impl FnMut(NodeId, bool)) {
-    let mut stack = vec![(0 as NodeId, false)];
+fn walk(db: &Database, visit: &mut impl FnMut(DbNodeId, bool)) {
+    let mut stack = vec![(DbNodeId::ROOT, false)];
     while let Some((id, done)) = stack.pop() {
         if done {
             visit(id, false);
@@ -130,7 +132,7 @@ fn walk(db: &Database, visit: &mut impl FnMut(NodeId, bool)) {
         }
         visit(id, true);
         stack.push((id, true));
-        for &c in db.nodes[id as usize].children.iter().rev() {
+        for &c in db.nodes[id.index()].children.iter().rev() {
             stack.push((c, false));
         }
     }
@@ -143,9 +145,9 @@ fn is_zero(costs: &[Cost]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::database::{
-        ChildIndex, MetricDesc, ModuleDesc, NodeKey, StructureSource, ThreadDesc,
-    };
+    use crate::database::{MetricDesc, ModuleDesc, StructureSource, ThreadDesc};
+    use crate::ids::{DbFileId, DbModuleId, ThreadIdx};
+    use crate::node::{ChildIndex, NodeKey};
     use profiler::db::Sampling;
 
     /// A small database: `main` with a loop and two calls to `f`, one of which recurses.
@@ -178,12 +180,12 @@ mod tests {
             }
         }
 
-        fn add(&mut self, parent: NodeId, kind: NodeKind, name: &str, line: u32) -> NodeId {
+        fn add(&mut self, parent: DbNodeId, kind: NodeKind, name: &str, line: u32) -> DbNodeId {
             let key = NodeKey {
                 kind,
                 name: name.into(),
-                module: Some(0),
-                file: Some(0),
+                module: Some(DbModuleId(0)),
+                file: Some(DbFileId(0)),
                 line: Some(line),
                 end_line: None,
                 call_file: None,
@@ -192,41 +194,41 @@ mod tests {
             self.db.child(&mut self.index, parent, key)
         }
 
-        fn call(&mut self, site: NodeId, name: &str) -> NodeId {
-            let line = self.db.nodes[site as usize].line;
+        fn call(&mut self, site: DbNodeId, name: &str) -> DbNodeId {
+            let line = self.db.nodes[site.index()].line;
             let key = NodeKey {
                 kind: NodeKind::Procedure,
                 name: name.into(),
-                module: Some(0),
-                file: Some(0),
+                module: Some(DbModuleId(0)),
+                file: Some(DbFileId(0)),
                 line: Some(if name == "f" { 19 } else { 1 }),
                 end_line: None,
-                call_file: Some(0),
+                call_file: Some(DbFileId(0)),
                 call_line: line,
             };
             self.db.child(&mut self.index, site, key)
         }
 
         /// `f` called from `site`, with `samples` samples in `thread` at its line 20.
-        fn call_f(&mut self, site: NodeId, thread: u32, samples: u64) -> NodeId {
+        fn call_f(&mut self, site: DbNodeId, thread: u32, samples: u64) -> DbNodeId {
             let f = self.call(site, "f");
             let line = self.add(f, NodeKind::Statement, "", 20);
             self.sample(line, thread, samples);
             f
         }
 
-        fn sample(&mut self, at: NodeId, thread: u32, samples: u64) {
+        fn sample(&mut self, at: DbNodeId, thread: u32, samples: u64) {
             let cost = Cost {
                 samples,
                 value: samples * 10,
             };
-            self.db.add_cost(at, thread, &[cost]);
+            self.db.add_cost(at, ThreadIdx(thread), &[cost]);
         }
     }
 
     fn build() -> Database {
         let mut fx = Fixture::new();
-        let main = fx.call(0, "main");
+        let main = fx.call(DbNodeId::ROOT, "main");
         let lp = fx.add(main, NodeKind::Loop, "", 5);
         let s6 = fx.add(lp, NodeKind::Statement, "", 6);
         fx.sample(s6, 0, 1);
@@ -268,14 +270,14 @@ mod tests {
     #[test]
     fn huge_costs_saturate_in_every_view() {
         let mut fx = Fixture::new();
-        let main = fx.call(0, "main");
+        let main = fx.call(DbNodeId::ROOT, "main");
         let huge = Cost {
             samples: u64::MAX / 2 + 1,
             value: u64::MAX / 2 + 1,
         };
         for line in [3, 4] {
             let s = fx.add(main, NodeKind::Statement, "", line);
-            fx.db.add_cost(s, 0, &[huge]);
+            fx.db.add_cost(s, ThreadIdx(0), &[huge]);
         }
         for view in [top_down, callers, flat] {
             let t = view(&fx.db, &Selection::All);

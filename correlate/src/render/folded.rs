@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use crate::database::NodeKind;
+use crate::node::NodeKind;
 use crate::view::{ViewNode, ViewTree};
 
 /// inferno's annotation for an inlined frame (its palettes colour such frames aqua).

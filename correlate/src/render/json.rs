@@ -17,7 +17,7 @@ use profiler::db::Cost;
 use serde::Serialize;
 
 use super::indent;
-use crate::database::NodeKind;
+use crate::node::NodeKind;
 use crate::view::{ViewNode, ViewTree};
 
 /// Write `view` as indented JSON followed by a newline.

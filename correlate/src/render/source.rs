@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::path::{Component, Path};
 
 use super::text::{heading, metric_columns};
-use crate::database::NodeKind;
+use crate::node::NodeKind;
 use crate::view::{MetricInfo, ViewNode, ViewTree};
 
 /// Why `--source` cannot be answered.

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use profiler::db::Cost;
 
 use super::{indent, printable, MAX_INDENT_LEVELS};
-use crate::database::NodeKind;
+use crate::node::NodeKind;
 use crate::view::{MetricInfo, ViewNode, ViewTree};
 
 /// How the text view is laid out.

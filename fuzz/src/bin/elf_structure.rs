@@ -3,6 +3,7 @@
 //! The analysis reads a path, so each input is written to a file in a private temporary
 //! directory first.
 
+use profiler::addr::Svma;
 use std::io::Write;
 
 fn main() {
@@ -21,6 +22,6 @@ fn main() {
         }
         drop(f);
         let _ = structure::analyze_file(&path, &options).map(|a| a.tree.ids().count());
-        let _ = structure::analyze_focused(&path, &[0x1000, 0x401000], &options);
+        let _ = structure::analyze_focused(&path, &[Svma(0x1000), Svma(0x401000)], &options);
     });
 }

@@ -1,6 +1,8 @@
 //! Structure-file reader: any text gives scope trees or an error, never a panic or hang; every
 //! tree that reads answers lookups.
 
+use profiler::addr::Svma;
+
 fn main() {
     afl::fuzz!(|bytes: &[u8]| {
         let Ok(text) = std::str::from_utf8(bytes) else {
@@ -11,7 +13,7 @@ fn main() {
             for tree in &trees {
                 for id in tree.ids() {
                     if let Some(&at) = tree.get(id).ranges.first().map(|r| &r.start) {
-                        let _ = tree.lookup(at).map(|s| tree.ancestors(s).count());
+                        let _ = tree.lookup(Svma(at)).map(|s| tree.ancestors(s).count());
                     }
                 }
             }

@@ -5,7 +5,7 @@
 
 use crate::alloc::{AllocEvent, AllocOp};
 use crate::datarec::AllocCall;
-use crate::db::{AddrKind, NodeId};
+use crate::db::{AddrKind, CctNodeId};
 
 use super::Recorder;
 
@@ -65,7 +65,7 @@ impl Recorder {
 
     /// The calling context of an allocation: the path from the call's return address, unwound
     /// from the caller's stack (the copy starts at the return address the call pushed).
-    fn allocation_site(&mut self, ev: &AllocEvent) -> NodeId {
+    fn allocation_site(&mut self, ev: &AllocEvent) -> CctNodeId {
         self.stack.clear();
         self.stack
             .extend_from_slice(ev.stack.get(8..).unwrap_or_default());

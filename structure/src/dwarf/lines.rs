@@ -232,7 +232,7 @@ pub(super) fn sequence_ranges<'a>(programs: impl Iterator<Item = &'a RawRows>) -
             }
         }
     }
-    crate::scope::normalize_ranges(out)
+    crate::ranges::normalize_ranges(out)
 }
 
 #[cfg(test)]

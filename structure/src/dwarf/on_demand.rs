@@ -99,7 +99,7 @@ impl<'a, 'd> UnitsOnDemand<'a, 'd> {
             .indexed
             .par_iter()
             .enumerate()
-            .filter(|(_, u)| !u.tried && crate::scope::ranges_meet(region, &u.ranges))
+            .filter(|(_, u)| !u.tried && crate::ranges::ranges_meet(region, &u.ranges))
             .map(|(i, u)| (i, entries::read_unit(units, u.index, in_code)))
             .collect();
         let any = !fresh.is_empty();
@@ -175,7 +175,7 @@ impl<'a, 'd> UnitsOnDemand<'a, 'd> {
             .filter(|u| names_one(u))
             .flat_map_iter(|u| u.ranges.iter().cloned())
             .collect();
-        crate::scope::normalize_ranges(ranges)
+        crate::ranges::normalize_ranges(ranges)
     }
 
     /// Everything read so far, merged as [`read_dwarf`] merges all units.
@@ -204,5 +204,5 @@ fn root_ranges<'d>(
             out.push(r.begin..r.end);
         }
     }
-    Ok(crate::scope::normalize_ranges(out))
+    Ok(crate::ranges::normalize_ranges(out))
 }

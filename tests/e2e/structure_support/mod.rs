@@ -2,6 +2,7 @@
 //! that compares across trees (files as paths, not ids), and the agreement of focused and
 //! whole-module analysis.
 
+use profiler::addr::Svma;
 use std::path::Path;
 use structure::{analyze_focused, Analysis, Options, ScopeId, ScopeKind, ScopeTree};
 
@@ -23,7 +24,7 @@ pub struct Frame {
 }
 
 /// What `tree` says about `addr`: the statement found and its ancestors up to the procedure.
-pub fn context(tree: &ScopeTree, addr: u64) -> Option<Vec<Frame>> {
+pub fn context(tree: &ScopeTree, addr: Svma) -> Option<Vec<Frame>> {
     let stmt = tree.lookup(addr)?;
     let frame = |id: ScopeId| {
         let s = tree.get(id);
@@ -64,7 +65,7 @@ pub fn context(tree: &ScopeTree, addr: u64) -> Option<Vec<Frame>> {
 pub fn assert_focused_agrees(
     binary: &Path,
     full: &Analysis,
-    addresses: &[u64],
+    addresses: &[Svma],
 ) -> (Analysis, usize) {
     let focused = analyze_focused(binary, addresses, &Options::default()).unwrap();
     let mut resolved = 0;
