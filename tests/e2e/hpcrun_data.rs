@@ -77,28 +77,11 @@ fn page_faults_split_statics_exactly_in_pie_and_non_pie_builds() {
             &[&["-O2", "-g"][..], &flags].concat(),
         );
         let profile = measure_faults(&exe, &dir.join(format!("{name}.db")));
-        let module = module_of(&profile, &exe);
-        let (a, b) = (data_symbol(&exe, "A"), data_symbol(&exe, "B"));
-        let (mut in_a, mut in_b) = (0u64, 0u64);
-        for cost in profile.data.threads.iter().flat_map(|t| &t.costs) {
-            let DataRef::Static { module: m, addr } = cost.data else {
-                continue;
-            };
-            let samples = cost.costs[0].samples;
-            if m == module && (a.contains(&addr.0) || b.contains(&addr.0)) {
-                assert_eq!(
-                    addr.0 & 0xfff,
-                    0x123,
-                    "{name}: a fault off the written byte"
-                );
-                if a.contains(&addr.0) {
-                    in_a += samples;
-                } else {
-                    in_b += samples;
-                }
-            }
-        }
-        assert_eq!((in_a, in_b), (3 * NP, NP), "{name}: faults in A and B");
+        assert_eq!(
+            static_split(&profile, &exe),
+            (3 * NP, NP),
+            "{name}: faults in A and B"
+        );
     }
 }
 
@@ -417,4 +400,84 @@ fn allocation_sites_count_each_threads_blocks_exactly_as_the_program_does() {
         found, expected,
         "allocation sites against the program's own counts"
     );
+}
+
+/// (in A, in B) page faults of `profile`'s static references into `exe`'s arrays A and B of
+/// `data_touch.c`, each checked to be at the one byte of its page the program writes.
+fn static_split(profile: &Profile, exe: &Path) -> (u64, u64) {
+    let module = module_of(profile, exe);
+    let (a, b) = (data_symbol(exe, "A"), data_symbol(exe, "B"));
+    let mut split = (0, 0);
+    for cost in profile.data.threads.iter().flat_map(|t| &t.costs) {
+        if let DataRef::Static { module: m, addr } = cost.data {
+            let inside = m == module && (a.contains(&addr.0) || b.contains(&addr.0));
+            assert!(
+                !inside || addr.0 & 0xfff == 0x123,
+                "a fault off the written byte"
+            );
+            if m == module && a.contains(&addr.0) {
+                split.0 += cost.costs[0].samples;
+            } else if m == module && b.contains(&addr.0) {
+                split.1 += cost.costs[0].samples;
+            }
+        }
+    }
+    split
+}
+
+#[test]
+fn a_static_binary_gets_one_notice_and_exact_statics_as_root_and_as_nobody() {
+    // A world-accessible directory: `nobody` must run the tools and write the profile.
+    let dir = std::env::temp_dir().join(format!("hpcrun-data-static-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let open = |p: &Path, mode| {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
+    };
+    open(&dir, 0o777);
+    let exe = compile("data_touch.c", &dir, "static", &["-O2", "-g", "-static"]);
+    let hpcrun = dir.join("hpcrun-rs");
+    std::fs::copy(tool("hpcrun-rs"), &hpcrun).unwrap();
+    open(&hpcrun, 0o755);
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    });
+    let users: &[&[&str]] = if root {
+        &[
+            &[],
+            &[
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ],
+        ]
+    } else {
+        &[&[]]
+    };
+    for (i, user) in users.iter().enumerate() {
+        let db = dir.join(format!("static{i}.db"));
+        let mut cmd = Command::new(user.first().copied().unwrap_or(hpcrun.to_str().unwrap()));
+        if !user.is_empty() {
+            cmd.args(&user[1..]).arg(&hpcrun);
+        }
+        // Small stack copies: an unprivileged ring is small, and statics need no paths.
+        let out = run(cmd
+            .args(["-e", "page-faults@1", "--data", "--stack-size", "64", "-o"])
+            .arg(&db)
+            .arg(&exe));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{user:?}: {stderr}");
+        let notices: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("statically linked"))
+            .collect();
+        assert_eq!(notices.len(), 1, "{user:?}: {stderr}");
+        let profile = Profile::read(&db).unwrap();
+        assert_eq!(profile.stats.lost, 0, "{user:?}: {stderr}");
+        assert!(profile.data.stats.heap_unavailable.is_some());
+        assert_eq!(static_split(&profile, &exe), (3 * NP, NP), "{user:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
