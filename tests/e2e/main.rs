@@ -28,5 +28,6 @@ mod structure_fixtures;
 mod structure_focus;
 mod structure_inline_names;
 mod structure_languages;
+mod structure_output;
 mod structure_robustness;
 mod structure_xml;
