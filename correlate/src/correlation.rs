@@ -390,7 +390,10 @@ fn plan<'s>(
         return Ok(Plan::None(format!("{}: not a readable file", m.path)));
     }
     let on_disk = facts.as_ref().and_then(|f| f.build_id.as_deref());
-    if let Some(why) = inputs::changed_since_profiled(m, on_disk, binary) {
+    if let Some(why) = facts
+        .as_ref()
+        .and_then(|f| inputs::changed_since_profiled(m, f))
+    {
         warnings.push(format!(
             "{}: the binary changed since it was profiled ({why}); its samples stay unresolved",
             m.path

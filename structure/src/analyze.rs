@@ -13,7 +13,7 @@ use crate::aliens::SourceBounds;
 use crate::analysis::{
     Analysis, Coverage, DebugSource, Heuristics, IrreducibleLoop, Options, Summary,
 };
-use crate::binary::{self, MappedFile};
+use crate::binary::{self, LoadedFile};
 use crate::debuginfo::{DebugFiles, DebugSections};
 use crate::dwarf::{self, DwarfInfo, InlineCall, NO_FILE};
 use crate::dwofiles::DwoFiles;
@@ -91,8 +91,8 @@ fn analyze_in_pool(
     focus: Option<&[u64]>,
 ) -> Result<Analysis, StructureError> {
     let start = Instant::now();
-    let mapped = MappedFile::open(path)?;
-    let file = mapped.parse()?;
+    let loaded = LoadedFile::open(path)?;
+    let file = loaded.parse()?;
     let code = binary::code_sections(&file);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
 
@@ -219,8 +219,8 @@ fn summarize(
 /// The addresses of all line-table rows of `path`'s debug information (with a line), sorted:
 /// the population from which agreement checks draw addresses.
 pub fn line_table_addresses(path: &Path) -> Result<Vec<u64>, StructureError> {
-    let mapped = MappedFile::open(path)?;
-    let file = mapped.parse()?;
+    let loaded = LoadedFile::open(path)?;
+    let file = loaded.parse()?;
     let code = binary::code_sections(&file);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
     let debug_files = DebugFiles::open(path, &file);

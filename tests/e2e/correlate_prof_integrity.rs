@@ -157,3 +157,29 @@ fn a_binary_without_build_id_changed_with_size_and_time_kept_is_refused() {
         module(&stale)
     );
 }
+
+#[test]
+fn a_binary_without_build_id_is_read_once_when_its_structure_is_cached() {
+    // Its build-id, symbols and content checksum all come from one read of the file.
+    let (dir, bin, profile) = measured("correlate-integrity-read-once", &["-Wl,--build-id=none"]);
+    correlate_as(&dir, &profile, "fills", &[]);
+    let trace = dir.join("openat.trace");
+    let out = dir.join("warm.hpcdb");
+    let traced = std::process::Command::new("strace")
+        .args(["-f", "-e", "trace=openat", "-o"])
+        .arg(&trace)
+        .arg(crate::support::tool("hpcprof-rs"))
+        .arg(&profile)
+        .arg("-o")
+        .arg(&out)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .output()
+        .expect("strace runs");
+    assert!(traced.status.success(), "{}", stderr(&traced));
+    let opened = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(&format!("\"{}\"", bin.display())) && !l.contains("= -1"))
+        .count();
+    assert_eq!(opened, 1, "times {} was opened", bin.display());
+}
