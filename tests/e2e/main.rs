@@ -22,6 +22,7 @@ mod correlate_view_pipeline;
 mod hpcrun;
 mod hpcrun_layouts;
 mod hpcrun_output;
+mod hpcrun_threads;
 mod structure_aliens;
 mod structure_cli;
 mod structure_fixtures;
