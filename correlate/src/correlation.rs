@@ -331,8 +331,9 @@ fn find_structures(
 }
 
 /// Decide where module `m`'s structure comes from. A structure file matches by its `LM` path,
-/// else by file name when exactly one tree has it; a match whose procedures do not fit the
-/// binary on disk is an error.
+/// else by file name when exactly one tree has it; a match that records another build than
+/// the profiled one (hpcstruct-rs's files say which), or whose procedures do not fit the
+/// binary on disk, is an error.
 fn plan<'s>(
     m: &profiler::db::ModuleInfo,
     files: &'s [StructureFile],
@@ -375,6 +376,15 @@ fn plan<'s>(
     let facts = is_file.then(|| inputs::binary_facts(binary).ok()).flatten();
     if let Some(c) = chosen {
         let tree = tree_of(c);
+        if let Some(recorded) = tree.identity() {
+            if recorded.matches(m.build_id.as_deref(), m.checksum) == Some(false) {
+                return Err(CorrelateError::OtherBuild {
+                    structure: files[c.0].path.clone(),
+                    binary: m.path.clone(),
+                    recorded: recorded.clone(),
+                });
+            }
+        }
         if let Some(facts) = &facts {
             if !inputs::describes(tree, facts) {
                 return Err(CorrelateError::Mismatch {

@@ -19,6 +19,7 @@ use crate::dwarf::{self, DwarfInfo, InlineCall, NO_FILE};
 use crate::dwofiles::DwoFiles;
 use crate::error::StructureError;
 use crate::focus;
+use crate::identity::BinaryIdentity;
 use crate::loopnest::{self, LoopEnv};
 use crate::normalize;
 use crate::plan::{lacks_inline_records, plan_procedures, ProcPlan};
@@ -181,6 +182,7 @@ fn analyze_in_pool(
     let inferred_inlined = assembler.inferred;
     let irreducible_loops = std::mem::take(&mut assembler.irreducible);
     let mut tree = assembler.tree;
+    tree.set_identity(BinaryIdentity::of(&file, loaded.bytes()));
     tree.finish();
     let mut summary = summarize(&tree, info.units, debug_source, skipped, start.elapsed());
     summary.inferred_inlined = inferred_inlined;

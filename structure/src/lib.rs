@@ -65,6 +65,7 @@ mod dwarf;
 mod dwofiles;
 mod error;
 mod focus;
+mod identity;
 mod loopnest;
 pub mod loops;
 mod normalize;
@@ -82,6 +83,7 @@ pub use analyze::{
     analyze_file, analyze_file_with, analyze_focused, analyze_focused_with, line_table_addresses,
 };
 pub use error::{one_line, StructureError};
+pub use identity::BinaryIdentity;
 pub use reader::{read_structure, read_structure_file};
 pub use scope::{normalize_ranges, Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 pub use writer::{write_structure, write_structure_file};

@@ -112,6 +112,9 @@ impl<'a> TreeWriter<'a> {
             "<LM i=\"{i}\" n=\"{}\" has-calls=\"0\" v=\"{{}}\">",
             escape(&root.name)
         );
+        if let Some(identity) = self.tree.identity() {
+            let _ = writeln!(self.out, "<!--{}-->", identity.comment());
+        }
         for &child in &root.children {
             self.scope(child, None)?;
         }
