@@ -19,6 +19,7 @@ mod correlate_view_cli;
 mod correlate_view_deep;
 mod correlate_view_inputs;
 mod correlate_view_pipeline;
+mod fuzz_regressions;
 mod hpcrun;
 mod hpcrun_layouts;
 mod hpcrun_output;
