@@ -47,6 +47,19 @@ pub enum CorrelateError {
         /// The module's binary.
         binary: String,
     },
+    /// A structure file records another build of a module's binary than the one profiled.
+    #[error(
+        "{structure}: describes another build of {binary} ({recorded}) than the one profiled; \
+         run hpcstruct-rs on the binary again"
+    )]
+    OtherBuild {
+        /// The structure file.
+        structure: PathBuf,
+        /// The module's binary.
+        binary: String,
+        /// The build the structure file records.
+        recorded: structure::BinaryIdentity,
+    },
     /// A structure file describes no module of any profile.
     #[error("{path}: describes none of the profiled modules ({modules})")]
     Unused {

@@ -1,7 +1,6 @@
 //! The correlator's inputs: recognising files by content, reading profiles and structure files,
 //! and checking a module's binary on disk (its build-id, whether a structure file describes it).
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -76,22 +75,26 @@ pub(crate) fn read_structure_file(path: &Path) -> Result<StructureFile, Correlat
 pub(crate) struct BinaryFacts {
     /// Its GNU build-id, if it has one.
     pub(crate) build_id: Option<Vec<u8>>,
+    /// For a file without a build-id, [`profiler::db::file_checksum`] of its bytes: what
+    /// identifies that build instead.
+    pub(crate) checksum: Option<u32>,
     /// Addresses and names of its function symbols.
     pub(crate) functions: Vec<(u64, String)>,
 }
 
-/// Why `binary` on disk is not the file module `m` was when it was profiled, if it is not:
-/// another build-id or, for a file without one, another content checksum than the profile
-/// recorded (the same path, size and time do not make the same program: `cp -p`, `rsync -a`).
+/// Why the binary on disk, with `facts`, is not the file module `m` was when it was profiled,
+/// if it is not: another build-id or, for a file without one, another content checksum than
+/// the profile recorded (the same path, size and time do not make the same program: `cp -p`,
+/// `rsync -a`).
 pub(crate) fn changed_since_profiled(
     m: &profiler::db::ModuleInfo,
-    on_disk: Option<&[u8]>,
-    binary: &Path,
+    facts: &BinaryFacts,
 ) -> Option<&'static str> {
-    match (m.build_id.as_deref(), on_disk, m.checksum) {
+    match (m.build_id.as_deref(), facts.build_id.as_deref(), m.checksum) {
         (Some(want), Some(have), _) => (want != have).then_some("build-id differs"),
-        (None, _, Some(sum)) => (profiler::db::checksum_file(binary).ok() != Some(sum))
-            .then_some("its contents differ, and it has no build-id"),
+        (None, _, Some(sum)) => {
+            (facts.checksum != Some(sum)).then_some("its contents differ, and it has no build-id")
+        }
         _ => None,
     }
 }
@@ -106,21 +109,23 @@ pub(crate) fn own_vdso_image(build_id: &[u8], dir: &Path) -> Option<std::path::P
     (facts.build_id.as_deref() == Some(build_id)).then_some(path)
 }
 
-/// Read the build-id and function symbols of the ELF file at `path`.
+/// Read the build-id and function symbols of the ELF file at `path`, and the checksum of a
+/// file without a build-id, from one read of the file. It is read, not mapped: a binary cut
+/// short meanwhile gives an error, where a mapping would end the process with SIGBUS.
 pub(crate) fn binary_facts(path: &Path) -> Result<BinaryFacts, CorrelateError> {
     let bad = |why: String| CorrelateError::Binary {
         path: path.to_path_buf(),
         why,
     };
-    let file = File::open(path).map_err(|e| bad(e.to_string()))?;
-    // SAFETY: the map is read-only; a binary truncated underneath us is an accepted risk shared
-    // with every tool that maps ELF files (perf, gdb).
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| bad(e.to_string()))?;
-    let obj = object::File::parse(&*map).map_err(|e| bad(e.to_string()))?;
+    let bytes = profiler::envelope::read_file(path).map_err(|e| bad(e.to_string()))?;
+    let obj = object::File::parse(bytes.as_slice()).map_err(|e| bad(e.to_string()))?;
     let build_id = obj
         .build_id()
         .map_err(|e| bad(e.to_string()))?
         .map(<[u8]>::to_vec);
+    let checksum = build_id
+        .is_none()
+        .then(|| profiler::db::file_checksum(&bytes));
     let functions = obj
         .symbols()
         .chain(obj.dynamic_symbols())
@@ -129,6 +134,7 @@ pub(crate) fn binary_facts(path: &Path) -> Result<BinaryFacts, CorrelateError> {
         .collect();
     Ok(BinaryFacts {
         build_id,
+        checksum,
         functions,
     })
 }
@@ -199,6 +205,7 @@ mod tests {
         let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
         let facts = BinaryFacts {
             build_id: None,
+            checksum: None,
             functions: names
                 .iter()
                 .enumerate()
@@ -221,6 +228,7 @@ mod tests {
         // A clone suffix on the symbol is the same function.
         let clone = BinaryFacts {
             build_id: None,
+            checksum: None,
             functions: vec![(0x1000, "a.part.0".into())],
         };
         assert!(describes(&tree(&[(0x1000, "a")]), &clone));

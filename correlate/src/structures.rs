@@ -136,8 +136,9 @@ pub(crate) fn find_structures(
 }
 
 /// Decide where module `m`'s structure comes from. A structure file matches by its `LM` path,
-/// else by file name when exactly one tree has it; a match whose procedures do not fit the
-/// binary on disk is an error.
+/// else by file name when exactly one tree has it; a match that records another build than
+/// the profiled one (hpcstruct-rs's files say which), or whose procedures do not fit the
+/// binary on disk, is an error.
 fn plan<'s>(
     m: &profiler::db::ModuleInfo,
     files: &'s [StructureFile],
@@ -180,6 +181,15 @@ fn plan<'s>(
     let facts = is_file.then(|| inputs::binary_facts(binary).ok()).flatten();
     if let Some(c) = chosen {
         let tree = tree_of(c);
+        if let Some(recorded) = tree.identity() {
+            if recorded.matches(m.build_id.as_deref(), m.checksum) == Some(false) {
+                return Err(CorrelateError::OtherBuild {
+                    structure: files[c.0].path.clone(),
+                    binary: m.path.clone(),
+                    recorded: recorded.clone(),
+                });
+            }
+        }
         if let Some(facts) = &facts {
             if !inputs::describes(tree, facts) {
                 return Err(CorrelateError::Mismatch {
@@ -195,7 +205,10 @@ fn plan<'s>(
         return Ok(Plan::None(format!("{}: not a readable file", m.path)));
     }
     let on_disk = facts.as_ref().and_then(|f| f.build_id.as_deref());
-    if let Some(why) = inputs::changed_since_profiled(m, on_disk, binary) {
+    if let Some(why) = facts
+        .as_ref()
+        .and_then(|f| inputs::changed_since_profiled(m, f))
+    {
         warnings.push(format!(
             "{}: the binary changed since it was profiled ({why}); its samples stay unresolved",
             m.path

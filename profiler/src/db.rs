@@ -121,20 +121,6 @@ pub fn file_checksum(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
 }
 
-/// [`file_checksum`] of the file at `path`, read in pieces; anything but a regular file is an
-/// error.
-pub fn checksum_file(path: &Path) -> std::io::Result<u32> {
-    let mut file = crate::envelope::open_regular(path).map_err(std::io::Error::other)?;
-    let mut crc = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        match std::io::Read::read(&mut file, &mut buf)? {
-            0 => return Ok(crc.finalize()),
-            n => crc.update(&buf[..n]),
-        }
-    }
-}
-
 /// A process seen during the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessInfo {

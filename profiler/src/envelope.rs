@@ -290,11 +290,21 @@ pub fn open_regular(path: &Path) -> Result<std::fs::File, OpenError> {
 /// with [`Replace::Refused`], linked) into place. A failure (a full disk) leaves nothing behind
 /// and any existing file untouched.
 pub fn write_atomically(path: &Path, bytes: &[u8], replace: Replace) -> Result<(), EnvelopeError> {
+    write_atomically_with(path, replace, |out| out.write_all(bytes))
+}
+
+/// [`write_atomically`] for contents that `fill` writes in pieces (a large text file need not
+/// be held whole in memory); an error from `fill` fails the write the same way.
+pub fn write_atomically_with(
+    path: &Path,
+    replace: Replace,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), EnvelopeError> {
     let io_err = |source| EnvelopeError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let tmp = staged_beside(path, bytes).map_err(io_err)?;
+    let tmp = staged_beside_with(path, fill).map_err(io_err)?;
     let placed = match replace {
         Replace::Allowed => tmp.persist(path).map(drop),
         Replace::Refused => tmp.persist_noclobber(path).map(drop),
@@ -327,7 +337,7 @@ pub fn write_unique(
         path: dir.to_path_buf(),
         source,
     };
-    let file = synced_temporary(dir, prefix, suffix, bytes).map_err(io_err)?;
+    let file = synced_temporary(dir, prefix, suffix, |out| out.write_all(bytes)).map_err(io_err)?;
     let (_, path) = file.keep().map_err(|e| io_err(e.error))?;
     Ok(path)
 }
@@ -335,23 +345,34 @@ pub fn write_unique(
 /// `bytes` in a synced temporary `.NAME.*.tmp` beside `path` (see [`synced_temporary`]), ready
 /// to be renamed or linked to `path`.
 pub fn staged_beside(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
+    staged_beside_with(path, |out| out.write_all(bytes))
+}
+
+/// [`staged_beside`] with the contents written by `fill`.
+fn staged_beside_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<tempfile::NamedTempFile> {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    synced_temporary(directory_of(path), &format!(".{name}."), ".tmp", bytes)
+    synced_temporary(directory_of(path), &format!(".{name}."), ".tmp", fill)
 }
 
 /// A new file `{prefix}*{suffix}` in `dir`, created exclusively under an unpredictable name,
-/// holding `bytes` synced to disk; it is removed when dropped unless kept or persisted.
+/// holding what `fill` wrote (buffered), synced to disk; it is removed when dropped unless kept
+/// or persisted.
 fn synced_temporary(
     dir: &Path,
     prefix: &str,
     suffix: &str,
-    bytes: &[u8],
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<tempfile::NamedTempFile> {
-    let mut file = tempfile::Builder::new()
+    let file = tempfile::Builder::new()
         .prefix(prefix)
         .suffix(suffix)
         .tempfile_in(dir)?;
-    file.write_all(bytes)?;
+    let mut out = io::BufWriter::new(file);
+    fill(&mut out)?;
+    let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
     file.as_file().sync_all()?;
     Ok(file)
 }

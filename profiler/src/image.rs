@@ -90,8 +90,12 @@ impl Image {
     /// Map and parse the file at `path`.
     pub fn open(path: &Path) -> Result<Image, ImageError> {
         let file = File::open(path)?;
-        // SAFETY: the mapping is read-only; a file truncated under us could fault, which is the
-        // accepted risk of every profiler that maps binaries (perf, samply).
+        // SAFETY: the mapping is read-only. Headers that claim more than the file holds are
+        // harmless (object and `section` check every range against the mapping's length). Only
+        // a file cut short while mapped could fault, and the measured program maps the same
+        // file, so it would fault first; copying every module instead would double the
+        // profiler's memory during the measurement. hpcstruct-rs and hpcprof-rs, which analyse
+        // files that may be rebuilt meanwhile, read them instead.
         let map = unsafe { memmap2::Mmap::map(&file)? };
         Image::parse(Arc::new(map))
     }

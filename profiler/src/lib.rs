@@ -78,6 +78,8 @@ pub mod output;
 #[cfg(feature = "sampler")]
 pub mod perf;
 #[cfg(feature = "sampler")]
+mod priority;
+#[cfg(feature = "sampler")]
 mod recorder;
 #[cfg(feature = "sampler")]
 pub mod report;

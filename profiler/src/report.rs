@@ -68,6 +68,15 @@ pub fn summary(profile: &Profile, duration_s: f64, output: &str, notes: &[String
              events never occurred (a higher rate such as -e cpu-clock@f10000 may help)"
         );
     }
+    if s.lost > 0 {
+        let _ = writeln!(
+            out,
+            "  warning: {} records were lost: the sample buffers filled before hpcrun-rs could \
+             read them (many runnable threads keep it off the CPU); a larger --buffer-kib, a \
+             lower rate, or running as root (the reader then gets real-time priority) helps",
+            s.lost
+        );
+    }
     if s.stitched > 0 {
         let _ = writeln!(
             out,

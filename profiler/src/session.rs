@@ -413,6 +413,8 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
             None
         }
     };
+    // The command exists by now (and its children reset to the ordinary policy anyway).
+    crate::priority::raise_reader();
     let mut attached_cpu = AttachedCpu::default();
     if let Target::Attach(pid) = opts.target {
         (opts.notify)(Notice::Attached(pid));

@@ -13,12 +13,13 @@ use crate::aliens::SourceBounds;
 use crate::analysis::{
     Analysis, Coverage, DebugSource, Heuristics, IrreducibleLoop, Options, Summary,
 };
-use crate::binary::{self, MappedFile};
+use crate::binary::{self, LoadedFile};
 use crate::debuginfo::{DebugFiles, DebugSections};
 use crate::dwarf::{self, DwarfInfo, InlineCall, NO_FILE};
 use crate::dwofiles::DwoFiles;
 use crate::error::StructureError;
 use crate::focus;
+use crate::identity::BinaryIdentity;
 use crate::loopnest::{self, LoopEnv};
 use crate::normalize;
 use crate::plan::{lacks_inline_records, plan_procedures, ProcPlan};
@@ -91,8 +92,8 @@ fn analyze_in_pool(
     focus: Option<&[Svma]>,
 ) -> Result<Analysis, StructureError> {
     let start = Instant::now();
-    let mapped = MappedFile::open(path)?;
-    let file = mapped.parse()?;
+    let loaded = LoadedFile::open(path)?;
+    let file = loaded.parse()?;
     let code = binary::code_sections(&file);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
 
@@ -181,6 +182,7 @@ fn analyze_in_pool(
     let inferred_inlined = assembler.inferred;
     let irreducible_loops = std::mem::take(&mut assembler.irreducible);
     let mut tree = assembler.tree;
+    tree.set_identity(BinaryIdentity::of(&file, loaded.bytes()));
     tree.finish();
     let mut summary = summarize(&tree, info.units, debug_source, skipped, start.elapsed());
     summary.inferred_inlined = inferred_inlined;
@@ -219,8 +221,8 @@ fn summarize(
 /// The addresses of all line-table rows of `path`'s debug information (with a line), sorted:
 /// the population from which agreement checks draw addresses.
 pub fn line_table_addresses(path: &Path) -> Result<Vec<Svma>, StructureError> {
-    let mapped = MappedFile::open(path)?;
-    let file = mapped.parse()?;
+    let loaded = LoadedFile::open(path)?;
+    let file = loaded.parse()?;
     let code = binary::code_sections(&file);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
     let debug_files = DebugFiles::open(path, &file);

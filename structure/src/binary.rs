@@ -1,48 +1,47 @@
-//! Opening an ELF binary: memory mapping, finding its separate debug file, code bytes and
-//! function symbols.
+//! Opening an ELF binary: reading it into memory, finding its separate debug file, code bytes
+//! and function symbols.
 
 use crate::demangle::demangle;
 use crate::error::StructureError;
-use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
+use profiler::envelope::{open_regular, OpenError};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-/// A memory-mapped file.
-pub struct MappedFile {
+/// A file read whole into memory. It is read rather than mapped: a binary rebuilt in place
+/// (`cp` over it, a linker writing into it) while it is analysed would otherwise end the
+/// process with SIGBUS on the first touch of a page past its new end. The analysis reads
+/// most of a binary anyway (code and debug sections), so the copy costs little more.
+pub struct LoadedFile {
     /// Where it was found.
     pub path: PathBuf,
-    map: Mmap,
+    bytes: Vec<u8>,
 }
 
-impl MappedFile {
-    /// Map `path` read-only; anything but a regular file is refused.
-    pub fn open(path: &Path) -> Result<MappedFile, StructureError> {
+impl LoadedFile {
+    /// Read `path` whole; anything but a regular file is refused (a directory would fail
+    /// obscurely, a FIFO block forever).
+    pub fn open(path: &Path) -> Result<LoadedFile, StructureError> {
         let io_err = |source| StructureError::Io {
             path: path.to_path_buf(),
             source,
         };
-        // A directory or a FIFO would fail obscurely ("No such device") or block forever.
-        let metadata = std::fs::metadata(path).map_err(io_err)?;
-        if metadata.is_dir() {
-            return Err(io_err(std::io::Error::other("is a directory")));
-        }
-        if !metadata.is_file() {
-            return Err(io_err(std::io::Error::other("not a regular file")));
-        }
-        let file = std::fs::File::open(path).map_err(io_err)?;
-        // SAFETY: the mapping is read-only; a file truncated underneath us is the one hazard,
-        // as for every tool that maps binaries (objdump, perf, addr2line).
-        let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
-        Ok(MappedFile {
+        let mut file = open_regular(path).map_err(|e| match e {
+            OpenError::Io(source) => io_err(source),
+            OpenError::NotAFile if path.is_dir() => io_err(std::io::Error::other("is a directory")),
+            OpenError::NotAFile => io_err(std::io::Error::other("not a regular file")),
+        })?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io_err)?;
+        Ok(LoadedFile {
             path: path.to_path_buf(),
-            map,
+            bytes,
         })
     }
 
     /// The file's bytes.
     pub fn bytes(&self) -> &[u8] {
-        &self.map
+        &self.bytes
     }
 
     /// Parse as an x86-64 ELF file.
@@ -366,5 +365,25 @@ mod tests {
             ..link
         };
         assert_eq!(supplementary_candidates(&exe, &link), vec![exe.clone()]);
+    }
+
+    #[test]
+    fn a_file_cut_short_after_opening_reads_as_it_was_opened() {
+        // A binary rebuilt in place (`cp`, a linker writing over it) while it is analysed: a
+        // mapping of it would raise SIGBUS on the first touch of a page past the new end.
+        let dir = std::env::temp_dir().join(format!("structure-truncated-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("copy");
+        std::fs::copy(std::env::current_exe().unwrap(), &path).unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        let opened = LoadedFile::open(&path).unwrap();
+        std::fs::File::create(&path).unwrap(); // truncated to 0 bytes
+        let same = opened.bytes() == whole.as_slice();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            same,
+            "the bytes read are those of the file when it was opened"
+        );
+        assert!(opened.parse().is_ok());
     }
 }

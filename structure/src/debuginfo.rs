@@ -7,7 +7,7 @@
 //! but names and declarations that live only there stay unknown.
 
 use crate::analysis::DebugSource;
-use crate::binary::{self, MappedFile};
+use crate::binary::{self, LoadedFile};
 use crate::dwarf::{dwarf_from, SectionBytes, Slice};
 use crate::error::StructureError;
 use object::Object;
@@ -16,14 +16,14 @@ use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// The files holding a binary's debug information besides the binary itself, mapped.
+/// The files holding a binary's debug information besides the binary itself, loaded.
 pub(crate) struct DebugFiles {
     /// The binary.
     binary: PathBuf,
     /// The separate debug file, when the binary has no line tables of its own.
-    separate: Option<MappedFile>,
+    separate: Option<LoadedFile>,
     /// The supplementary file of whichever file holds the DWARF.
-    sup: Option<MappedFile>,
+    sup: Option<LoadedFile>,
     /// Where the DWARF is.
     pub source: DebugSource,
     /// What could not be found or read, one line each.
@@ -72,7 +72,7 @@ impl DebugFiles {
 
     /// The separate debug file, parsed, if there is one.
     pub(crate) fn separate_file(&self) -> Result<Option<object::File<'_>>, StructureError> {
-        self.separate.as_ref().map(MappedFile::parse).transpose()
+        self.separate.as_ref().map(LoadedFile::parse).transpose()
     }
 
     /// The DWARF sections of the file holding `file`'s DWARF (`file` itself or the separate
@@ -122,13 +122,13 @@ fn open_separate_debug(
     binary: &Path,
     file: &object::File<'_>,
     notes: &mut Vec<String>,
-) -> Option<MappedFile> {
+) -> Option<LoadedFile> {
     binary::debug_file_candidates(binary, file)
         .into_iter()
         .find_map(|candidate| {
-            let mapped = open_debug_file(&candidate, &binary::has_debug_lines, notes)?;
-            match stale_debug_file(file, &mapped) {
-                None => Some(mapped),
+            let loaded = open_debug_file(&candidate, &binary::has_debug_lines, notes)?;
+            match stale_debug_file(file, &loaded) {
+                None => Some(loaded),
                 Some(why) => {
                     notes.push(format!(
                         "debug file {} does not belong to {} ({why}): not used",
@@ -145,7 +145,7 @@ fn open_separate_debug(
 /// both have a GNU build-id they differ, or `debug` carries the name `binary`'s
 /// `.gnu_debuglink` gives and its CRC32 is not the one stated there (a debug file left from
 /// another build supplies wrong lines).
-fn stale_debug_file(binary: &object::File<'_>, debug: &MappedFile) -> Option<String> {
+fn stale_debug_file(binary: &object::File<'_>, debug: &LoadedFile) -> Option<String> {
     let hex = |id: &[u8]| id.iter().map(|b| format!("{b:02x}")).collect::<String>();
     let ours = binary.build_id().ok().flatten();
     let theirs = debug.parse().ok()?.build_id().ok().flatten();
@@ -166,7 +166,7 @@ fn open_supplementary(
     path: &Path,
     file: &object::File<'_>,
     notes: &mut Vec<String>,
-) -> Option<MappedFile> {
+) -> Option<LoadedFile> {
     let link = binary::supplementary_link(file)?;
     // The build-id the link states, where both state one, tells a stale file from the right one.
     let matches = |f: &object::File<'_>| {
@@ -192,16 +192,16 @@ fn open_debug_file(
     candidate: &Path,
     usable: &dyn Fn(&object::File<'_>) -> bool,
     notes: &mut Vec<String>,
-) -> Option<MappedFile> {
-    let mapped = match MappedFile::open(candidate) {
+) -> Option<LoadedFile> {
+    let loaded = match LoadedFile::open(candidate) {
         Ok(m) => m,
         Err(e) => {
             notes.push(format!("debug file {e}"));
             return None;
         }
     };
-    match mapped.parse() {
-        Ok(f) if usable(&f) => Some(mapped),
+    match loaded.parse() {
+        Ok(f) if usable(&f) => Some(loaded),
         Ok(_) => {
             notes.push(format!("{}: no DWARF in debug file", candidate.display()));
             None

@@ -9,20 +9,20 @@
 //! `.dwo` from another build is refused. What cannot be found is noted once per file: the
 //! skeleton's line rows still read, and its procedures are named from the symbol table.
 
-use crate::binary::MappedFile;
+use crate::binary::LoadedFile;
 use crate::debuginfo::load_sections;
 use crate::dwarf::{SectionBytes, Slice, SplitDwarf};
 use crate::error::StructureError;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// The split DWARF files of a binary, mapped.
+/// The split DWARF files of a binary, loaded.
 #[derive(Default)]
 pub(crate) struct DwoFiles {
     /// `.dwo` files, with the DWO id of the unit each holds.
-    files: Vec<(u64, MappedFile)>,
+    files: Vec<(u64, LoadedFile)>,
     /// The `.dwp` package, if there is one.
-    package: Option<MappedFile>,
+    package: Option<LoadedFile>,
     /// What could not be found or was refused, one line each.
     pub notes: Vec<String>,
 }
@@ -68,7 +68,7 @@ impl DwoFiles {
                 continue;
             }
             match find_dwo(binary, s, dwarf) {
-                Ok(mapped) => found.files.push((s.id.0, mapped)),
+                Ok(loaded) => found.files.push((s.id.0, loaded)),
                 Err(note) => found.notes.push(note),
             }
         }
@@ -159,31 +159,31 @@ fn skeletons(dwarf: &gimli::Dwarf<Slice<'_>>) -> Vec<Skeleton> {
     out
 }
 
-/// `<binary>.dwp`, mapped, if it exists and parses.
-fn open_package(binary: &Path) -> Option<MappedFile> {
+/// `<binary>.dwp`, loaded, if it exists and parses.
+fn open_package(binary: &Path) -> Option<LoadedFile> {
     let mut path = binary.as_os_str().to_owned();
     path.push(".dwp");
-    let mapped = MappedFile::open(Path::new(&path)).ok()?;
-    mapped.parse().is_ok().then_some(mapped)
+    let loaded = LoadedFile::open(Path::new(&path)).ok()?;
+    loaded.parse().is_ok().then_some(loaded)
 }
 
-/// The `.dwo` file of `skeleton`, mapped; else the note saying why not.
+/// The `.dwo` file of `skeleton`, loaded; else the note saying why not.
 fn find_dwo(
     binary: &Path,
     skeleton: &Skeleton,
     parent: &gimli::Dwarf<Slice<'_>>,
-) -> Result<MappedFile, String> {
+) -> Result<LoadedFile, String> {
     let mut stale = None;
     for candidate in dwo_candidates(binary, skeleton) {
-        let Ok(mapped) = MappedFile::open(&candidate) else {
+        let Ok(loaded) = LoadedFile::open(&candidate) else {
             continue;
         };
-        let holds = dwo_sections(&mapped).is_ok_and(|(sections, _)| {
+        let holds = dwo_sections(&loaded).is_ok_and(|(sections, _)| {
             let files = HashMap::from([(skeleton.id.0, &sections)]);
             SplitDwarf::new(files, None).is_ok_and(|s| s.holds(parent, skeleton.id))
         });
         if holds {
-            return Ok(mapped);
+            return Ok(loaded);
         }
         stale.get_or_insert(candidate);
     }
@@ -215,14 +215,14 @@ fn dwo_candidates(binary: &Path, skeleton: &Skeleton) -> Vec<PathBuf> {
     out
 }
 
-/// The sections of the `.dwo` or `.dwp` file `mapped` that the reader uses, and notes on those
+/// The sections of the `.dwo` or `.dwp` file `loaded` that the reader uses, and notes on those
 /// skipped.
-fn dwo_sections(mapped: &MappedFile) -> Result<(SectionBytes<'_>, Vec<String>), StructureError> {
-    let file = mapped.parse()?;
+fn dwo_sections(loaded: &LoadedFile) -> Result<(SectionBytes<'_>, Vec<String>), StructureError> {
+    let file = loaded.parse()?;
     let ids = dwo_section_ids();
     Ok(load_sections(
         &file,
-        &mapped.path,
+        &loaded.path,
         &ids,
         gimli::SectionId::dwo_name,
     ))
@@ -230,7 +230,7 @@ fn dwo_sections(mapped: &MappedFile) -> Result<(SectionBytes<'_>, Vec<String>), 
 
 /// The sections of a `.dwo` or `.dwp` file that the reader uses, and those that a package's
 /// index gives each unit a contribution to (gimli checks every contribution against its
-/// section; they are mapped, not copied, unless compressed).
+/// section; they are loaded, not copied, unless compressed).
 fn dwo_section_ids() -> [gimli::SectionId; 13] {
     use gimli::SectionId::*;
     [

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 /// Why reading a binary or a structure file, or writing a structure file, failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StructureError {
-    /// The file could not be opened, mapped, read or written.
+    /// The file could not be opened, read or written.
     #[error("{path}: {source}")]
     Io {
         /// The file concerned.

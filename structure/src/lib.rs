@@ -69,6 +69,7 @@ mod dwarf;
 mod dwofiles;
 mod error;
 mod focus;
+mod identity;
 mod loopnest;
 pub mod loops;
 mod normalize;
@@ -87,6 +88,7 @@ pub use analyze::{
     analyze_file, analyze_file_with, analyze_focused, analyze_focused_with, line_table_addresses,
 };
 pub use error::{one_line, StructureError};
+pub use identity::BinaryIdentity;
 pub use ranges::normalize_ranges;
 pub use reader::{read_structure, read_structure_file};
 pub use scope::{Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};

@@ -8,6 +8,7 @@
 //! nested, `S` and `C` need an enclosing `P`, and every element must be one the format defines.
 
 use crate::error::StructureError;
+use crate::identity::BinaryIdentity;
 use crate::scope::{FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 use crate::writer::{library_suffix, GUARD_NAME, UNKNOWN_FILE};
 use quick_xml::events::{BytesStart, Event};
@@ -56,6 +57,7 @@ pub fn read_structure(text: &str, path: &Path) -> Result<Vec<ScopeTree>, Structu
             Event::Start(e) => parser.open(&e, false).map_err(|m| fail(pos, m))?,
             Event::Empty(e) => parser.open(&e, true).map_err(|m| fail(pos, m))?,
             Event::End(_) => parser.close(),
+            Event::Comment(c) => parser.comment(&String::from_utf8_lossy(&c)),
             Event::Text(t) if !t.iter().all(u8::is_ascii_whitespace) => {
                 return Err(fail(pos, "unexpected text between elements".into()))
             }
@@ -142,6 +144,14 @@ impl Parser {
             self.stack.push(frame);
         }
         Ok(())
+    }
+
+    /// A comment directly inside an `LM` may record which build it describes.
+    fn comment(&mut self, text: &str) {
+        let in_module = self.stack.last().is_some_and(|f| f.tag == Tag::Module);
+        if let (true, Some(identity)) = (in_module, BinaryIdentity::from_comment(text)) {
+            self.tree().set_identity(identity);
+        }
     }
 
     fn close(&mut self) {

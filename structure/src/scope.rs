@@ -19,6 +19,7 @@
 //! tree answers [`ScopeTree::lookup`]: the statement whose ranges contain an address, found by
 //! binary search over a sorted, disjoint interval table.
 
+use crate::identity::BinaryIdentity;
 use crate::ranges::normalize_ranges;
 use profiler::addr::Svma;
 use serde::{Deserialize, Serialize};
@@ -129,6 +130,10 @@ pub struct ScopeTree {
     index: Vec<(u64, u64, ScopeId)>,
     /// Whether the module is a shared library (HPCToolkit then suffixes procedure names).
     shared_library: bool,
+    /// Which build of the binary the tree describes, when known (not cached: the cache is
+    /// keyed by it).
+    #[serde(skip)]
+    identity: Option<BinaryIdentity>,
 }
 
 impl ScopeTree {
@@ -161,6 +166,17 @@ impl ScopeTree {
     /// Mark the module as a shared library (or not); see [`ScopeTree::is_shared_library`].
     pub fn set_shared_library(&mut self, shared: bool) {
         self.shared_library = shared;
+    }
+
+    /// Which build of the binary the tree describes: set by the analysis, read back from
+    /// structure files that hpcstruct-rs wrote; `None` for HPCToolkit's.
+    pub fn identity(&self) -> Option<&BinaryIdentity> {
+        self.identity.as_ref()
+    }
+
+    /// Record which build of the binary the tree describes.
+    pub fn set_identity(&mut self, identity: BinaryIdentity) {
+        self.identity = Some(identity);
     }
 
     /// Number of scopes, the root included.

@@ -46,16 +46,21 @@ pub(crate) const GUARD_NAME: &str = "<inline>";
 /// File name written for an unknown call-site file.
 pub(crate) const UNKNOWN_FILE: &str = "<unknown>";
 
-/// Write `trees` (one per load module) as one structure file at `path`.
+/// Write `trees` (one per load module) as one structure file at `path`, atomically: into a
+/// temporary file beside it, then renamed into place (a symlink at `path` is replaced, never
+/// written through; a failed write leaves any earlier file whole).
 pub fn write_structure_file(path: &Path, trees: &[ScopeTree]) -> Result<(), StructureError> {
-    let io_err = |source| StructureError::Io {
+    use profiler::envelope::{write_atomically_with, EnvelopeError, Replace};
+    write_atomically_with(path, Replace::Allowed, |mut out| {
+        write_structure(&mut out, trees)
+    })
+    .map_err(|e| StructureError::Io {
         path: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::create(path).map_err(io_err)?;
-    let mut out = io::BufWriter::new(file);
-    write_structure(&mut out, trees).map_err(io_err)?;
-    out.flush().map_err(io_err)
+        source: match e {
+            EnvelopeError::Io { source, .. } => source,
+            other => io::Error::other(other.to_string()),
+        },
+    })
 }
 
 /// Write `trees` (one per load module) as a structure document to `out`.
@@ -107,6 +112,9 @@ impl<'a> TreeWriter<'a> {
             "<LM i=\"{i}\" n=\"{}\" has-calls=\"0\" v=\"{{}}\">",
             escape(&root.name)
         );
+        if let Some(identity) = self.tree.identity() {
+            let _ = writeln!(self.out, "<!--{}-->", identity.comment());
+        }
         for &child in &root.children {
             self.scope(child, None)?;
         }

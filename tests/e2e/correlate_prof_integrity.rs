@@ -157,3 +157,86 @@ fn a_binary_without_build_id_changed_with_size_and_time_kept_is_refused() {
         module(&stale)
     );
 }
+
+#[test]
+fn a_binary_without_build_id_is_read_once_when_its_structure_is_cached() {
+    // Its build-id, symbols and content checksum all come from one read of the file.
+    let (dir, bin, profile) = measured("correlate-integrity-read-once", &["-Wl,--build-id=none"]);
+    correlate_as(&dir, &profile, "fills", &[]);
+    let trace = dir.join("openat.trace");
+    let out = dir.join("warm.hpcdb");
+    let traced = std::process::Command::new("strace")
+        .args(["-f", "-e", "trace=openat", "-o"])
+        .arg(&trace)
+        .arg(crate::support::tool("hpcprof-rs"))
+        .arg(&profile)
+        .arg("-o")
+        .arg(&out)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .output()
+        .expect("strace runs");
+    assert!(traced.status.success(), "{}", stderr(&traced));
+    let opened = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(&format!("\"{}\"", bin.display())) && !l.contains("= -1"))
+        .count();
+    assert_eq!(opened, 1, "times {} was opened", bin.display());
+}
+
+#[test]
+fn a_structure_file_of_a_rebuild_that_only_moved_lines_is_refused() {
+    for (variant, flags) in [
+        ("build-id", &[][..]),
+        ("no-build-id", &["-Wl,--build-id=none"][..]),
+    ] {
+        let (dir, bin, _) = measured(&format!("correlate-integrity-moved-{variant}"), flags);
+        let structure = dir.join("app.hpcstruct");
+        let out = std::process::Command::new(crate::support::tool("hpcstruct-rs"))
+            .arg(&bin)
+            .arg("-o")
+            .arg(&structure)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        // The same code three lines further down: every function keeps its address and size.
+        let source = std::fs::read_to_string(crate::support::fixture("prof_callers.c")).unwrap();
+        let moved = dir.join("moved.c");
+        std::fs::write(&moved, format!("\n\n\n{source}")).unwrap();
+        let before = symbols_of(&bin);
+        let mut all = vec!["-O2", "-g"];
+        all.extend_from_slice(flags);
+        compile(moved.to_str().unwrap(), &dir, "app", &all);
+        assert_eq!(symbols_of(&bin), before, "{variant}: only lines moved");
+        let profile = measure(&bin, &["20000000"], &dir, "rebuilt");
+
+        let out = dir.join("stale.hpcdb");
+        let o = hpcprof(
+            &dir,
+            &[&profile, &structure],
+            &["-o", out.to_str().unwrap()],
+        );
+        let err = stderr(&o);
+        assert!(
+            !o.status.success(),
+            "{variant}: the stale structure file was used: {err}"
+        );
+        assert!(
+            err.contains("describes another build of") && err.contains("run hpcstruct-rs"),
+            "{variant}: {err}"
+        );
+    }
+}
+
+/// Function symbols of `bin`: (name, address, size), sorted.
+fn symbols_of(bin: &Path) -> Vec<(String, u64, u64)> {
+    let data = std::fs::read(bin).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let mut all: Vec<_> = obj
+        .symbols()
+        .filter(|s| s.kind() == object::SymbolKind::Text)
+        .map(|s| (s.name().unwrap_or("").to_string(), s.address(), s.size()))
+        .collect();
+    all.sort();
+    all
+}

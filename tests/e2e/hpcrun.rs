@@ -8,10 +8,11 @@ use crate::support::symbols::{Namer, SymbolTable};
 use crate::support::{compile, run, scratch_dir, tool};
 use profiler::db::Profile;
 
-const CFLAGS: &[&str] = &["-O2", "-g", "-fomit-frame-pointer"];
+/// Flags of the fixtures: optimised, without frame pointers (unwinding uses DWARF CFI).
+pub(crate) const CFLAGS: &[&str] = &["-O2", "-g", "-fomit-frame-pointer"];
 
 /// Run `hpcrun-rs ARGS` with output `db`; returns (exit status, stderr).
-fn hpcrun(db: &Path, args: &[&str]) -> (i32, String) {
+pub(crate) fn hpcrun(db: &Path, args: &[&str]) -> (i32, String) {
     let out = run(Command::new(tool("hpcrun-rs")).arg("-o").arg(db).args(args));
     (
         out.status.code().unwrap_or(-1),
@@ -496,7 +497,7 @@ fn start_up_paths_in_the_dynamic_loader_reach_the_root() {
 
 #[test]
 fn works_for_an_unprivileged_user() {
-    if !nix_is_root() {
+    if !is_root() {
         return; // already unprivileged: every other test covers this path
     }
     // Work in a world-accessible directory: the checkout may sit below directories that
@@ -530,7 +531,8 @@ fn works_for_an_unprivileged_user() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn nix_is_root() -> bool {
+/// Whether the tests run as root.
+pub(crate) fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .map(|s| {
             s.lines()
@@ -588,7 +590,7 @@ fn stacks_deeper_than_the_copy_are_completed_from_the_previous_path() {
 
 #[test]
 fn attaching_to_another_users_process_is_refused_clearly() {
-    if !nix_is_root() {
+    if !is_root() {
         return; // needs a process of another user: root's
     }
     let dir = std::env::temp_dir().join(format!("hpcrun-attach-nobody-{}", std::process::id()));

@@ -35,7 +35,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use units::DebugUnits;
 
-/// The reader type over memory-mapped (or decompressed) section bytes.
+/// The reader type over section bytes read into memory (or decompressed).
 pub type Slice<'d> = EndianSlice<'d, LittleEndian>;
 
 /// The (decompressed) bytes of a file's DWARF sections.
