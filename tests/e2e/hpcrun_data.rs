@@ -481,3 +481,64 @@ fn a_static_binary_gets_one_notice_and_exact_statics_as_root_and_as_nobody() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn clock_samples_split_time_between_heap_blocks_by_their_allocation_paths() {
+    let dir = scratch_dir("hpcrun-data-ea-heap");
+    let exe = compile("ea_listwalk.c", &dir, "listwalk", &["-O2", "-g"]);
+    let db = dir.join("listwalk.db");
+    let out = run(Command::new(tool("hpcrun-rs"))
+        .args(["-e", "cpu-clock@f4000", "--data", "-o"])
+        .arg(&db)
+        .arg(&exe)
+        .arg("4"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "hpcrun-rs failed:\n{stderr}");
+    let truth = printed_split(&stderr);
+    let profile = Profile::read(&db).unwrap();
+    let mut namer = Namer::new(&profile);
+    let (mut l1, mut l2, mut in_walk, mut resolved) = (0u64, 0u64, 0u64, 0u64);
+    for (thread, data) in profile.threads.iter().zip(&profile.data.threads) {
+        let walk_nodes: std::collections::HashSet<usize> = (0..thread.cct.nodes.len())
+            .filter(|&i| namer.frame(&thread.cct.nodes[i].frame).ends_with(":walk"))
+            .collect();
+        in_walk += walk_nodes
+            .iter()
+            .map(|&i| thread.cct.nodes[i].costs[0].samples)
+            .sum::<u64>();
+        for cost in &data.costs {
+            if !walk_nodes.contains(&cost.node.index()) {
+                continue;
+            }
+            let samples = cost.costs[0].samples;
+            resolved += samples;
+            if let DataRef::Heap { tid, site, .. } = cost.data {
+                // pool_l1 and pool_l2 tail-call malloc, so their sites are told apart by size:
+                // 3 * 2^19 and 2^19 nodes of 64 bytes.
+                let bytes = profile
+                    .threads
+                    .iter()
+                    .zip(&profile.data.threads)
+                    .find(|(t, _)| t.tid == tid)
+                    .and_then(|(_, d)| d.allocs.iter().find(|a| a.node == site))
+                    .map_or(0, |a| a.bytes);
+                l1 += samples * (bytes == 3 << 25) as u64;
+                l2 += samples * (bytes == 1 << 25) as u64;
+            }
+        }
+    }
+    assert!(in_walk >= 200, "only {in_walk} samples in walk");
+    assert!(
+        resolved * 10 >= in_walk * 9,
+        "{resolved} of {in_walk} samples in walk resolved"
+    );
+    assert!(
+        l1 + l2 >= resolved * 9 / 10,
+        "L1 {l1} + L2 {l2} of {resolved} resolved"
+    );
+    let split = l1 as f64 / l2.max(1) as f64;
+    assert!(
+        (split / truth - 1.0).abs() <= 0.2,
+        "samples L1:L2 {l1}:{l2} = {split:.2}, the program's own CPU time split {truth:.2}"
+    );
+}
