@@ -74,6 +74,8 @@ pub mod launch;
 #[cfg(feature = "sampler")]
 mod loadmap;
 #[cfg(feature = "sampler")]
+mod open_events;
+#[cfg(feature = "sampler")]
 pub mod output;
 #[cfg(feature = "sampler")]
 pub mod perf;
@@ -95,3 +97,5 @@ mod signals;
 mod streams;
 #[cfg(feature = "sampler")]
 mod unwind;
+#[cfg(feature = "sampler")]
+mod uprobes;

@@ -90,6 +90,12 @@ pub struct Recorder {
     data: Option<DataRecorder>,
     /// Data addresses of clock samples from their registers (`--data`).
     ea: EaRecovery,
+    /// Allocator uprobes by kernel id: what each marks and its record layout.
+    probes: FxHashMap<u64, (crate::uprobes::ProbePoint, RecordParseInfo)>,
+    /// Per thread, the allocator call whose entry probe fired and whose return has not.
+    calls_in_progress: FxHashMap<u32, crate::alloc::AllocEvent>,
+    /// The smallest block whose allocation is recorded (`--alloc-min`).
+    alloc_min: u64,
 }
 
 /// What a finished recording holds, ready to be written to `profile.db`.
@@ -129,6 +135,9 @@ impl Recorder {
             path: Vec::new(),
             outer_cfa: None,
             ea: EaRecovery::new(),
+            probes: FxHashMap::default(),
+            calls_in_progress: FxHashMap::default(),
+            alloc_min: 0,
         }
     }
 
@@ -149,6 +158,19 @@ impl Recorder {
             .ok()
             .and_then(|id| self.event_of_id.get(&id).copied())
             .unwrap_or(0)
+    }
+
+    /// The allocator probe a sample record comes from, if it does.
+    fn probe_of(
+        &self,
+        rec: &RingRecord<'_>,
+    ) -> Option<(crate::uprobes::ProbePoint, RecordParseInfo)> {
+        if RecordType(rec.record_type) != RecordType::SAMPLE || self.probes.is_empty() {
+            return None;
+        }
+        let mut data = rec.data;
+        let id = data.read_u64::<byteorder::LittleEndian>().ok()?;
+        self.probes.get(&id).copied()
     }
 
     fn raw<'a>(&self, rec: &RingRecord<'a>, event: usize) -> RawEventRecord<'a> {
@@ -172,6 +194,13 @@ impl Recorder {
 
     /// Handle one record.
     pub fn handle(&mut self, rec: &RingRecord<'_>) {
+        if let Some((point, info)) = self.probe_of(rec) {
+            let raw = RawEventRecord::new(RecordType(rec.record_type), rec.misc, rec.data, info);
+            if let Ok(EventRecord::Sample(s)) = raw.parse() {
+                self.probe_hit(&s, point);
+            }
+            return;
+        }
         let event = self.event_of(rec);
         match self.raw(rec, event).parse() {
             Ok(EventRecord::Sample(s)) => self.sample(&s, event),
@@ -523,6 +552,8 @@ fn read_comm(pid: u32, tid: u32) -> String {
 }
 
 mod allocations;
+mod probes;
+pub(crate) use probes::ProbeIds;
 #[cfg(test)]
 #[path = "recorder_tests.rs"]
 mod tests;

@@ -2,25 +2,23 @@
 //! the rings until it ends, and hand back the recording.
 
 use std::ffi::OsString;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fxhash::FxHashMap;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
-use perf_event_open_sys::bindings as sys;
 
 use crate::alloc::AllocTracker;
 use crate::db::{EventDesc, Sampling};
 use crate::events::{self, DataSource, EventClass, EventSpec};
 use crate::launch::{self, ChildState, Ended, LaunchError};
+use crate::open_events::{default_ring_pages, OpenEvents};
 use crate::perf::{self, AttrOptions};
 use crate::recorder::{EventLayout, Recorder, Recording};
 use crate::report::Notice;
-use crate::ring::Ring;
 use crate::signals::SignalPipe;
-use crate::streams;
+use crate::streams::{self, HeapSource};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -93,10 +91,10 @@ pub struct Measurement {
 }
 
 /// Decisions taken while probing which events the kernel accepts.
-struct Plan {
-    specs: Vec<(EventSpec, Option<String>)>,
-    kernel: bool,
-    notices: Vec<String>,
+pub(crate) struct Plan {
+    pub(crate) specs: Vec<(EventSpec, Option<String>)>,
+    pub(crate) kernel: bool,
+    pub(crate) notices: Vec<String>,
 }
 
 /// Find out what the kernel accepts for `specs` on `pid` (first CPU), applying the fallbacks:
@@ -153,102 +151,6 @@ fn plan(specs: &[EventSpec], pid: i32, cpu: i32, base: AttrOptions) -> Result<Pl
     Ok(plan)
 }
 
-/// The open events: one ring per CPU, every other event of that CPU redirected into it.
-struct OpenEvents {
-    rings: Vec<Ring>,
-    others: Vec<OwnedFd>,
-    event_of_id: FxHashMap<u64, usize>,
-    opts: AttrOptions,
-    ring_of_cpu: FxHashMap<i32, usize>,
-    /// Data pages per ring (halved while the locked-memory budget refuses them).
-    pages: usize,
-}
-
-fn default_ring_pages() -> usize {
-    if nix::unistd::geteuid().is_root() {
-        512
-    } else {
-        128
-    }
-}
-
-impl OpenEvents {
-    fn new(opts: AttrOptions, pages: usize) -> Self {
-        OpenEvents {
-            rings: Vec::new(),
-            others: Vec::new(),
-            event_of_id: FxHashMap::default(),
-            opts,
-            ring_of_cpu: FxHashMap::default(),
-            pages,
-        }
-    }
-
-    /// Open every planned event for each of `tasks` on each of `cpus`: the first event of a CPU
-    /// gets the ring, the others are redirected into it.
-    fn add_tasks(&mut self, plan: &Plan, tasks: &[i32], cpus: &[i32]) -> Result<(), RunError> {
-        for &cpu in cpus {
-            for &task in tasks {
-                for (i, (spec, _)) in plan.specs.iter().enumerate() {
-                    let attr = perf::attr(spec, &self.opts, i == 0);
-                    let sys_err =
-                        |e: std::io::Error| RunError::System(perf::explain_open_error(spec, &e));
-                    if let Some(&r) = self.ring_of_cpu.get(&cpu) {
-                        let fd = perf::open(&attr, task, cpu).map_err(sys_err)?;
-                        self.event_of_id
-                            .insert(perf::event_id(&fd).map_err(sys_err)?, i);
-                        perf::redirect(&fd, self.rings[r].fd()).map_err(sys_err)?;
-                        self.others.push(fd);
-                        continue;
-                    }
-                    let (ring, id) =
-                        open_ring(attr, task, cpu, &mut self.pages).map_err(|e| match e {
-                            RingError::Open(e) => sys_err(e),
-                            RingError::Map(e) => RunError::System(format!(
-                                "cannot map the sample buffer ({e}); perf buffers may lock \
-                                 kernel.perf_event_mlock_kb per CPU plus `ulimit -l`"
-                            )),
-                        })?;
-                    self.event_of_id.insert(id, i);
-                    self.ring_of_cpu.insert(cpu, self.rings.len());
-                    self.rings.push(ring);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Every descriptor, ring owners first.
-    fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
-        self.rings.iter().map(Ring::fd).chain(&self.others)
-    }
-}
-
-enum RingError {
-    Open(std::io::Error),
-    Map(std::io::Error),
-}
-
-/// Open the event that owns a CPU's ring and map the ring, halving it while the locked-memory
-/// budget refuses it. The wake-up watermark is a quarter of the ring.
-fn open_ring(
-    mut attr: sys::perf_event_attr,
-    task: i32,
-    cpu: i32,
-    pages: &mut usize,
-) -> Result<(Ring, u64), RingError> {
-    loop {
-        perf::set_wakeup_watermark(&mut attr, (*pages * 4096 / 4) as u32);
-        let fd = perf::open(&attr, task, cpu).map_err(RingError::Open)?;
-        let id = perf::event_id(&fd).map_err(RingError::Open)?;
-        match Ring::map(fd, *pages) {
-            Ok(ring) => return Ok((ring, id)),
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) && *pages > 8 => *pages /= 2,
-            Err(e) => return Err(RingError::Map(e)),
-        }
-    }
-}
-
 /// At paranoid <= 2 the kernel lets users profile their own processes: a permission refusal to
 /// attach then means the process is not ours to trace, whatever the generic explanation says.
 fn explain_for_target(e: RunError, target: &Target) -> RunError {
@@ -291,13 +193,15 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     let pages = opts.ring_pages.unwrap_or_else(default_ring_pages);
     let signals = SignalPipe::install().map_err(|e| RunError::System(e.to_string()))?;
     let mut tracker = None;
+    let mut probes = Vec::new();
     let mut heap_unavailable = None;
     let (child, tasks, command) = match &opts.target {
         Target::Launch(argv) => {
             let program = launch::resolve(&argv[0])?;
             if opts.data {
                 match streams::heap_tracking(argv, &program, opts.alloc_min) {
-                    Ok(t) => tracker = Some(t),
+                    Ok(HeapSource::Shim(t)) => tracker = Some(t),
+                    Ok(HeapSource::Probes(p)) => probes = p,
                     Err(why) => heap_unavailable = Some(why),
                 }
             }
@@ -381,6 +285,13 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
             return Err(explain_for_target(e, &opts.target));
         }
     };
+    let probe_ids = match open.add_probes(&probes, &tasks, &cpus) {
+        Ok(ids) => ids,
+        Err(e) => {
+            heap_unavailable = Some(format!("the allocator's uprobes could not be opened ({e})"));
+            Vec::new()
+        }
+    };
     let mut recorder = Recorder::new(
         plan.specs
             .iter()
@@ -399,6 +310,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
             .collect(),
         open.event_of_id.clone(),
     );
+    recorder.add_probes(probe_ids, opts.alloc_min);
     let start_ns = now_ns();
     let started = Instant::now();
     let child_pid = match child {

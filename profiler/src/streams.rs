@@ -12,6 +12,7 @@ use object::read::elf::ProgramHeader as _;
 use crate::alloc::{AllocEvent, AllocTracker};
 use crate::recorder::Recorder;
 use crate::ring::Ring;
+use crate::uprobes::{allocator_probes, Probe};
 
 /// The kernel's CLOCK_MONOTONIC in ns, the clock the samples are stamped with.
 pub(crate) fn monotonic_ns() -> u64 {
@@ -72,22 +73,37 @@ pub(crate) fn drain(
     }
 }
 
-/// What `--data` can do about heap blocks for the command `argv`: a tracker whose shim the
-/// command will preload, or why heap blocks cannot be tracked (the run goes on without them;
-/// statics and stack are still attributed).
+/// How `--data` follows heap blocks for a launched command.
+pub(crate) enum HeapSource {
+    /// The allocation shim, preloaded into the command.
+    Shim(AllocTracker),
+    /// Uprobes on a statically linked command's own allocator (root only).
+    Probes(Vec<Probe>),
+}
+
+/// What `--data` can do about heap blocks for the command `argv` (the program at `program`):
+/// preload the shim, or probe a static program's allocator as root; else why heap blocks cannot
+/// be tracked (the run goes on without them; statics and stack are still attributed).
 pub(crate) fn heap_tracking(
     argv: &[OsString],
     program: &Path,
     min_size: u64,
-) -> Result<AllocTracker, String> {
-    if is_static(program) {
+) -> Result<HeapSource, String> {
+    if !is_static(program) {
+        let tracker = AllocTracker::new(min_size, ALLOC_STACK_BYTES).map_err(|e| e.to_string())?;
+        return Ok(HeapSource::Shim(tracker));
+    }
+    let name = argv[0].to_string_lossy();
+    if !nix::unistd::geteuid().is_root() {
         return Err(format!(
-            "{} is statically linked, so the allocation shim cannot be preloaded \
-             (uprobes on its allocator are not implemented yet)",
-            argv[0].to_string_lossy()
+            "{name} is statically linked, so the allocation shim cannot be preloaded, and \
+             uprobes on its allocator need CAP_SYS_ADMIN (run as root)"
         ));
     }
-    AllocTracker::new(min_size, ALLOC_STACK_BYTES).map_err(|e| e.to_string())
+    let probes = allocator_probes(program, ALLOC_STACK_BYTES).map_err(|why| {
+        format!("{name} is statically linked and its allocator cannot be probed: {why}")
+    })?;
+    Ok(HeapSource::Probes(probes))
 }
 
 /// Bytes of the caller's stack the shim copies at each tracked allocation, for its calling
