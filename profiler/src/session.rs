@@ -220,11 +220,10 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         }
         Target::Attach(pid) => {
             if opts.data {
-                heap_unavailable = Some(
-                    "blocks allocated by a process attached to cannot be tracked \
-                     (uprobes on its allocator are not implemented yet)"
-                        .to_string(),
-                );
+                match streams::heap_tracking_attached(*pid) {
+                    Ok(p) => probes = p,
+                    Err(why) => heap_unavailable = Some(why),
+                }
             }
             let tasks = threads_of(*pid);
             if tasks.is_empty() {

@@ -12,7 +12,7 @@ use object::read::elf::ProgramHeader as _;
 use crate::alloc::{AllocEvent, AllocTracker};
 use crate::recorder::Recorder;
 use crate::ring::Ring;
-use crate::uprobes::{allocator_probes, Probe};
+use crate::uprobes::{allocator_module, allocator_probes, Probe};
 
 /// The kernel's CLOCK_MONOTONIC in ns, the clock the samples are stamped with.
 pub(crate) fn monotonic_ns() -> u64 {
@@ -104,6 +104,25 @@ pub(crate) fn heap_tracking(
         format!("{name} is statically linked and its allocator cannot be probed: {why}")
     })?;
     Ok(HeapSource::Probes(probes))
+}
+
+/// How `--data` follows heap blocks of a process attached to (`-p PID`): uprobes on the
+/// allocator it maps, as root (blocks allocated before the attach stay unknown); else why not.
+pub(crate) fn heap_tracking_attached(pid: u32) -> Result<Vec<Probe>, String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(
+            "the allocation shim cannot be preloaded into a running process, and \
+                    uprobes on its allocator need CAP_SYS_ADMIN (run as root)"
+                .to_string(),
+        );
+    }
+    let module = allocator_module(pid).ok_or("no mapped module of the process defines malloc")?;
+    allocator_probes(&module, ALLOC_STACK_BYTES).map_err(|why| {
+        format!(
+            "{}: its allocator cannot be probed: {why}",
+            module.display()
+        )
+    })
 }
 
 /// Bytes of the caller's stack the shim copies at each tracked allocation, for its calling

@@ -1,5 +1,5 @@
 //! Allocation tracking where the shim cannot be preloaded (`--data` on a statically linked
-//! command, as root): uprobes on the program's own allocator, whose hits arrive as samples in
+//! command, or attached to a running process with `-p`, as root): uprobes on the program's own allocator, whose hits arrive as samples in
 //! the same rings as every other event, so they are merged in time order for free.
 //!
 //! An entry probe on `malloc`, `calloc` and `realloc` samples the argument registers and the
@@ -82,10 +82,29 @@ pub(crate) fn allocator_probes(path: &Path, stack_size: u32) -> Result<Vec<Probe
     Ok(probes)
 }
 
+/// The module of running process `pid` that defines `malloc` (its C library, or the program
+/// itself when statically linked), from its mappings.
+pub(crate) fn allocator_module(pid: u32) -> Option<std::path::PathBuf> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let mut paths: Vec<&str> = maps
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|p| p.contains('x')))
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| p.starts_with('/'))
+        .collect();
+    paths.dedup();
+    paths.into_iter().map(std::path::PathBuf::from).find(|p| {
+        std::fs::read(p).is_ok_and(|bytes| {
+            object::File::parse(&*bytes).is_ok_and(|elf| file_offset(&elf, "malloc").is_some())
+        })
+    })
+}
+
 /// The file offset of function symbol `name`'s first instruction.
 fn file_offset(elf: &object::File<'_>, name: &str) -> Option<u64> {
     let sym = elf
         .symbols()
+        .chain(elf.dynamic_symbols())
         .find(|s| s.name() == Ok(name) && s.is_definition())?;
     elf.segments().find_map(|seg| {
         let (file_start, file_size) = seg.file_range();
@@ -128,5 +147,35 @@ fn probe(pmu: u32, path: &Path, offset: u64, point: ProbePoint, stack_size: u32)
         point,
         attr: a,
         _path: path,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_own_allocator_is_found_and_probes_point_at_its_functions() {
+        let module = allocator_module(std::process::id()).expect("a module defining malloc");
+        assert!(
+            module.to_string_lossy().contains("libc"),
+            "{}",
+            module.display()
+        );
+        let bytes = std::fs::read(&module).unwrap();
+        let elf = object::File::parse(&*bytes).unwrap();
+        let malloc = file_offset(&elf, "malloc").unwrap();
+        let free = file_offset(&elf, "free").unwrap();
+        assert_ne!(malloc, free);
+        if std::path::Path::new(UPROBE_TYPE).exists() {
+            let probes = allocator_probes(&module, 1024).unwrap();
+            let points: Vec<ProbePoint> = probes.iter().map(|p| p.point).collect();
+            assert_eq!(
+                points.iter().filter(|&&p| p == ProbePoint::Return).count(),
+                3
+            );
+            assert!(probes.iter().any(|p| p.point == ProbePoint::FreeEntry
+                && unsafe { p.attr.__bindgen_anon_4.config2 } == free));
+        }
     }
 }

@@ -556,3 +556,48 @@ fn clock_samples_split_time_between_heap_blocks_by_their_allocation_paths() {
         "samples L1:L2 {l1}:{l2} = {split:.2}, the program's own CPU time split {truth:.2}"
     );
 }
+
+#[test]
+fn a_process_attached_to_is_probed_as_root() {
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    });
+    if !root {
+        return; // uprobes need CAP_SYS_ADMIN: the static-binary test covers the notice
+    }
+    let dir = scratch_dir("hpcrun-data-attach");
+    let exe = compile("data_attach.c", &dir, "attach", &["-O2", "-g"]);
+    let go = dir.join("go");
+    let mut target = Command::new(&exe).arg(&go).spawn().unwrap();
+    let db = dir.join("attach.db");
+    let mut hpcrun = Command::new(tool("hpcrun-rs"))
+        .args([
+            "-e",
+            "page-faults@1",
+            "--data",
+            "--buffer-kib",
+            "32768",
+            "-o",
+        ])
+        .arg(&db)
+        .arg("-p")
+        .arg(target.id().to_string())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let the events and probes open before the program allocates.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::write(&go, "").unwrap();
+    assert!(target.wait().unwrap().success());
+    let out = hpcrun.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let profile = Profile::read(&db).unwrap();
+    assert_eq!(profile.stats.lost, 0, "{stderr}");
+    assert_eq!(profile.data.stats.heap_unavailable, None, "{stderr}");
+    let sites = heap_faults(&profile);
+    let grab = sites.get(&vec!["main".to_string(), "grab".to_string()]);
+    // 20 blocks of 256 pages, each written once.
+    assert_eq!(grab.map(|s| s.0), Some(20 * 256), "{sites:?}");
+}
