@@ -571,7 +571,7 @@ fn a_process_attached_to_is_probed_as_root() {
     let go = dir.join("go");
     let mut target = Command::new(&exe).arg(&go).spawn().unwrap();
     let db = dir.join("attach.db");
-    let mut hpcrun = Command::new(tool("hpcrun-rs"))
+    let hpcrun = Command::new(tool("hpcrun-rs"))
         .args([
             "-e",
             "page-faults@1",
