@@ -168,60 +168,81 @@ fn printed_split(stderr: &str) -> f64 {
     t[0] / t[1]
 }
 
+/// Run `exe arg` under `hpcrun-rs -e cpu-clock@f4000 --data` into `db`; the profile and the
+/// program's own split of CPU time between its two objects.
+fn measure_clock(exe: &Path, db: &Path, arg: &str) -> (Profile, f64) {
+    let out = run(Command::new(tool("hpcrun-rs"))
+        .args(["-e", "cpu-clock@f4000", "--data", "-o"])
+        .arg(db)
+        .arg(exe)
+        .arg(arg));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "hpcrun-rs failed:\n{stderr}");
+    (Profile::read(db).unwrap(), printed_split(&stderr))
+}
+
+/// Check the clock samples in `function`: at least 200, 90% of them with a data address, 90%
+/// of those in one of the two objects (`which` says which one a reference is in: `Some(true)`
+/// the first, `Some(false)` the second), split between them within 20% of `truth`.
+fn assert_time_split(
+    profile: &Profile,
+    function: &str,
+    truth: f64,
+    which: impl Fn(&DataRef) -> Option<bool>,
+) {
+    let mut namer = Namer::new(profile);
+    let suffix = format!(":{function}");
+    let (mut first, mut second, mut inside, mut resolved) = (0u64, 0u64, 0u64, 0u64);
+    for (thread, data) in profile.threads.iter().zip(&profile.data.threads) {
+        let nodes: std::collections::HashSet<usize> = (0..thread.cct.nodes.len())
+            .filter(|&i| namer.frame(&thread.cct.nodes[i].frame).ends_with(&suffix))
+            .collect();
+        inside += nodes
+            .iter()
+            .map(|&i| thread.cct.nodes[i].costs[0].samples)
+            .sum::<u64>();
+        for cost in data
+            .costs
+            .iter()
+            .filter(|c| nodes.contains(&c.node.index()))
+        {
+            let samples = cost.costs[0].samples;
+            resolved += samples;
+            match which(&cost.data) {
+                Some(true) => first += samples,
+                Some(false) => second += samples,
+                None => {}
+            }
+        }
+    }
+    assert!(inside >= 200, "only {inside} samples in {function}");
+    assert!(
+        resolved * 10 >= inside * 9,
+        "{resolved} of {inside} samples resolved"
+    );
+    assert!(
+        first + second >= resolved * 9 / 10,
+        "{first} + {second} of {resolved}"
+    );
+    let split = first as f64 / second.max(1) as f64;
+    assert!(
+        (split / truth - 1.0).abs() <= 0.2,
+        "samples {first}:{second} = {split:.2}, the program's own CPU time split {truth:.2}"
+    );
+}
+
 #[test]
 fn clock_samples_split_time_between_arrays_by_their_data_addresses() {
     let dir = scratch_dir("hpcrun-data-ea");
     let exe = compile("ea_arrsum.c", &dir, "arrsum", &["-O2", "-g"]);
-    let db = dir.join("arrsum.db");
-    let out = run(Command::new(tool("hpcrun-rs"))
-        .args(["-e", "cpu-clock@f4000", "--data", "-o"])
-        .arg(&db)
-        .arg(&exe)
-        .arg("60"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "hpcrun-rs failed:\n{stderr}");
-    let truth = printed_split(&stderr);
-    let profile = Profile::read(&db).unwrap();
+    let (profile, truth) = measure_clock(&exe, &dir.join("arrsum.db"), "60");
     let module = module_of(&profile, &exe);
     let (a, b) = (data_symbol(&exe, "A"), data_symbol(&exe, "B"));
-    let mut namer = Namer::new(&profile);
-    let (mut in_a, mut in_b, mut in_sum, mut resolved) = (0u64, 0u64, 0u64, 0u64);
-    for (thread, data) in profile.threads.iter().zip(&profile.data.threads) {
-        let in_sum_node = |n: CctNodeId, namer: &mut Namer| {
-            namer
-                .frame(&thread.cct.nodes[n.index()].frame)
-                .ends_with(":sum")
-        };
-        for (i, node) in thread.cct.nodes.iter().enumerate() {
-            if in_sum_node(CctNodeId::from_index(i), &mut namer) {
-                in_sum += node.costs[0].samples;
-            }
-        }
-        for cost in &data.costs {
-            if !in_sum_node(cost.node, &mut namer) {
-                continue;
-            }
-            let samples = cost.costs[0].samples;
-            resolved += samples;
-            if let DataRef::Static { module: m, addr } = cost.data {
-                if m == module && a.contains(&addr.0) {
-                    in_a += samples;
-                } else if m == module && b.contains(&addr.0) {
-                    in_b += samples;
-                }
-            }
-        }
-    }
-    assert!(in_sum >= 200, "only {in_sum} samples in sum");
-    assert!(
-        resolved * 10 >= in_sum * 9,
-        "{resolved} of {in_sum} samples in sum resolved"
-    );
-    let split = in_a as f64 / in_b.max(1) as f64;
-    assert!(
-        (split / truth - 1.0).abs() <= 0.2,
-        "samples A:B {in_a}:{in_b} = {split:.2}, the program's own CPU time split {truth:.2}"
-    );
+    assert_time_split(&profile, "sum", truth, |data| match *data {
+        DataRef::Static { module: m, addr } if m == module && a.contains(&addr.0) => Some(true),
+        DataRef::Static { module: m, addr } if m == module && b.contains(&addr.0) => Some(false),
+        _ => None,
+    });
 }
 
 /// The named frames of the path from the root to `node` (innermost last).
@@ -500,61 +521,25 @@ fn a_static_binary_is_probed_as_root_and_gets_one_notice_as_nobody() {
 fn clock_samples_split_time_between_heap_blocks_by_their_allocation_paths() {
     let dir = scratch_dir("hpcrun-data-ea-heap");
     let exe = compile("ea_listwalk.c", &dir, "listwalk", &["-O2", "-g"]);
-    let db = dir.join("listwalk.db");
-    let out = run(Command::new(tool("hpcrun-rs"))
-        .args(["-e", "cpu-clock@f4000", "--data", "-o"])
-        .arg(&db)
-        .arg(&exe)
-        .arg("4"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "hpcrun-rs failed:\n{stderr}");
-    let truth = printed_split(&stderr);
-    let profile = Profile::read(&db).unwrap();
-    let mut namer = Namer::new(&profile);
-    let (mut l1, mut l2, mut in_walk, mut resolved) = (0u64, 0u64, 0u64, 0u64);
-    for (thread, data) in profile.threads.iter().zip(&profile.data.threads) {
-        let walk_nodes: std::collections::HashSet<usize> = (0..thread.cct.nodes.len())
-            .filter(|&i| namer.frame(&thread.cct.nodes[i].frame).ends_with(":walk"))
-            .collect();
-        in_walk += walk_nodes
+    let (profile, truth) = measure_clock(&exe, &dir.join("listwalk.db"), "4");
+    // pool_l1 and pool_l2 tail-call malloc, so their sites are told apart by their blocks'
+    // sizes: 3 * 2^19 and 2^19 nodes of 64 bytes.
+    let bytes = |tid: u32, site: CctNodeId| {
+        let (_, data) = profile
+            .threads
             .iter()
-            .map(|&i| thread.cct.nodes[i].costs[0].samples)
-            .sum::<u64>();
-        for cost in &data.costs {
-            if !walk_nodes.contains(&cost.node.index()) {
-                continue;
-            }
-            let samples = cost.costs[0].samples;
-            resolved += samples;
-            if let DataRef::Heap { tid, site, .. } = cost.data {
-                // pool_l1 and pool_l2 tail-call malloc, so their sites are told apart by size:
-                // 3 * 2^19 and 2^19 nodes of 64 bytes.
-                let bytes = profile
-                    .threads
-                    .iter()
-                    .zip(&profile.data.threads)
-                    .find(|(t, _)| t.tid == tid)
-                    .and_then(|(_, d)| d.allocs.iter().find(|a| a.node == site))
-                    .map_or(0, |a| a.bytes);
-                l1 += samples * (bytes == 3 << 25) as u64;
-                l2 += samples * (bytes == 1 << 25) as u64;
-            }
-        }
-    }
-    assert!(in_walk >= 200, "only {in_walk} samples in walk");
-    assert!(
-        resolved * 10 >= in_walk * 9,
-        "{resolved} of {in_walk} samples in walk resolved"
-    );
-    assert!(
-        l1 + l2 >= resolved * 9 / 10,
-        "L1 {l1} + L2 {l2} of {resolved} resolved"
-    );
-    let split = l1 as f64 / l2.max(1) as f64;
-    assert!(
-        (split / truth - 1.0).abs() <= 0.2,
-        "samples L1:L2 {l1}:{l2} = {split:.2}, the program's own CPU time split {truth:.2}"
-    );
+            .zip(&profile.data.threads)
+            .find(|(t, _)| t.tid == tid)?;
+        Some(data.allocs.iter().find(|a| a.node == site)?.bytes)
+    };
+    assert_time_split(&profile, "walk", truth, |data| match *data {
+        DataRef::Heap { tid, site, .. } => match bytes(tid, site)? {
+            b if b == 3 << 25 => Some(true),
+            b if b == 1 << 25 => Some(false),
+            _ => None,
+        },
+        _ => None,
+    });
 }
 
 #[test]
