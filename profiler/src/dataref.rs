@@ -94,6 +94,9 @@ pub enum MappingKind {
     Anonymous,
     /// A mapped file that is not a module's data.
     File,
+    /// The allocation shim's own rings (`memfd:hpcrun-alloc`): touches the measurement
+    /// itself made in the program.
+    Profiler,
 }
 
 /// The blocks allocated at one calling context by one thread.

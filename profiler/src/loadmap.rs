@@ -115,6 +115,9 @@ struct StaticRange {
     bias: u64,
 }
 
+/// How the kernel names the allocation shim's ring mappings (its memfds).
+const SHIM_RINGS: &str = "/memfd:hpcrun-alloc";
+
 /// A non-executable mapping (`--data` asks the kernel for these), by kind.
 #[derive(Debug, Clone, Copy)]
 struct DataMapping {
@@ -219,6 +222,7 @@ impl AddressSpace {
         let kind = match path {
             "[heap]" => MappingKind::Brk,
             "[stack]" => MappingKind::Stack,
+            p if p.starts_with(SHIM_RINGS) => MappingKind::Profiler,
             p if p.is_empty() || p.starts_with("//anon") || p.starts_with('[') => {
                 MappingKind::Anonymous
             }
@@ -285,6 +289,24 @@ fn parse_maps_line(line: &str) -> Option<MapEvent<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_mappings_are_classified_by_name_and_replace_what_they_overlap() {
+        let mut space = AddressSpace::default();
+        space.map_data(0x1000, 0x1000, "[heap]");
+        space.map_data(0x3000, 0x1000, "/memfd:hpcrun-alloc (deleted)");
+        space.map_data(0x5000, 0x2000, "//anon");
+        space.map_data(0x8000, 0x1000, "/data/file");
+        let kind = |a| space.mapping_kind(Avma(a));
+        assert_eq!(kind(0x1fff), Some(MappingKind::Brk));
+        assert_eq!(kind(0x2000), None);
+        assert_eq!(kind(0x3000), Some(MappingKind::Profiler));
+        assert_eq!(kind(0x6000), Some(MappingKind::Anonymous));
+        assert_eq!(kind(0x8000), Some(MappingKind::File));
+        space.map_data(0x5800, 0x1000, "[stack]");
+        assert_eq!(kind(0x5000), None, "the overlapped mapping is gone");
+        assert_eq!(kind(0x5800), Some(MappingKind::Stack));
+    }
 
     #[test]
     fn maps_lines_keep_only_executable_mappings() {
