@@ -297,15 +297,15 @@ mod tests {
         space.map_data(0x3000, 0x1000, "/memfd:hpcrun-alloc (deleted)");
         space.map_data(0x5000, 0x2000, "//anon");
         space.map_data(0x8000, 0x1000, "/data/file");
-        let kind = |a| space.mapping_kind(Avma(a));
-        assert_eq!(kind(0x1fff), Some(MappingKind::Brk));
-        assert_eq!(kind(0x2000), None);
-        assert_eq!(kind(0x3000), Some(MappingKind::Profiler));
-        assert_eq!(kind(0x6000), Some(MappingKind::Anonymous));
-        assert_eq!(kind(0x8000), Some(MappingKind::File));
+        let kind = |space: &AddressSpace, a| space.mapping_kind(Avma(a));
+        assert_eq!(kind(&space, 0x1fff), Some(MappingKind::Brk));
+        assert_eq!(kind(&space, 0x2000), None);
+        assert_eq!(kind(&space, 0x3000), Some(MappingKind::Profiler));
+        assert_eq!(kind(&space, 0x6000), Some(MappingKind::Anonymous));
+        assert_eq!(kind(&space, 0x8000), Some(MappingKind::File));
         space.map_data(0x5800, 0x1000, "[stack]");
-        assert_eq!(kind(0x5000), None, "the overlapped mapping is gone");
-        assert_eq!(kind(0x5800), Some(MappingKind::Stack));
+        assert_eq!(kind(&space, 0x5000), None, "the overlapped mapping is gone");
+        assert_eq!(kind(&space, 0x5800), Some(MappingKind::Stack));
     }
 
     #[test]
