@@ -108,9 +108,8 @@ fn analyze_in_pool(
         DebugSections::none()
     };
     let dwarf = sections.dwarf();
-    let dwo_files = DwoFiles::open(path, &dwarf);
-    skipped.extend(dwo_files.notes.iter().cloned());
-    let dwo_sections = dwo_files.sections();
+    let dwo_files = DwoFiles::find(path, &dwarf);
+    let dwo_sections = dwo_files.sections(&dwarf);
     skipped.extend(sections.notes.iter().chain(&dwo_sections.notes).cloned());
     let split = dwo_sections.split();
     let debug_source = debug_files.source.clone();
@@ -228,8 +227,8 @@ pub fn line_table_addresses(path: &Path) -> Result<Vec<Svma>, StructureError> {
     let debug_files = DebugFiles::open(path, &file);
     let sections = debug_files.sections(&file)?;
     let dwarf = sections.dwarf();
-    let dwo_files = DwoFiles::open(path, &dwarf);
-    let dwo_sections = dwo_files.sections();
+    let dwo_files = DwoFiles::find(path, &dwarf);
+    let dwo_sections = dwo_files.sections(&dwarf);
     let info = dwarf::read_dwarf(&dwarf, &dwo_sections.split(), &in_code);
     Ok(info
         .rows

@@ -13,25 +13,34 @@ use crate::binary::LoadedFile;
 use crate::debuginfo::load_sections;
 use crate::dwarf::{SectionBytes, Slice, SplitDwarf};
 use crate::error::StructureError;
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// The split DWARF files of a binary, loaded.
+/// The split DWARF files of a binary: its `.dwp` package, read when found, and the places
+/// where each skeleton unit's `.dwo` file may be, read when [`DwoFiles::sections`] first needs
+/// them. It owns the bytes that the sections borrow.
 #[derive(Default)]
 pub(crate) struct DwoFiles {
-    /// `.dwo` files, with the DWO id of the unit each holds.
-    files: Vec<(u64, LoadedFile)>,
-    /// The `.dwp` package, if there is one.
+    /// The skeleton units, each with the regular files where its `.dwo` may be.
+    skeletons: Vec<(Skeleton, Vec<Candidate>)>,
+    /// `<binary>.dwp`, if it exists and parses.
     package: Option<LoadedFile>,
-    /// What could not be found or was refused, one line each.
-    pub notes: Vec<String>,
 }
 
-/// The (decompressed) sections of a binary's split DWARF files.
+/// A path where a `.dwo` file may be, and the file once read (`None` if it could not be).
+struct Candidate {
+    path: PathBuf,
+    file: OnceCell<Option<LoadedFile>>,
+}
+
+/// The (decompressed) sections of a binary's split DWARF files, each loaded once: those of a
+/// file are kept from the check that accepted it.
 pub(crate) struct DwoSections<'d> {
     files: Vec<(u64, SectionBytes<'d>)>,
     package: Option<SectionBytes<'d>>,
-    /// The sections skipped (implausibly compressed, or corrupt), one line each.
+    /// What could not be found or was refused, and the sections skipped (implausibly
+    /// compressed, or corrupt), one line each.
     pub notes: Vec<String>,
 }
 
@@ -46,71 +55,61 @@ struct Skeleton {
 
 impl DwoFiles {
     /// Find the split DWARF files of the skeleton units in `dwarf`, the DWARF of `binary`.
-    pub(crate) fn open(binary: &Path, dwarf: &gimli::Dwarf<Slice<'_>>) -> DwoFiles {
+    pub(crate) fn find(binary: &Path, dwarf: &gimli::Dwarf<Slice<'_>>) -> DwoFiles {
         let skeletons = skeletons(dwarf);
         if skeletons.is_empty() {
             return DwoFiles::default();
         }
-        let mut found = DwoFiles {
+        DwoFiles {
             package: open_package(binary),
-            ..DwoFiles::default()
-        };
-        let in_package = found.package_ids(&skeletons, dwarf);
-        if in_package.is_none() {
-            let package = found.package.take().map(|p| p.path.display().to_string());
-            found
-                .notes
-                .extend(package.map(|p| format!("split DWARF package {p}: unreadable")));
+            skeletons: skeletons
+                .into_iter()
+                .map(|s| {
+                    let candidates = dwo_candidates(binary, &s);
+                    (s, candidates)
+                })
+                .collect(),
         }
-        let in_package = in_package.unwrap_or_default();
-        for s in skeletons.iter().filter(|s| !in_package.contains(&s.id.0)) {
-            if found.files.iter().any(|(id, _)| *id == s.id.0) {
+    }
+
+    /// The sections of the package and of the `.dwo` files of the skeleton units of `dwarf`
+    /// that it does not hold, each file checked to hold the unit its skeleton expects. A
+    /// package whose index is unreadable is not used; a skeleton unit whose split unit is
+    /// nowhere is noted.
+    pub(crate) fn sections(&self, dwarf: &gimli::Dwarf<Slice<'_>>) -> DwoSections<'_> {
+        let mut found = DwoSections {
+            files: Vec::new(),
+            package: None,
+            notes: Vec::new(),
+        };
+        let mut in_package = Vec::new();
+        if let Some(package) = &self.package {
+            match package_sections(package, &self.skeletons, dwarf) {
+                Some((sections, skipped, held)) => {
+                    found.package = Some(sections);
+                    found.notes.extend(skipped);
+                    in_package = held;
+                }
+                None => found.notes.push(format!(
+                    "split DWARF package {}: unreadable",
+                    package.path.display()
+                )),
+            }
+        }
+        for (s, candidates) in &self.skeletons {
+            let id = s.id.0;
+            if in_package.contains(&id) || found.files.iter().any(|(f, _)| *f == id) {
                 continue;
             }
-            match find_dwo(binary, s, dwarf) {
-                Ok(loaded) => found.files.push((s.id.0, loaded)),
+            match find_dwo(s, candidates, dwarf) {
+                Ok((sections, skipped)) => {
+                    found.files.push((id, sections));
+                    found.notes.extend(skipped);
+                }
                 Err(note) => found.notes.push(note),
             }
         }
         found
-    }
-
-    /// The DWO ids of `skeletons` whose split units the package holds (none without a
-    /// package); `None` if the package is unreadable.
-    fn package_ids(
-        &self,
-        skeletons: &[Skeleton],
-        dwarf: &gimli::Dwarf<Slice<'_>>,
-    ) -> Option<Vec<u64>> {
-        let Some(package) = &self.package else {
-            return Some(Vec::new());
-        };
-        let (sections, _) = dwo_sections(package).ok()?;
-        let split = SplitDwarf::new(HashMap::new(), Some(&sections)).ok()?;
-        let held = skeletons.iter().filter(|s| split.holds(dwarf, s.id));
-        Some(held.map(|s| s.id.0).collect())
-    }
-
-    /// The sections of the files found (all of which parsed when they were found).
-    pub(crate) fn sections(&self) -> DwoSections<'_> {
-        let mut notes = Vec::new();
-        let mut files = Vec::new();
-        for (id, m) in &self.files {
-            if let Ok((sections, skipped)) = dwo_sections(m) {
-                files.push((*id, sections));
-                notes.extend(skipped);
-            }
-        }
-        let package = self.package.as_ref().and_then(|m| {
-            let (sections, skipped) = dwo_sections(m).ok()?;
-            notes.extend(skipped);
-            Some(sections)
-        });
-        DwoSections {
-            files,
-            package,
-            notes,
-        }
     }
 }
 
@@ -118,9 +117,23 @@ impl DwoSections<'_> {
     /// The split units, for the DWARF reader.
     pub(crate) fn split(&self) -> SplitDwarf<'_> {
         let files = self.files.iter().map(|(id, s)| (*id, s)).collect();
-        // The package's index read when the package was found.
+        // The package's index was read when the package was checked: it parses.
         SplitDwarf::new(files, self.package.as_ref()).unwrap_or_default()
     }
+}
+
+/// The sections of `package`, the notes on those skipped, and the DWO ids of `skeletons` whose
+/// split units it holds; `None` if it is unreadable.
+fn package_sections<'d>(
+    package: &'d LoadedFile,
+    skeletons: &[(Skeleton, Vec<Candidate>)],
+    dwarf: &gimli::Dwarf<Slice<'_>>,
+) -> Option<(SectionBytes<'d>, Vec<String>, Vec<u64>)> {
+    let (sections, skipped) = dwo_sections(package).ok()?;
+    let split = SplitDwarf::new(HashMap::new(), Some(&sections)).ok()?;
+    let held = skeletons.iter().filter(|(s, _)| split.holds(dwarf, s.id));
+    let held = held.map(|(s, _)| s.id.0).collect();
+    Some((sections, skipped, held))
 }
 
 /// The skeleton units of `dwarf`. DWARF 5 marks them in the unit header; a GNU (version 4)
@@ -167,25 +180,29 @@ fn open_package(binary: &Path) -> Option<LoadedFile> {
     loaded.parse().is_ok().then_some(loaded)
 }
 
-/// The `.dwo` file of `skeleton`, loaded; else the note saying why not.
-fn find_dwo(
-    binary: &Path,
+/// The sections of the `.dwo` file of `skeleton` (a unit of `parent`), found among
+/// `candidates`, and the notes on those skipped; else the note saying why there are none.
+fn find_dwo<'d>(
     skeleton: &Skeleton,
+    candidates: &'d [Candidate],
     parent: &gimli::Dwarf<Slice<'_>>,
-) -> Result<LoadedFile, String> {
+) -> Result<(SectionBytes<'d>, Vec<String>), String> {
     let mut stale = None;
-    for candidate in dwo_candidates(binary, skeleton) {
-        let Ok(loaded) = LoadedFile::open(&candidate) else {
+    for candidate in candidates {
+        let read = candidate
+            .file
+            .get_or_init(|| LoadedFile::open(&candidate.path).ok());
+        let Some(loaded) = read else {
             continue;
         };
-        let holds = dwo_sections(&loaded).is_ok_and(|(sections, _)| {
+        if let Ok((sections, skipped)) = dwo_sections(loaded) {
             let files = HashMap::from([(skeleton.id.0, &sections)]);
-            SplitDwarf::new(files, None).is_ok_and(|s| s.holds(parent, skeleton.id))
-        });
-        if holds {
-            return Ok(loaded);
+            let holds = SplitDwarf::new(files, None).is_ok_and(|s| s.holds(parent, skeleton.id));
+            if holds {
+                return Ok((sections, skipped));
+            }
         }
-        stale.get_or_insert(candidate);
+        stale.get_or_insert(&candidate.path);
     }
     let name = skeleton.name.display();
     Err(match stale {
@@ -203,7 +220,7 @@ fn find_dwo(
 
 /// Where the `.dwo` of `skeleton` may be: its name (against its compilation directory if
 /// relative), then beside the binary under that relative name and under its file name.
-fn dwo_candidates(binary: &Path, skeleton: &Skeleton) -> Vec<PathBuf> {
+fn dwo_candidates(binary: &Path, skeleton: &Skeleton) -> Vec<Candidate> {
     let dir = binary.parent().unwrap_or(Path::new("."));
     let mut out = vec![skeleton.comp_dir.join(&skeleton.name)];
     if skeleton.name.is_relative() {
@@ -212,12 +229,18 @@ fn dwo_candidates(binary: &Path, skeleton: &Skeleton) -> Vec<PathBuf> {
     out.extend(skeleton.name.file_name().map(|n| dir.join(n)));
     out.dedup();
     out.retain(|p| p.is_file());
-    out
+    let candidate = |path| Candidate {
+        path,
+        file: OnceCell::new(),
+    };
+    out.into_iter().map(candidate).collect()
 }
 
 /// The sections of the `.dwo` or `.dwp` file `loaded` that the reader uses, and notes on those
 /// skipped.
 fn dwo_sections(loaded: &LoadedFile) -> Result<(SectionBytes<'_>, Vec<String>), StructureError> {
+    #[cfg(test)]
+    SECTION_LOADS.with(|n| n.set(n.get() + 1));
     let file = loaded.parse()?;
     let ids = dwo_section_ids();
     Ok(load_sections(
@@ -226,6 +249,12 @@ fn dwo_sections(loaded: &LoadedFile) -> Result<(SectionBytes<'_>, Vec<String>), 
         &ids,
         gimli::SectionId::dwo_name,
     ))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread loaded the sections of a split DWARF file.
+    static SECTION_LOADS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// The sections of a `.dwo` or `.dwp` file that the reader uses, and those that a package's
@@ -248,4 +277,72 @@ fn dwo_section_ids() -> [gimli::SectionId; 13] {
         DebugTuIndex,
         DebugTypes,
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::debuginfo::DebugFiles;
+    use std::process::Command;
+
+    /// A program of two compilation units, built with `-gsplit-dwarf` in a new directory: one
+    /// `.dwo` file per unit there.
+    fn split_program() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.c"), "int f(int x) { return x * 3; }\n").unwrap();
+        std::fs::write(
+            dir.path().join("b.c"),
+            "int f(int);\nint main(int c, char **v) { (void)v; return f(c); }\n",
+        )
+        .unwrap();
+        for unit in ["a", "b"] {
+            let status = Command::new("gcc")
+                .current_dir(dir.path())
+                .args(["-O1", "-g", "-gdwarf-4", "-gsplit-dwarf", "-c"])
+                .arg(format!("{unit}.c"))
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let status = Command::new("gcc")
+            .current_dir(dir.path())
+            .args(["a.o", "b.o", "-o", "prog"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exe = dir.path().join("prog");
+        (dir, exe)
+    }
+
+    /// The number of split DWARF files whose sections the analysis of `exe` loads, and the
+    /// number of times it loads them.
+    fn loads(exe: &Path) -> (usize, usize) {
+        let loaded = LoadedFile::open(exe).unwrap();
+        let file = loaded.parse().unwrap();
+        let debug_files = DebugFiles::open(exe, &file);
+        let sections = debug_files.sections(&file).unwrap();
+        let dwarf = sections.dwarf();
+        SECTION_LOADS.with(|n| n.set(0));
+        let dwo_files = DwoFiles::find(exe, &dwarf);
+        let dwo_sections = dwo_files.sections(&dwarf);
+        assert!(dwo_sections.notes.is_empty(), "{:?}", dwo_sections.notes);
+        let files = dwo_sections.files.len() + usize::from(dwo_sections.package.is_some());
+        (files, SECTION_LOADS.with(|n| n.get()))
+    }
+
+    #[test]
+    fn each_split_file_is_loaded_once() {
+        let (dir, exe) = split_program();
+        assert_eq!(loads(&exe), (2, 2), ".dwo files");
+        let status = Command::new("dwp")
+            .current_dir(dir.path())
+            .args(["-e", "prog", "-o", "prog.dwp"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        for unit in ["a", "b"] {
+            std::fs::remove_file(dir.path().join(format!("{unit}.dwo"))).unwrap();
+        }
+        assert_eq!(loads(&exe), (1, 1), ".dwp package");
+    }
 }

@@ -80,7 +80,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     });
     let writing = std::time::Instant::now();
     write_structure_file(&output, std::slice::from_ref(&analysis.tree))
-        .with_context(|| format!("writing {}", output.display()))?;
+        .context("cannot write the structure file")?;
     print_summary(&cli.binary, &output, &analysis.summary, writing.elapsed());
     Ok(())
 }
