@@ -1,4 +1,5 @@
-/* apptime FILE COMMAND...: run COMMAND and write its own wall and user+sys CPU seconds to FILE.
+/* apptime FILE COMMAND...: run COMMAND and write its own wall and user+sys CPU seconds, and how
+ * often it was preempted (involuntary context switches), to FILE.
  * Put inside a profiler's command line, it times the application alone (neither the profiler's
  * start-up nor its own work), and its shallow stack adds nothing to the profiler's unwinding
  * figures, which a Python wrapper's start-up would. Exits with COMMAND's status. */
@@ -31,8 +32,8 @@ int main(int argc, char **argv) {
   FILE *out = fopen(argv[1], "w");
   if (!out)
     return 127;
-  fprintf(out, "%.6f %.6f\n", (end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) / 1e9,
-          seconds(usage.ru_utime) + seconds(usage.ru_stime));
+  fprintf(out, "%.6f %.6f %ld\n", (end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) / 1e9,
+          seconds(usage.ru_utime) + seconds(usage.ru_stime), usage.ru_nivcsw);
   fclose(out);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -47,7 +47,7 @@ def rounds(tools, cwd, runs, after=None, app_report=None):
     """Run every command of `tools` (name -> argv) once per round, in a new random order each
     round; returns name -> list of (wall, cpu). `after(name, stderr)` sees each run's stderr.
     With `app_report`, the file every command's `app_timer` writes to, each run's tuple is
-    (wall, cpu, app wall, app cpu)."""
+    (wall, cpu, app wall, app cpu, app preemptions)."""
     results = {name: [] for name in tools}
     for _ in range(runs):
         order = list(tools)
@@ -83,7 +83,8 @@ def table(title, results, columns=("wall s", "cpu s"), notes=None):
 
 
 def app_timer(report, work):
-    """The argv prefix that runs a command and writes its own wall and CPU seconds to `report`
+    """The argv prefix that runs a command and writes its own wall and CPU seconds, and its
+    involuntary context switches, to `report`
     (scripts/apptime.c, compiled into `work`): inside a profiler's command line, it times the
     application alone, neither the profiler's start-up nor its own work."""
     exe = os.path.join(work, "apptime")
@@ -94,7 +95,7 @@ def app_timer(report, work):
 
 
 def read_app_time(report):
-    """(wall, cpu) seconds as `app_timer` wrote them to `report`."""
+    """(wall s, cpu s, involuntary context switches) as `app_timer` wrote them to `report`."""
     with open(report) as f:
-        wall, cpu = f.read().split()
-    return float(wall), float(cpu)
+        wall, cpu, preempted = f.read().split()
+    return float(wall), float(cpu), int(preempted)
