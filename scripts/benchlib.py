@@ -1,5 +1,6 @@
 """What the benchmark scripts share: timing a command with its CPU time, and rounds of
-alternating runs summarised as medians with their spread (this 2-core VM is noisy)."""
+alternating runs summarised as medians with their spread (this 2-core VM is noisy), and the
+application's own time inside a profiler's command line (`app_timer`)."""
 import os
 import random
 import statistics
@@ -42,16 +43,21 @@ def timed(cmd, cwd, env=None):
             paranoid(saved)
 
 
-def rounds(tools, cwd, runs, after=None):
+def rounds(tools, cwd, runs, after=None, app_report=None):
     """Run every command of `tools` (name -> argv) once per round, in a new random order each
-    round; returns name -> list of (wall, cpu). `after(name, stderr)` sees each run's stderr."""
+    round; returns name -> list of (wall, cpu). `after(name, stderr)` sees each run's stderr.
+    With `app_report`, the file every command's `app_timer` writes to, each run's tuple is
+    (wall, cpu, app wall, app cpu, app preemptions)."""
     results = {name: [] for name in tools}
     for _ in range(runs):
         order = list(tools)
         random.shuffle(order)
         for name in order:
+            if app_report and os.path.exists(app_report):
+                os.remove(app_report)
             wall, cpu, stderr = timed(tools[name], cwd)
-            results[name].append((wall, cpu))
+            app = read_app_time(app_report) if app_report else ()
+            results[name].append((wall, cpu) + app)
             if after:
                 after(name, stderr)
     return results
@@ -60,3 +66,36 @@ def rounds(tools, cwd, runs, after=None):
 def spread(values):
     """`median [min-max]` of values."""
     return f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
+
+
+def table(title, results, columns=("wall s", "cpu s"), notes=None):
+    """Print, for every run of `results` (name -> list of tuples as `rounds` returns them), the
+    median [min-max] of each of `columns` (the tuples' first fields) and its ratio to the
+    median of the `bare` row, then its note from `notes` (name -> text)."""
+    def median(runs, i):
+        return statistics.median(r[i] for r in runs)
+    print(f"\n{title}")
+    print(f"{'run':<40}" + "".join(f"{c + ' [min-max]':>24}{'ratio':>8}" for c in columns) + "  notes")
+    for name, runs in results.items():
+        cells = "".join(f"{spread([r[i] for r in runs]):>24}{median(runs, i) / median(results['bare'], i):>7.3f}x"
+                        for i in range(len(columns)))
+        print(f"{name:<40}{cells}  {(notes or {}).get(name, '')}")
+
+
+def app_timer(report, work):
+    """The argv prefix that runs a command and writes its own wall and CPU seconds, and its
+    involuntary context switches, to `report`
+    (scripts/apptime.c, compiled into `work`): inside a profiler's command line, it times the
+    application alone, neither the profiler's start-up nor its own work."""
+    exe = os.path.join(work, "apptime")
+    if not os.path.exists(exe):
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apptime.c")
+        subprocess.run(["cc", "-O2", src, "-o", exe], check=True)
+    return [exe, report]
+
+
+def read_app_time(report):
+    """(wall s, cpu s, involuntary context switches) as `app_timer` wrote them to `report`."""
+    with open(report) as f:
+        wall, cpu, preempted = f.read().split()
+    return float(wall), float(cpu), int(preempted)

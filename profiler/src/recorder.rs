@@ -5,6 +5,8 @@
 //! kept. Deep stacks that outgrow the stack copy are completed from the thread's previous
 //! complete path where the frame at the edge of the copy is provably the same frame.
 
+use std::borrow::Cow;
+
 use framehop::x86_64::CacheX86_64;
 use fxhash::FxHashMap;
 use linux_perf_event_reader::{
@@ -81,7 +83,6 @@ pub struct Recorder {
     threads: FxHashMap<u32, ThreadState>,
     cache: CacheX86_64,
     stats: Stats,
-    stack: Vec<u8>,
     frames: Vec<RawFrame>,
     path: Vec<Frame>,
     /// The outermost CFA of the last truncated walk (see [`crate::unwind::Walk`]).
@@ -130,7 +131,6 @@ impl Recorder {
             threads: FxHashMap::default(),
             cache: CacheX86_64::new(),
             stats: Stats::default(),
-            stack: Vec::new(),
             frames: Vec::new(),
             path: Vec::new(),
             outer_cfa: None,
@@ -287,20 +287,21 @@ impl Recorder {
             .or(if in_kernel { None } else { s.ip });
         let sp = regs.and_then(|r| r.get(REG_SP)).unwrap_or(0);
         let bp = regs.and_then(|r| r.get(REG_BP)).unwrap_or(0);
-        self.stack.clear();
-        if let Some((data, dyn_size)) = &s.user_stack {
-            let valid = (*dyn_size as usize).min(data.len());
-            if let Some(d) = data.get(0..valid) {
-                self.stack.extend_from_slice(&d.as_slice());
-            }
-        }
 
         self.ensure_thread(pid, tid);
         self.frames.clear();
         self.outer_cfa = None;
         let leaf = match ip {
             Some(ip) => {
-                let (leaf, outcome) = self.insert_user_path(pid, tid, ip, sp, bp, AddrKind::Ip);
+                // Unwound where the kernel wrote it, unless the record wraps around the ring.
+                let stack = valid_stack(s);
+                let sample = StackSample {
+                    ip,
+                    sp,
+                    bp,
+                    stack: &stack,
+                };
+                let (leaf, outcome) = self.insert_user_path(pid, tid, &sample, AddrKind::Ip);
                 match outcome {
                     PathOutcome::Complete => {}
                     PathOutcome::Stitched => self.stats.stitched += 1,
@@ -388,39 +389,29 @@ impl Recorder {
         );
     }
 
-    /// Unwind the user stack in `self.stack` from `ip` (of kind `leaf`: the interrupted
-    /// instruction, or the return address of a call in progress) and insert the path; returns
-    /// the leaf node and how the path was completed.
+    /// Unwind `sample`'s user stack from its IP (of kind `leaf`: the interrupted instruction,
+    /// or the return address of a call in progress) and insert the path; returns the leaf node
+    /// and how the path was completed.
     fn insert_user_path(
         &mut self,
         pid: u32,
         tid: u32,
-        ip: u64,
-        sp: u64,
-        bp: u64,
+        sample: &StackSample<'_>,
         leaf: AddrKind,
     ) -> (CctNodeId, PathOutcome) {
-        let stack = std::mem::take(&mut self.stack);
-        let sample = StackSample {
-            ip,
-            sp,
-            bp,
-            stack: &stack,
-        };
         let mut frames = std::mem::take(&mut self.frames);
         frames.clear();
         let process = process_entry(&mut self.processes, pid);
         let walked = walk(
             &process.space.unwinder,
             &mut self.cache,
-            &sample,
+            sample,
             &mut frames,
         );
         self.outer_cfa = walked.outer_cfa;
         frames[0].kind = leaf;
         let inserted = self.insert_frames(pid, tid, &frames, walked.end);
         self.frames = frames;
-        self.stack = stack;
         inserted
     }
 
@@ -537,6 +528,18 @@ fn insert_remembered(
         }
     }
     node
+}
+
+/// The valid part (`dyn_size` bytes) of a sample's user-stack copy: borrowed from the ring,
+/// copied only where the record wraps around the ring's end.
+fn valid_stack<'a>(s: &SampleRecord<'a>) -> Cow<'a, [u8]> {
+    match &s.user_stack {
+        Some((data, dyn_size)) => {
+            let valid = (*dyn_size as usize).min(data.len());
+            data.get(0..valid).map(|d| d.as_slice()).unwrap_or_default()
+        }
+        None => Cow::Borrowed(&[]),
+    }
 }
 
 /// The state of process `pid`, created empty the first time it is seen.

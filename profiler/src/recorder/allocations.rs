@@ -6,6 +6,7 @@
 use crate::alloc::{AllocEvent, AllocOp};
 use crate::datarec::AllocCall;
 use crate::db::{AddrKind, CctNodeId};
+use crate::unwind::StackSample;
 
 use super::Recorder;
 
@@ -66,11 +67,13 @@ impl Recorder {
     /// The calling context of an allocation: the path from the call's return address, unwound
     /// from the caller's stack (the copy starts at the return address the call pushed).
     fn allocation_site(&mut self, ev: &AllocEvent) -> CctNodeId {
-        self.stack.clear();
-        self.stack
-            .extend_from_slice(ev.stack.get(8..).unwrap_or_default());
-        let sp = ev.sp.wrapping_add(8);
-        let (leaf, _) = self.insert_user_path(ev.pid, ev.tid, ev.ip, sp, ev.bp, AddrKind::Return);
+        let sample = StackSample {
+            ip: ev.ip,
+            sp: ev.sp.wrapping_add(8),
+            bp: ev.bp,
+            stack: ev.stack.get(8..).unwrap_or_default(),
+        };
+        let (leaf, _) = self.insert_user_path(ev.pid, ev.tid, &sample, AddrKind::Return);
         leaf
     }
 }
