@@ -555,6 +555,11 @@ fn a_process_attached_to_is_probed_as_root() {
     let exe = compile("data_attach.c", &dir, "attach", &["-O2", "-g"]);
     let go = dir.join("go");
     let mut target = Command::new(&exe).arg(&go).spawn().unwrap();
+    // Attach to a running program, as users do: once its C library is mapped.
+    let maps = format!("/proc/{}/maps", target.id());
+    while !std::fs::read_to_string(&maps).is_ok_and(|m| m.contains("libc")) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let db = dir.join("attach.db");
     let hpcrun = Command::new(tool("hpcrun-rs"))
         .args([
