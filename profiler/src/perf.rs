@@ -22,8 +22,10 @@ pub const REG_IP: u64 = 8;
 pub const MAX_STACK_SIZE: u32 = 65528;
 /// The default user-stack copy per sample. Every sample occupies this much ring space whatever
 /// the stack's real depth, so it trades unwinding depth against data rate; deeper stacks are
-/// completed from the thread's previous path where possible.
-pub const DEFAULT_STACK_SIZE: u32 = 16384;
+/// completed from the thread's previous path where possible. Measured (scripts/bench-hpcrun):
+/// 8 KiB leaves at most 0.1% more paths partial than 16 KiB on the STL map program, CPython and
+/// ripgrep (4 KiB: 10% and 78% for the last two), and fits twice the samples in a ring.
+pub const DEFAULT_STACK_SIZE: u32 = 8192;
 
 /// How every event of a run is opened.
 #[derive(Debug, Clone, Copy)]
@@ -86,7 +88,7 @@ pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_
     a.set_sample_id_all(1);
     a.set_use_clockid(1);
     a.clockid = libc::CLOCK_MONOTONIC;
-    // Wake the reader when a quarter of the ring is full (set per ring size by the caller).
+    // Wake the reader when half the ring is full (set per ring size by the caller).
     a.set_watermark(1);
     if side_band {
         a.set_mmap(1);
