@@ -30,7 +30,9 @@ fn a_burst_of_short_threads_loses_no_samples() {
     }
     assert_eq!(profile.stats.lost, 0, "{stderr}");
     assert_eq!(profile.threads.len(), THREADS + 1, "{stderr}");
-    // Each worker runs a few milliseconds at 1 kHz: a few samples each, nearly all in `work`.
+    // Each worker runs a few milliseconds at 1 kHz: a few samples each, most in `work` (the
+    // rest in creating and ending 400 threads, a larger share on a loaded machine: 87% was
+    // seen under a concurrent build).
     let mut namer = Namer::new(&profile);
     let in_work: u64 = profile
         .threads
@@ -40,7 +42,7 @@ fn a_burst_of_short_threads_loses_no_samples() {
         .map(|(_, n)| n)
         .sum();
     assert!(
-        in_work >= 2 * THREADS as u64 && in_work * 10 >= profile.stats.samples * 9,
+        in_work >= 2 * THREADS as u64 && in_work * 4 >= profile.stats.samples * 3,
         "{in_work} of {} samples in work: {stderr}",
         profile.stats.samples
     );
