@@ -9,6 +9,7 @@ use object::{Object, ObjectSymbol};
 use profiler::dataref::DataRef;
 use profiler::db::{CctNodeId, Profile, ProfileModuleId};
 
+use crate::hpcrun::is_root;
 use crate::support::symbols::Namer;
 use crate::support::{compile, run, scratch_dir, tool};
 
@@ -460,10 +461,7 @@ fn a_static_binary_is_probed_as_root_and_gets_one_notice_as_nobody() {
     let hpcrun = dir.join("hpcrun-rs");
     std::fs::copy(tool("hpcrun-rs"), &hpcrun).unwrap();
     open(&hpcrun, 0o755);
-    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-    });
+    let root = is_root();
     let nobody: &[&str] = &[
         "setpriv",
         "--reuid=65534",
@@ -544,10 +542,7 @@ fn clock_samples_split_time_between_heap_blocks_by_their_allocation_paths() {
 
 #[test]
 fn a_process_attached_to_is_probed_as_root() {
-    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-    });
+    let root = is_root();
     if !root {
         return; // uprobes need CAP_SYS_ADMIN: the static-binary test covers the notice
     }

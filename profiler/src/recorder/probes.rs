@@ -65,15 +65,7 @@ impl Recorder {
                 return;
             }
         };
-        let stack = match &s.user_stack {
-            Some((data, dyn_size)) => {
-                let valid = (*dyn_size as usize).min(data.len());
-                data.get(0..valid)
-                    .map(|d| d.as_slice().into_owned())
-                    .unwrap_or_default()
-            }
-            None => Vec::new(),
-        };
+        let stack = super::valid_stack(s).into_owned();
         let ip = stack
             .get(0..8)
             .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
