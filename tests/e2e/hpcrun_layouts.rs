@@ -13,12 +13,11 @@ use crate::support::{compile, run, run_ok, scratch_dir, tool};
 use profiler::db::Profile;
 
 /// Rounds of run_callers: about half a second, a thousand samples at 2 kHz.
-const ROUNDS: &str = "800";
-
-/// The Rust twin's rounds and work per call: calls of several sampling periods each, so that
-/// the calls' rhythm cannot line up with the sampling period and bias the split (with 0.1 ms
-/// calls at 2 kHz, caller_a's share came out 0.53-0.59 instead of 0.67 in about one run in four).
-const RUST_ARGS: &[&str] = &["100", "2000000"];
+/// run_callers' rounds and work per call (both twins): calls of several sampling periods each,
+/// so that the calls' rhythm cannot line up with the sampling period and bias the split (with
+/// 0.1 ms calls at 2 kHz, caller_a's share came out 0.53-0.59 or 0.73 instead of 0.67 in about
+/// one run in four).
+const CALLER_ARGS: &[&str] = &["100", "2000000"];
 
 /// Sample `exe args` at 2 kHz into `dir/name.db`.
 fn measure(dir: &Path, name: &str, exe: &Path, args: &[&str]) -> Profile {
@@ -145,7 +144,7 @@ fn check_c_layout(test: &str, flags: &[&str]) -> PathBuf {
     let mut all = vec!["-O2", "-g", "-fomit-frame-pointer"];
     all.extend_from_slice(flags);
     let exe = compile("run_callers.c", &dir, "run_callers", &all);
-    let profile = measure(&dir, "run_callers", &exe, &[ROUNDS]);
+    let profile = measure(&dir, "run_callers", &exe, CALLER_ARGS);
     assert_callers_profile(&format!("gcc {flags:?}"), &profile);
     exe
 }
@@ -159,7 +158,7 @@ fn rustc_default_lld_build_unwinds_and_names_its_leaf() {
         "rustc no longer shifts segments: {:?}",
         load_segments(&exe)
     );
-    let profile = measure(&dir, "run_callers", &exe, RUST_ARGS);
+    let profile = measure(&dir, "run_callers", &exe, CALLER_ARGS);
     assert_callers_profile("rustc (LLD)", &profile);
 }
 
@@ -168,7 +167,7 @@ fn rustc_bfd_build_unwinds_and_names_its_leaf() {
     let dir = scratch_dir("layout-rustc-bfd");
     let flags = ["-O", "-g", "-Clinker-features=-lld"];
     let exe = compile("run_callers.rs", &dir, "run_callers", &flags);
-    let profile = measure(&dir, "run_callers", &exe, RUST_ARGS);
+    let profile = measure(&dir, "run_callers", &exe, CALLER_ARGS);
     assert_callers_profile("rustc (BFD)", &profile);
 }
 
@@ -199,7 +198,7 @@ fn clang_build() {
             .arg("-o")
             .arg(&exe),
     );
-    let profile = measure(&dir, "run_callers", &exe, &[ROUNDS]);
+    let profile = measure(&dir, "run_callers", &exe, CALLER_ARGS);
     assert_callers_profile("clang -fuse-ld=lld", &profile);
 }
 
