@@ -16,7 +16,8 @@ use structure::ScopeTree;
 
 use crate::cache::StructureCache;
 use crate::database::{Database, MetricDesc, ModuleDesc, StructureSource};
-use crate::enrich::{Enricher, ProfileMapping};
+use crate::data::{DataBuilder, ProfileInput, Variables};
+use crate::enrich::{Enricher, NodeMaps, ProfileMapping};
 use crate::error::CorrelateError;
 use crate::ids::DbModuleId;
 use crate::inputs::{self, InputKind, StructureFile};
@@ -125,15 +126,26 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
         .collect();
     let trees: Vec<Option<&ScopeTree>> = found.iter().map(|f| f.tree.as_ref()).collect();
     let mut enricher = Enricher::new(metrics, module_descs, &trees);
-    for (i, profile) in read.iter().enumerate() {
-        let map = ProfileMapping {
-            profile: i as u32,
-            modules: module_maps[i].clone(),
-            metrics: metric_maps[i].clone(),
-        };
-        enricher.add_profile(profile, &map);
-    }
+    let maps: Vec<(ProfileMapping, NodeMaps)> = read
+        .iter()
+        .enumerate()
+        .map(|(i, profile)| {
+            let map = ProfileMapping {
+                profile: i as u32,
+                modules: module_maps[i].clone(),
+                metrics: metric_maps[i].clone(),
+            };
+            let nodes = enricher.add_profile(profile, &map);
+            (map, nodes)
+        })
+        .collect();
     let mut db = enricher.finish();
+    let variables = Variables::default();
+    let mut data = DataBuilder::new(&db, &variables);
+    for (profile, (map, nodes)) in read.iter().zip(&maps) {
+        data.add(&mut db, &ProfileInput { profile, map, nodes });
+    }
+    db.data = data.finish();
     db.profiles = profiles.iter().map(|p| p.display().to_string()).collect();
     db.command = read[0].command.clone();
     for p in &read {

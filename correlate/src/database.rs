@@ -1,13 +1,16 @@
 //! The correlated database (`*.hpcdb`): what `hpcprof-rs` writes and `hpcview-rs` reads.
 //!
 //! A file is one [`Database`] in the tools' common envelope ([`profiler::envelope`], magic
-//! `HPCPROFD`, version 2: version 1 with a checksum; both read). It holds everything the three views need:
+//! `HPCPROFD`, version 3: the database, then its [data section](crate::DataSection); version 2
+//! is version 1 with a checksum and has no data section; all three read). It holds everything
+//! the views need:
 //!
 //! - the metric descriptors ([`MetricDesc`]: event name, unit, sampling, run total),
 //! - the module table ([`ModuleDesc`], with where each module's structure came from),
 //! - the source-file table ([`Database::files`], indexed by [`DbFileId`]),
 //! - the threads that were measured ([`ThreadDesc`], so a view can be restricted to one),
-//! - the enriched calling-context tree as an arena ([`Database::nodes`], node 0 the root).
+//! - the enriched calling-context tree as an arena ([`Database::nodes`], node 0 the root),
+//! - the data objects, their accesses and allocation sites ([`Database::data`]).
 //!
 //! The tree is the one model: procedure frames, inlined frames, loops and statements
 //! ([`NodeKind`]). A call site is a statement node in the caller; the callee's procedure frame
@@ -21,9 +24,10 @@ use std::path::Path;
 
 use fxhash::FxHashMap;
 use profiler::db::{Cost, Sampling};
-use profiler::envelope::{read_file, EnvelopeError, FileKind, Replace};
+use profiler::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
 use serde::{Deserialize, Serialize};
 
+use crate::data::DataSection;
 use crate::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 use crate::label;
 use crate::node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
@@ -31,7 +35,7 @@ use crate::node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
 /// The kind of file a database is.
 pub(crate) static DATABASE_FILE: FileKind = FileKind {
     magic: *b"HPCPROFD",
-    version: 2,
+    version: 3,
     oldest: 1,
     checked_since: 2,
     noun: "database",
@@ -57,6 +61,10 @@ pub struct Database {
     pub nodes: Vec<Node>,
     /// Measurement counters summed over the profiles, plus correlation counters.
     pub stats: DbStats,
+    /// Data objects and their costs (`hpcrun-rs --data`); stored after the rest of the
+    /// database in the file (format version 3), so older files read with an empty one.
+    #[serde(skip)]
+    pub data: DataSection,
 }
 
 /// A metric: one sampled event, with values in event units (samples x period).
@@ -174,6 +182,7 @@ impl Database {
                 NodeKey::pseudo(NodeKind::Root, "<program root>"),
             )],
             stats: DbStats::default(),
+            data: DataSection::default(),
         }
     }
 
@@ -268,16 +277,34 @@ impl Database {
         }
     }
 
-    /// Decode a database from a file's bytes, checking that its tree is consistent;
-    /// `path` names the file in errors.
+    /// Decode a database from a file's bytes, checking that its tree and data section are
+    /// consistent; `path` names the file in errors.
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Database, DatabaseError> {
-        let db: Database = DATABASE_FILE.decode(bytes, path)?;
-        match db.first_bad_node() {
-            Some(node) => {
-                Err(DATABASE_FILE.malformed(path, format!("node {node} refers to a missing node")))
-            }
+        let body = DATABASE_FILE.body(bytes, path)?;
+        let corrupt = |e| DATABASE_FILE.corrupt(path, e);
+        let (mut db, rest): (Database, _) =
+            postcard::take_from_bytes(body.bytes).map_err(corrupt)?;
+        if body.version >= 3 {
+            db.data = postcard::from_bytes(rest).map_err(corrupt)?;
+        } else if !rest.is_empty() {
+            return Err(DATABASE_FILE.malformed(path, "bytes after the database".into()));
+        }
+        if let Some(node) = db.first_bad_node() {
+            let why = format!("node {node} refers to a missing node");
+            return Err(DATABASE_FILE.malformed(path, why));
+        }
+        let (nodes, modules, files) = (db.nodes.len(), db.modules.len(), db.files.len());
+        let (threads, metrics) = (db.threads.len(), db.metrics.len());
+        match db.data.malformation(nodes, modules, files, threads, metrics) {
+            Some(why) => Err(DATABASE_FILE.malformed(path, why)),
             None => Ok(db),
         }
+    }
+
+    /// The file's bytes in the current format version.
+    pub(crate) fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
+        let db = postcard::to_stdvec(self)?;
+        DATABASE_FILE.encode_parts(&[&db, &postcard::to_stdvec(&self.data)?])
     }
 
     /// The first node whose links, module, file or thread references are out of range.
@@ -321,7 +348,8 @@ impl Database {
     /// without replacing anything, even a file that appears meanwhile; a failure leaves no
     /// partial file behind.
     pub fn write_new(&self, path: &Path) -> Result<(), DatabaseError> {
-        DATABASE_FILE.write(self, path, Replace::Refused)
+        let bytes = self.to_bytes().map_err(|e| DATABASE_FILE.corrupt(path, e))?;
+        write_atomically(path, &bytes, Replace::Refused)
     }
 }
 
@@ -372,7 +400,7 @@ mod tests {
     #[test]
     fn round_trip_and_labels() {
         let db = sample_db();
-        let bytes = DATABASE_FILE.encode(&db).unwrap();
+        let bytes = db.to_bytes().unwrap();
         let back = Database::from_bytes(&bytes, Path::new("x.hpcdb")).unwrap();
         assert_eq!(back, db);
         assert_eq!(
@@ -388,7 +416,7 @@ mod tests {
     #[test]
     fn errors_name_the_file() {
         let db = sample_db();
-        let mut bytes = DATABASE_FILE.encode(&db).unwrap();
+        let mut bytes = db.to_bytes().unwrap();
         let p = Path::new("/tmp/some.hpcdb");
         let bad = Database::from_bytes(b"HPCRUNRS\x01\0\0\0", p).unwrap_err();
         assert!(bad.to_string().contains("/tmp/some.hpcdb: not a database"));
@@ -403,7 +431,7 @@ mod tests {
     fn no_damaged_byte_of_a_database_is_accepted_and_version_1_still_reads() {
         let p = Path::new("x.hpcdb");
         let db = sample_db();
-        let bytes = DATABASE_FILE.encode(&db).unwrap();
+        let bytes = db.to_bytes().unwrap();
         for i in 0..bytes.len() {
             for flip in [0x01, 0x10, 0xff] {
                 let mut bad = bytes.clone();
@@ -425,7 +453,7 @@ mod tests {
         let mut twice = sample_db();
         let child = twice.nodes[0].children[0];
         twice.nodes[0].children.push(child);
-        let err = Database::from_bytes(&DATABASE_FILE.encode(&twice).unwrap(), p).unwrap_err();
+        let err = Database::from_bytes(&twice.to_bytes().unwrap(), p).unwrap_err();
         assert!(err.to_string().contains("node 0"), "{err}");
         let mut adopted = sample_db();
         let grandchild = adopted.child(
@@ -434,7 +462,7 @@ mod tests {
             NodeKey::pseudo(NodeKind::Kernel, "<kernel>"),
         );
         adopted.nodes[0].children.push(grandchild);
-        let err = Database::from_bytes(&DATABASE_FILE.encode(&adopted).unwrap(), p).unwrap_err();
+        let err = Database::from_bytes(&adopted.to_bytes().unwrap(), p).unwrap_err();
         assert!(
             err.to_string().contains("corrupt hpcprof-rs database"),
             "{err}"

@@ -32,6 +32,15 @@ pub(crate) struct ProfileMapping {
     pub(crate) metrics: Vec<usize>,
 }
 
+/// Where one profile's threads and tree nodes landed in the database.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeMaps {
+    /// The database thread of the profile's first thread (the others follow in order).
+    pub(crate) first_thread: ThreadIdx,
+    /// Per thread, the database node of each tree node.
+    pub(crate) nodes: Vec<Vec<DbNodeId>>,
+}
+
 /// Builds a [`Database`] from profiles and per-module scope trees.
 pub(crate) struct Enricher<'a> {
     db: Database,
@@ -69,9 +78,15 @@ impl<'a> Enricher<'a> {
         }
     }
 
-    /// Add every thread of `profile` (already validated: parents precede children).
-    pub(crate) fn add_profile(&mut self, profile: &Profile, map: &ProfileMapping) {
+    /// Add every thread of `profile` (already validated: parents precede children). Returns,
+    /// per thread (in the profile's order), the database node of each of its tree's nodes:
+    /// where its data references' contexts landed.
+    pub(crate) fn add_profile(&mut self, profile: &Profile, map: &ProfileMapping) -> NodeMaps {
         let metrics = self.db.metrics.len();
+        let mut maps = NodeMaps {
+            first_thread: ThreadIdx::from_index(self.db.threads.len()),
+            nodes: Vec::with_capacity(profile.threads.len()),
+        };
         for thread in &profile.threads {
             let tidx = ThreadIdx::from_index(self.db.threads.len());
             self.db.threads.push(ThreadDesc {
@@ -103,7 +118,9 @@ impl<'a> Enricher<'a> {
                     self.db.add_cost(here, tidx, &costs);
                 }
             }
+            maps.nodes.push(at);
         }
+        maps
     }
 
     /// Insert one frame below database node `parent`; returns the node its callees hang from

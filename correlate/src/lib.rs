@@ -69,6 +69,7 @@
 
 mod cache;
 mod correlation;
+mod data;
 mod database;
 mod enrich;
 mod error;
@@ -83,6 +84,10 @@ mod view;
 
 pub use cache::StructureCache;
 pub use correlation::{correlate, summary_text, Options, Summary};
+pub use data::{
+    AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, Field, Layout,
+    ObjectKind,
+};
 pub use database::{
     Database, DatabaseError, DbStats, MetricDesc, ModuleDesc, Selection, StructureSource,
     ThreadDesc,

@@ -32,6 +32,9 @@ pub enum NodeKind {
     Module,
     /// Flat view only: a source file.
     File,
+    /// Data views only: a data object (a variable, heap blocks of one allocation context, a
+    /// region of memory).
+    DataObject,
 }
 
 impl NodeKind {

@@ -132,6 +132,7 @@ fn contract_kind(kind: NodeKind) -> &'static str {
         NodeKind::Statement => "statement",
         NodeKind::Module => "module",
         NodeKind::File => "file",
+        NodeKind::DataObject => "data-object",
         NodeKind::Partial | NodeKind::Unknown => "unknown",
     }
 }

@@ -1,0 +1,125 @@
+//! How a heap object is named: by its allocation calling context, shown from the first frame
+//! outside the allocator (`malloc`, `operator new`, `std::allocator`, Rust's `alloc::`, the
+//! measurement's own shim: folded), with the line of the call it made and its callers:
+//! `make_big (mbench.c:12) < main (:18)`.
+
+use crate::database::Database;
+use crate::ids::DbNodeId;
+use crate::label;
+use crate::node::{Node, NodeKind};
+
+/// Frames shown by default; sites whose names would collide get more.
+pub(crate) const SHOWN_FRAMES: usize = 3;
+
+/// The name of the heap object allocated at `site` (an enriched tree node), with at most
+/// `frames` frames, and the source position of the allocation call (file, line) in the first
+/// frame shown.
+pub(crate) fn heap_name(db: &Database, site: DbNodeId, frames: usize) -> HeapName {
+    let chain = user_frames(db, site);
+    let mut parts = Vec::new();
+    let mut last_file: Option<&str> = None;
+    for &(frame, call) in chain.iter().take(frames) {
+        let node = &db.nodes[frame.index()];
+        let name = label::display(node.kind, &node.name, Some(40));
+        let at = call.map(|(file, line)| {
+            let file = file.map(|f| db.file(f));
+            let shown = if file.is_some() && file == last_file {
+                String::new()
+            } else {
+                file.map_or_else(String::new, |f| label::base_name(f).to_string())
+            };
+            last_file = file.or(last_file);
+            format!(" ({shown}:{line})")
+        });
+        parts.push(format!("{name}{}", at.unwrap_or_default()));
+    }
+    let (file, line) = chain
+        .first()
+        .and_then(|(_, call)| *call)
+        .map_or((None, None), |(f, l)| (f, Some(l)));
+    HeapName {
+        name: if parts.is_empty() {
+            "<allocation in the allocator>".to_string()
+        } else {
+            parts.join(" < ")
+        },
+        file,
+        line,
+        depth: chain.len(),
+    }
+}
+
+/// A heap object's display name and where its allocation call is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeapName {
+    pub(crate) name: String,
+    pub(crate) file: Option<crate::ids::DbFileId>,
+    pub(crate) line: Option<u32>,
+    /// Frames outside the allocator on the path (how many a longer name could show).
+    pub(crate) depth: usize,
+}
+
+/// The frames of the path to `site` outside the allocator, innermost first, each with the
+/// position of the call it made towards the allocation (from its callee's call site).
+type CallFrame = (DbNodeId, Option<(Option<crate::ids::DbFileId>, u32)>);
+
+fn user_frames(db: &Database, site: DbNodeId) -> Vec<CallFrame> {
+    let mut frames = Vec::new();
+    let mut callee: Option<&Node> = None;
+    let mut id = site;
+    while id != DbNodeId::ROOT {
+        let node = &db.nodes[id.index()];
+        if node.kind.is_frame() {
+            if frames.is_empty() && is_allocator(db, node) {
+                callee = Some(node);
+            } else {
+                let call = callee.and_then(|c| c.call_line.map(|l| (c.call_file, l)));
+                frames.push((id, call));
+                callee = Some(node);
+            }
+        }
+        id = node.parent;
+    }
+    frames
+}
+
+/// Whether a frame belongs to the allocator: the C library's allocation functions, C++'s
+/// `operator new` and allocators, Rust's `alloc::`, the measurement's shim, unknown code in
+/// those libraries.
+fn is_allocator(db: &Database, node: &Node) -> bool {
+    let module = node.module.map(|m| label::base_name(db.module_path(m)));
+    if module.is_some_and(|m| m.starts_with("libhpcrun_alloc")) {
+        return true;
+    }
+    if node.kind == NodeKind::Unknown {
+        return module.is_some_and(|m| m.starts_with("libc.so") || m.starts_with("libstdc++"));
+    }
+    let name = node.name.as_str();
+    const EXACT: [&str; 12] = [
+        "malloc",
+        "calloc",
+        "realloc",
+        "reallocarray",
+        "memalign",
+        "aligned_alloc",
+        "posix_memalign",
+        "valloc",
+        "pvalloc",
+        "__libc_malloc",
+        "__libc_calloc",
+        "__libc_realloc",
+    ];
+    const PREFIXES: [&str; 10] = [
+        "operator new",
+        "std::allocator",
+        "std::__new_allocator",
+        "__gnu_cxx::new_allocator",
+        "std::allocator_traits",
+        "alloc::",
+        "__rust_alloc",
+        "__rdl_alloc",
+        "_int_malloc",
+        "__rust_realloc",
+    ];
+    EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
+}
