@@ -15,8 +15,8 @@ use rayon::prelude::*;
 use structure::ScopeTree;
 
 use crate::cache::StructureCache;
-use crate::database::{Database, MetricDesc, ModuleDesc, StructureSource};
 use crate::data::{DataBuilder, ProfileInput, Variables};
+use crate::database::{Database, MetricDesc, ModuleDesc, StructureSource};
 use crate::enrich::{Enricher, NodeMaps, ProfileMapping};
 use crate::error::CorrelateError;
 use crate::ids::DbModuleId;
@@ -143,7 +143,14 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
     let variables = Variables::default();
     let mut data = DataBuilder::new(&db, &variables);
     for (profile, (map, nodes)) in read.iter().zip(&maps) {
-        data.add(&mut db, &ProfileInput { profile, map, nodes });
+        data.add(
+            &mut db,
+            &ProfileInput {
+                profile,
+                map,
+                nodes,
+            },
+        );
     }
     db.data = data.finish();
     db.profiles = profiles.iter().map(|p| p.display().to_string()).collect();

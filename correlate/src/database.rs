@@ -155,7 +155,7 @@ pub enum Selection {
 }
 
 impl Selection {
-    fn includes(&self, thread: ThreadIdx) -> bool {
+    pub(crate) fn includes(&self, thread: ThreadIdx) -> bool {
         match self {
             Selection::All => true,
             Selection::Threads(list) => list.contains(&thread),
@@ -295,7 +295,10 @@ impl Database {
         }
         let (nodes, modules, files) = (db.nodes.len(), db.modules.len(), db.files.len());
         let (threads, metrics) = (db.threads.len(), db.metrics.len());
-        match db.data.malformation(nodes, modules, files, threads, metrics) {
+        match db
+            .data
+            .malformation(nodes, modules, files, threads, metrics)
+        {
             Some(why) => Err(DATABASE_FILE.malformed(path, why)),
             None => Ok(db),
         }
@@ -348,7 +351,9 @@ impl Database {
     /// without replacing anything, even a file that appears meanwhile; a failure leaves no
     /// partial file behind.
     pub fn write_new(&self, path: &Path) -> Result<(), DatabaseError> {
-        let bytes = self.to_bytes().map_err(|e| DATABASE_FILE.corrupt(path, e))?;
+        let bytes = self
+            .to_bytes()
+            .map_err(|e| DATABASE_FILE.corrupt(path, e))?;
         write_atomically(path, &bytes, Replace::Refused)
     }
 }

@@ -85,8 +85,9 @@ mod view;
 pub use cache::StructureCache;
 pub use correlation::{correlate, summary_text, Options, Summary};
 pub use data::{
-    AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, Field, Layout,
-    ObjectKind,
+    code_data, fields, find_objects, object_tree, objects, AllocStats, DataAccess, DataCounts,
+    DataObject, DataObjectId, DataSection, Field, FieldTable, Layout, ObjectKind, ObjectRow,
+    ObjectTable, PartRow, DEFAULT_ROWS,
 };
 pub use database::{
     Database, DatabaseError, DbStats, MetricDesc, ModuleDesc, Selection, StructureSource,
@@ -97,7 +98,7 @@ pub use ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 pub use inputs::{classify, InputKind};
 pub use node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
 pub use projection::{callers, flat, top_down};
-pub use render::{folded, json, source, text};
+pub use render::{data as data_render, folded, json, source, text};
 pub use structure::one_line;
 pub use structures::Analyser;
 pub use view::{MetricInfo, ViewKind, ViewNode, ViewTree};

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Parser, ValueEnum};
-use correlate::{folded, json, source, text, Database, Selection, ViewKind, ViewTree};
+use correlate::{data_render, folded, json, source, text, Database, Selection, ViewKind, ViewTree};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -21,6 +21,10 @@ Examples:
   hpcview-rs --source app.cc:10-40    lines 10-40 of app.cc with their costs
   hpcview-rs --json | jq '.root.children[0].name'
   hpcview-rs --folded | inferno-flamegraph > app.svg
+  hpcview-rs --data                   data objects ranked by cost (hpcrun-rs --data)
+  hpcview-rs --data --tree            each object, then the code that touched it
+  hpcview-rs --data --fields A        object A by struct member or element range
+  hpcview-rs --code-data --flat       each procedure, loop and line, then the objects it touched
 
 Exit status: 0 ok, 2 bad arguments or bad database, 1 other failure (e.g. writing output).";
 
@@ -52,6 +56,32 @@ struct Args {
     /// Show source lines of FILE (optionally only LINES, `N` or `N-M`) with their costs
     #[arg(long, value_name = "FILE[:LINES]", conflicts_with_all = ["flat", "callers"])]
     source: Option<String>,
+
+    /// Data objects (variables, heap blocks by allocation path, stack locals, regions) ranked
+    /// by the cost of the data samples that touched them (profiles measured with --data)
+    #[arg(long, conflicts_with_all = ["flat", "callers", "folded", "source", "code_data"])]
+    data: bool,
+
+    /// With --data: below each object, the calling contexts that touched it, top-down
+    #[arg(long, requires = "data", conflicts_with = "fields")]
+    tree: bool,
+
+    /// With --data: one object (its name, or a part of it) split by field or element range
+    #[arg(long, value_name = "OBJECT", requires = "data")]
+    fields: Option<String>,
+
+    /// With --fields: split arrays and untyped objects into N ranges
+    #[arg(long, value_name = "N", default_value_t = correlate::DEFAULT_ROWS, requires = "fields")]
+    rows: u64,
+
+    /// With --fields: split arrays and untyped objects into ranges of BYTES (instead of --rows)
+    #[arg(long, value_name = "BYTES", requires = "fields")]
+    span: Option<u64>,
+
+    /// The code view (top-down, or --callers, or --flat) with the data objects each context
+    /// touched as its children
+    #[arg(long, conflicts_with_all = ["folded", "source"])]
+    code_data: bool,
 
     /// Show only this metric (repeatable; in the order given; the first one sorts) [default: all]
     #[arg(long = "metric", value_name = "NAME")]
@@ -149,6 +179,9 @@ fn run(args: &Args) -> Result<String, Failure> {
     let db = Database::read(&path).map_err(bad)?;
     let selection = thread_selection(&db, &args.threads, &path).map_err(bad)?;
     let metrics = metric_indices(&db, &args.metrics, &path).map_err(bad)?;
+    if args.data || args.code_data {
+        return run_data(args, &db, &selection, &metrics, &path);
+    }
     let kind = match (args.flat || args.source.is_some(), args.callers) {
         (true, _) => ViewKind::Flat,
         (_, true) => ViewKind::Callers,
@@ -173,9 +206,6 @@ fn run(args: &Args) -> Result<String, Failure> {
             "{lines} lines with samples in {spec} (from {})",
             path.display()
         )
-    } else if args.json {
-        json::render(&view, &mut out)?;
-        format!("{what}: {} scopes as JSON", view.nodes.len())
     } else if args.folded {
         let written = folded::render(&view, 0, &mut out)?;
         format!(
@@ -187,25 +217,136 @@ fn run(args: &Args) -> Result<String, Failure> {
                 .map_or("no metric", |m| m.name.as_str())
         )
     } else {
-        let opts = text::TextOptions {
-            threshold_pct: args.threshold,
-            depth: args.depth,
-            expand_hot_pct: args.expand_hot,
-            absolute: args.absolute,
-            color: colour,
-            name_width: (!args.full_names).then_some(70),
-        };
-        let shown = text::render(&view, &opts, &mut out)?;
-        let mut summary = format!("{what}: {} rows", shown.rows);
-        if shown.folded > 0 {
-            summary.push_str(&format!(
-                ", {} scopes folded below {}% (--threshold 0 shows all)",
-                shown.folded, args.threshold
-            ));
-        }
-        summary
+        render_tree(args, &view, colour, &mut out, &what)?
     };
     out.flush()?;
+    Ok(summary)
+}
+
+/// The data views: `--data` (objects, `--tree`, `--fields`) and `--code-data`.
+fn run_data(
+    args: &Args,
+    db: &Database,
+    selection: &Selection,
+    metrics: &[usize],
+    path: &Path,
+) -> Result<String, Failure> {
+    if db.data.is_empty() {
+        return Ok(format!(
+            "{}: no data samples; measure with `hpcrun-rs --data` (or -e page-faults --data) to see data objects",
+            path.display()
+        ));
+    }
+    let stdout = io::stdout();
+    let colour = use_colour(args.color, &stdout);
+    let mut out = BufWriter::new(stdout.lock());
+    let summary = if let Some(name) = &args.fields {
+        let found = correlate::find_objects(db, name);
+        let (id, _) = match found.as_slice() {
+            [one] => one,
+            [] => {
+                return Err(bad(anyhow!(
+                    "{}: no data object named '{name}'",
+                    path.display()
+                )))
+            }
+            many => {
+                let names = many.iter().map(|(_, o)| format!("'{}'", o.name));
+                return Err(bad(anyhow!(
+                    "{}: '{name}' names {} objects: {}; give the whole name",
+                    path.display(),
+                    many.len(),
+                    list(names)
+                )));
+            }
+        };
+        let mut table = correlate::fields(db, selection, *id, args.rows, args.span);
+        table.select_metrics(metrics);
+        if args.json {
+            data_render::fields_json(db, &table, &mut out)?;
+        } else {
+            data_render::fields_text(db, &table, args.absolute, &mut out)?;
+        }
+        format!("{} parts of {name} ({})", table.rows.len(), path.display())
+    } else if args.data && !args.tree {
+        let mut table = correlate::objects(db, selection);
+        table.select_metrics(metrics);
+        if args.json {
+            data_render::objects_json(db, &table, &mut out)?;
+            format!(
+                "{} data objects as JSON ({})",
+                table.rows.len(),
+                path.display()
+            )
+        } else {
+            let shown =
+                data_render::objects_text(db, &table, args.threshold, args.absolute, &mut out)?;
+            let mut s = format!("{} data objects of {}", shown.rows, path.display());
+            if shown.folded > 0 {
+                s.push_str(&format!(
+                    ", {} folded below {}% (--threshold 0 shows all)",
+                    shown.folded, args.threshold
+                ));
+            }
+            s
+        }
+    } else {
+        let mut view = if args.tree {
+            correlate::object_tree(db, selection)
+        } else {
+            let kind = match (args.flat, args.callers) {
+                (true, _) => ViewKind::Flat,
+                (_, true) => ViewKind::Callers,
+                _ => ViewKind::TopDown,
+            };
+            correlate::code_data(db, kind, selection)
+        };
+        view.select_metrics(metrics);
+        let what = if args.tree {
+            "data tree"
+        } else {
+            "code-data view"
+        };
+        render_tree(
+            args,
+            &view,
+            colour,
+            &mut out,
+            &format!("{what} of {}", path.display()),
+        )?
+    };
+    out.flush()?;
+    Ok(summary)
+}
+
+/// Print a tree view as JSON or text; returns the summary line.
+fn render_tree(
+    args: &Args,
+    view: &ViewTree,
+    colour: bool,
+    out: &mut dyn Write,
+    what: &str,
+) -> Result<String, Failure> {
+    if args.json {
+        json::render(view, out)?;
+        return Ok(format!("{what}: {} scopes as JSON", view.nodes.len()));
+    }
+    let opts = text::TextOptions {
+        threshold_pct: args.threshold,
+        depth: args.depth,
+        expand_hot_pct: args.expand_hot,
+        absolute: args.absolute,
+        color: colour,
+        name_width: (!args.full_names).then_some(70),
+    };
+    let shown = text::render(view, &opts, out)?;
+    let mut summary = format!("{what}: {} rows", shown.rows);
+    if shown.folded > 0 {
+        summary.push_str(&format!(
+            ", {} scopes folded below {}% (--threshold 0 shows all)",
+            shown.folded, args.threshold
+        ));
+    }
     Ok(summary)
 }
 

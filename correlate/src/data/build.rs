@@ -36,7 +36,16 @@ enum ObjectKey {
 pub(crate) struct DataBuilder<'v> {
     section: DataSection,
     objects: FxHashMap<ObjectKey, DataObjectId>,
-    accesses: FxHashMap<(DataObjectId, ThreadIdx, DbNodeId, Option<(DbModuleId, u64)>, Option<i64>), usize>,
+    accesses: FxHashMap<
+        (
+            DataObjectId,
+            ThreadIdx,
+            DbNodeId,
+            Option<(DbModuleId, u64)>,
+            Option<i64>,
+        ),
+        usize,
+    >,
     variables: &'v Variables,
     files: FxHashMap<String, DbFileId>,
 }
@@ -97,7 +106,9 @@ impl<'v> DataBuilder<'v> {
         counts.ea_resolved = counts.ea_resolved.saturating_add(stats.ea_resolved);
         counts.alloc_records = counts.alloc_records.saturating_add(stats.alloc_records);
         counts.alloc_lost = counts.alloc_lost.saturating_add(stats.alloc_lost);
-        counts.heap_unavailable.extend(stats.heap_unavailable.clone());
+        counts
+            .heap_unavailable
+            .extend(stats.heap_unavailable.clone());
     }
 
     fn add_site(
@@ -198,7 +209,12 @@ impl<'v> DataBuilder<'v> {
                 self.stack_object(db, (cct, at), node, (frame, cfa_offset), input.map)
             }
             DataRef::Mapping { kind } => (self.region(region_name(kind)), None),
-            DataRef::Unknown => (self.object(ObjectKey::Unknown, || unnamed(ObjectKind::Unknown, "<unknown data>")), None),
+            DataRef::Unknown => (
+                self.object(ObjectKey::Unknown, || {
+                    unnamed(ObjectKind::Unknown, "<unknown data>")
+                }),
+                None,
+            ),
         }
     }
 
@@ -281,7 +297,9 @@ impl<'v> DataBuilder<'v> {
     }
 
     fn region(&mut self, name: &'static str) -> DataObjectId {
-        self.object(ObjectKey::Region(name), || unnamed(ObjectKind::Region, name))
+        self.object(ObjectKey::Region(name), || {
+            unnamed(ObjectKind::Region, name)
+        })
     }
 
     fn named(

@@ -65,18 +65,20 @@ type CallFrame = (DbNodeId, Option<(Option<crate::ids::DbFileId>, u32)>);
 
 fn user_frames(db: &Database, site: DbNodeId) -> Vec<CallFrame> {
     let mut frames = Vec::new();
-    let mut callee: Option<&Node> = None;
+    // The position of the call each frame made: its callee frame's call site, or for the
+    // innermost frame (an allocation recorded at the caller's return address) its statement.
+    let mut call: Option<(Option<crate::ids::DbFileId>, u32)> = None;
     let mut id = site;
     while id != DbNodeId::ROOT {
         let node = &db.nodes[id.index()];
+        if node.kind == NodeKind::Statement && call.is_none() {
+            call = node.line.map(|l| (node.file, l));
+        }
         if node.kind.is_frame() {
-            if frames.is_empty() && is_allocator(db, node) {
-                callee = Some(node);
-            } else {
-                let call = callee.and_then(|c| c.call_line.map(|l| (c.call_file, l)));
+            if !(frames.is_empty() && is_allocator(db, node)) {
                 frames.push((id, call));
-                callee = Some(node);
             }
+            call = node.call_line.map(|l| (node.call_file, l));
         }
         id = node.parent;
     }

@@ -7,13 +7,17 @@
 //! (`heap_name` names heap objects, `variables` reads the modules' variables).
 
 mod build;
+mod fields;
 mod heap_name;
 mod model;
 mod variables;
+mod views;
 
 pub(crate) use build::{DataBuilder, ProfileInput};
+pub use fields::{fields, find_objects, FieldTable, PartRow, DEFAULT_ROWS};
 pub use model::{
     AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, Field, Layout,
     ObjectKind,
 };
 pub(crate) use variables::Variables;
+pub use views::{code_data, object_tree, objects, ObjectRow, ObjectTable};

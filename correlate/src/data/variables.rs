@@ -37,7 +37,12 @@ impl Variables {
     }
 
     /// The local of the function executing at `pc` in `module` covering `cfa_offset`.
-    pub(crate) fn local_at(&self, _module: DbModuleId, _pc: Svma, _cfa_offset: i64) -> Option<VarHit> {
+    pub(crate) fn local_at(
+        &self,
+        _module: DbModuleId,
+        _pc: Svma,
+        _cfa_offset: i64,
+    ) -> Option<VarHit> {
         None
     }
 }

@@ -3,7 +3,8 @@
 //! - [`text`]: the indented tree for people (threshold folding, hot path, colour on a terminal);
 //! - [`json`]: the documented JSON contract for scripts;
 //! - [`folded`]: folded stacks for inferno-flamegraph and flamegraph.pl;
-//! - [`source`]: source lines annotated with their costs.
+//! - [`source`]: source lines annotated with their costs;
+//! - [`data`]: the data views' tables (objects, an object's fields).
 //!
 //! Every scope's name comes from the view ([`crate::label`]'s rules); renderers only lay it out.
 //! Every renderer walks the tree with an explicit stack, so a view as deep as the deepest
@@ -14,6 +15,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+pub mod data;
 pub mod folded;
 pub mod json;
 pub mod source;
