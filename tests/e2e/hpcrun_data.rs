@@ -18,7 +18,7 @@ const NP: u64 = 256;
 
 /// `hpcrun-rs -e page-faults@1 --data` on `exe` with a ring large enough for the start-up
 /// burst of faults; a run that lost records is tried once more, then fails.
-fn measure_faults(exe: &Path, db: &Path) -> Profile {
+pub(crate) fn measure_faults(exe: &Path, db: &Path) -> Profile {
     for _ in 0..2 {
         let out = run(Command::new(tool("hpcrun-rs"))
             .args([

@@ -10,6 +10,7 @@ mod structure_support;
 mod support;
 
 mod alloc_shim;
+mod correlate_data;
 mod correlate_prof_callers;
 mod correlate_prof_inputs;
 mod correlate_prof_integrity;

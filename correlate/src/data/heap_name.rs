@@ -75,6 +75,9 @@ fn user_frames(db: &Database, site: DbNodeId) -> Vec<CallFrame> {
             call = node.line.map(|l| (node.file, l));
         }
         if node.kind.is_frame() {
+            if STARTERS.contains(&node.name.as_str()) {
+                break;
+            }
             if !(frames.is_empty() && is_allocator(db, node)) {
                 frames.push((id, call));
             }
@@ -84,6 +87,18 @@ fn user_frames(db: &Database, site: DbNodeId) -> Vec<CallFrame> {
     }
     frames
 }
+
+/// The C library's frames that start `main` and threads: a heap object's path is shown up to
+/// the program's own outermost frame.
+const STARTERS: [&str; 7] = [
+    "__libc_start_call_main",
+    "__libc_start_main_impl",
+    "__libc_start_main",
+    "_start",
+    "start_thread",
+    "clone",
+    "clone3",
+];
 
 /// Whether a frame belongs to the allocator: the C library's allocation functions, C++'s
 /// `operator new` and allocators, Rust's `alloc::`, the measurement's shim, unknown code in

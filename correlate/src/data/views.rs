@@ -183,21 +183,38 @@ pub fn object_tree(db: &Database, selection: &Selection) -> ViewTree {
 }
 
 /// The code view `view` with, below every context that touched data, one leaf per object it
-/// touched holding those samples (taken from the context's own cost, so every inclusive cost
-/// is the code view's).
+/// touched holding those samples (taken from the context's own cost, or from its `<kernel>`
+/// child for a touch the kernel made on its behalf, so every inclusive cost is the code view's).
 pub fn code_data(db: &Database, view: ViewKind, selection: &Selection) -> ViewTree {
     let mut tree = db.clone();
     let mut index = ChildIndex::default();
     for a in &db.data.accesses {
         let leaf = tree.child(&mut index, a.node, object_key(db, a.object));
         tree.add_cost(leaf, a.thread, &a.costs);
-        let node = &mut tree.nodes[a.node.index()];
-        if let Some(own) = node.costs.iter_mut().find(|tc| tc.thread == a.thread) {
-            for (c, d) in own.costs.iter_mut().zip(&a.costs) {
-                c.samples = c.samples.saturating_sub(d.samples);
-                c.value = c.value.saturating_sub(d.value);
-            }
+        let kernel = db.nodes[a.node.index()]
+            .children
+            .iter()
+            .copied()
+            .find(|&c| db.nodes[c.index()].kind == NodeKind::Kernel);
+        let mut left = a.costs.clone();
+        for from in std::iter::once(a.node).chain(kernel) {
+            take(&mut tree, from, a.thread, &mut left);
         }
     }
     ViewTree::from_database(&tree, view, selection)
+}
+
+/// Take up to `left` from node `id`'s own cost in `thread`, reducing `left` by what was taken.
+fn take(tree: &mut Database, id: DbNodeId, thread: crate::ids::ThreadIdx, left: &mut [Cost]) {
+    let node = &mut tree.nodes[id.index()];
+    if let Some(own) = node.costs.iter_mut().find(|tc| tc.thread == thread) {
+        for (c, l) in own.costs.iter_mut().zip(left.iter_mut()) {
+            let samples = c.samples.min(l.samples);
+            let value = c.value.min(l.value);
+            c.samples -= samples;
+            c.value -= value;
+            l.samples -= samples;
+            l.value -= value;
+        }
+    }
 }
