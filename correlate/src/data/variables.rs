@@ -1,10 +1,16 @@
-//! The variables of the modules a profile's data references point into, read once per module
-//! (in parallel) from their DWARF or symbol tables (`structure::DataLayout`), and the answers
-//! the data builder asks of them: which static holds an address, which local a frame offset.
+//! The variables of the modules a profile's data references point into, read on first use per
+//! module from their DWARF or symbol tables ([`structure::DataLayout`]), and the answers the
+//! data builder asks of them: which static holds an address, which local a frame offset, which
+//! variable an allocation's pointer was stored into.
+
+use std::cell::OnceCell;
+use std::path::Path;
 
 use profiler::addr::Svma;
+use structure::{DataLayout, Receiver, TypeId, TypeShape};
 
-use super::model::Layout;
+use super::model::{Field, Layout};
+use crate::database::{ModuleDesc, StructureSource};
 use crate::ids::DbModuleId;
 
 /// A variable found for an address.
@@ -26,23 +32,130 @@ pub(crate) struct VarHit {
     pub(crate) layout: Option<Layout>,
 }
 
-/// The modules' variables.
-#[derive(Debug, Default)]
-pub(crate) struct Variables {}
+/// The modules' variables, each module read when first asked about.
+pub(crate) struct Variables {
+    paths: Vec<Option<String>>,
+    layouts: Vec<OnceCell<Option<DataLayout>>>,
+}
 
 impl Variables {
-    /// The static variable of `module` holding link-time address `addr`.
-    pub(crate) fn static_at(&self, _module: DbModuleId, _addr: Svma) -> Option<VarHit> {
-        None
+    /// Variables of `modules`, read from the paths they were measured at; modules whose
+    /// structure could not be found (unreadable, no symbols) are not read again.
+    pub(crate) fn new(modules: &[ModuleDesc]) -> Variables {
+        Variables {
+            paths: modules
+                .iter()
+                .map(|m| {
+                    let readable = !matches!(m.structure, StructureSource::None(_));
+                    (readable && !m.path.starts_with('[')).then(|| m.path.clone())
+                })
+                .collect(),
+            layouts: modules.iter().map(|_| OnceCell::new()).collect(),
+        }
     }
 
-    /// The local of the function executing at `pc` in `module` covering `cfa_offset`.
-    pub(crate) fn local_at(
-        &self,
-        _module: DbModuleId,
-        _pc: Svma,
-        _cfa_offset: i64,
-    ) -> Option<VarHit> {
-        None
+    fn layout(&self, module: DbModuleId) -> Option<&DataLayout> {
+        let i = module.index();
+        self.layouts[i]
+            .get_or_init(|| {
+                let path = self.paths[i].as_deref()?;
+                DataLayout::read(Path::new(path)).ok()
+            })
+            .as_ref()
     }
+
+    /// The static variable of `module` holding link-time address `addr`.
+    pub(crate) fn static_at(&self, module: DbModuleId, addr: Svma) -> Option<VarHit> {
+        let layout = self.layout(module)?;
+        let (var, offset) = layout.static_at(addr)?;
+        Some(VarHit {
+            name: var.name.clone(),
+            start: var.addr.0,
+            offset: offset as i64,
+            size: var.size,
+            file: var.file.clone(),
+            line: (var.line != 0).then_some(var.line),
+            layout: var.ty.and_then(|t| parts(layout, t)),
+        })
+    }
+
+    /// The local of the function executing at `pc` in `module` whose slot covers
+    /// `cfa_offset`, named `function::variable`.
+    pub(crate) fn local_at(&self, module: DbModuleId, pc: Svma, cfa_offset: i64) -> Option<VarHit> {
+        let layout = self.layout(module)?;
+        let hit = layout.local_at(pc, cfa_offset)?;
+        Some(VarHit {
+            name: format!("{}::{}", hit.scope, hit.name),
+            start: hit.start as u64,
+            offset: hit.offset as i64,
+            size: hit.size,
+            file: None,
+            line: None,
+            layout: hit.ty.and_then(|t| parts(layout, t)),
+        })
+    }
+
+    /// For each return address of an allocation call in `module`, the variable the returned
+    /// pointer was stored into (`grid`, `p in main`), where the code says so exactly.
+    pub(crate) fn receivers(&self, module: DbModuleId, returns: &[Svma]) -> Vec<Option<String>> {
+        let found = self.layout(module).and_then(|layout| {
+            let path = self.paths[module.index()].as_deref()?;
+            layout.receivers(Path::new(path), returns).ok()
+        });
+        match found {
+            Some(found) => found
+                .into_iter()
+                .map(|r| {
+                    r.map(|r| match r {
+                        Receiver::Static(name) => name,
+                        Receiver::Local { name, function } => format!("{name} in {function}"),
+                    })
+                })
+                .collect(),
+            None => vec![None; returns.len()],
+        }
+    }
+}
+
+/// The parts of type `ty`: a record's members, an array's elements (and their members).
+fn parts(layout: &DataLayout, ty: TypeId) -> Option<Layout> {
+    match layout.type_shape(ty)? {
+        TypeShape::Record { members, .. } => Some(Layout::Fields(fields(layout, members, 0, ""))),
+        TypeShape::Array {
+            elem,
+            elem_size,
+            count,
+        } => {
+            let fields = match layout.type_shape(*elem) {
+                Some(TypeShape::Record { members, .. }) => fields(layout, members, 0, ""),
+                _ => Vec::new(),
+            };
+            Some(Layout::Elements {
+                size: *elem_size,
+                count: *count,
+                fields,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A record's members as fields at `base`, anonymous members' own members flattened into it.
+fn fields(layout: &DataLayout, members: &[structure::Member], base: u64, prefix: &str) -> Vec<Field> {
+    let mut out = Vec::new();
+    for m in members {
+        let offset = base + m.offset;
+        if m.name.is_empty() {
+            if let Some(TypeShape::Record { members, .. }) = layout.type_shape(m.ty) {
+                out.extend(fields(layout, members, offset, prefix));
+                continue;
+            }
+        }
+        out.push(Field {
+            name: format!("{prefix}{}", m.name),
+            offset,
+            size: m.size,
+        });
+    }
+    out
 }
