@@ -76,19 +76,40 @@ impl DebugFiles {
     }
 
     /// The DWARF sections of the file holding `file`'s DWARF (`file` itself or the separate
-    /// debug file) and of the supplementary file; empty if there is no DWARF.
+    /// debug file) and of the supplementary file; empty if there is no DWARF. Location lists
+    /// are left out: the program structure never reads them.
     pub(crate) fn sections<'d>(
         &'d self,
         file: &object::File<'d>,
     ) -> Result<DebugSections<'d>, StructureError> {
+        self.sections_among(file, &gimli_section_ids())
+    }
+
+    /// [`DebugFiles::sections`] with the location lists too (`.debug_loc`, `.debug_loclists`):
+    /// what reading variables ([`crate::DataLayout`]) needs.
+    pub(crate) fn sections_with_locations<'d>(
+        &'d self,
+        file: &object::File<'d>,
+    ) -> Result<DebugSections<'d>, StructureError> {
+        let mut ids = gimli_section_ids().to_vec();
+        ids.extend([gimli::SectionId::DebugLoc, gimli::SectionId::DebugLocLists]);
+        self.sections_among(file, &ids)
+    }
+
+    /// Sections `ids` of the file holding the DWARF and of the supplementary file.
+    fn sections_among<'d>(
+        &'d self,
+        file: &object::File<'d>,
+        ids: &[gimli::SectionId],
+    ) -> Result<DebugSections<'d>, StructureError> {
         let mut notes = Vec::new();
         let main = match (&self.separate, &self.source) {
-            (Some(m), _) => dwarf_sections(&m.parse()?, &m.path, &mut notes),
-            (None, DebugSource::Embedded) => dwarf_sections(file, &self.binary, &mut notes),
+            (Some(m), _) => dwarf_sections(&m.parse()?, &m.path, ids, &mut notes),
+            (None, DebugSource::Embedded) => dwarf_sections(file, &self.binary, ids, &mut notes),
             _ => HashMap::new(),
         };
         let sup = match &self.sup {
-            Some(m) => Some(dwarf_sections(&m.parse()?, &m.path, &mut notes)),
+            Some(m) => Some(dwarf_sections(&m.parse()?, &m.path, ids, &mut notes)),
             None => None,
         };
         Ok(DebugSections { main, sup, notes })
@@ -213,14 +234,15 @@ fn open_debug_file(
     }
 }
 
-/// The (decompressed) DWARF sections of `file` (at `path`) that the analysis reads,
-/// decompressed in parallel; what is skipped is noted in `notes`.
+/// DWARF sections `ids` of `file` (at `path`), decompressed in parallel; what is skipped is
+/// noted in `notes`.
 fn dwarf_sections<'d>(
     file: &object::File<'d>,
     path: &Path,
+    ids: &[gimli::SectionId],
     notes: &mut Vec<String>,
 ) -> SectionBytes<'d> {
-    let (sections, skipped) = load_sections(file, path, &gimli_section_ids(), |id| Some(id.name()));
+    let (sections, skipped) = load_sections(file, path, ids, |id| Some(id.name()));
     notes.extend(skipped);
     sections
 }
@@ -251,8 +273,8 @@ pub(crate) fn load_sections<'d>(
     (sections, notes)
 }
 
-/// The sections the reader uses: locations (`.debug_loc*`, large) are never read, so they are
-/// not decompressed.
+/// The sections the structure analysis uses: locations (`.debug_loc*`, large) are never read
+/// there, so they are not decompressed (variables ask for them too).
 fn gimli_section_ids() -> [gimli::SectionId; 10] {
     use gimli::SectionId::*;
     [

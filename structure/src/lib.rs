@@ -78,6 +78,7 @@ mod procedure;
 mod ranges;
 mod reader;
 mod scope;
+mod variables;
 pub mod verify;
 mod writer;
 
@@ -92,4 +93,8 @@ pub use identity::BinaryIdentity;
 pub use ranges::normalize_ranges;
 pub use reader::{read_structure, read_structure_file};
 pub use scope::{Ancestors, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
+pub use variables::{
+    DataLayout, Element, LocalHit, Member, Part, Receiver, StaticVar, TypeId, TypeShape,
+    MAX_INSTRUCTIONS,
+};
 pub use writer::{write_structure, write_structure_file};

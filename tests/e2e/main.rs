@@ -35,4 +35,5 @@ mod structure_inline_names;
 mod structure_languages;
 mod structure_output;
 mod structure_robustness;
+mod structure_variables;
 mod structure_xml;

@@ -37,7 +37,7 @@ pub(super) fn read_rows(
 
 /// Full paths of the files of `unit`'s line program, indexed by DWARF file index (empty
 /// without a program).
-pub(super) fn unit_files<'d>(
+pub(crate) fn unit_files<'d>(
     dwarf: &gimli::Dwarf<Slice<'d>>,
     unit: &gimli::Unit<Slice<'d>>,
 ) -> Vec<String> {

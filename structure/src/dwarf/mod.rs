@@ -27,13 +27,16 @@ mod units;
 pub use on_demand::UnitsOnDemand;
 pub use split::SplitDwarf;
 
+pub(crate) use lines::unit_files;
+pub(crate) use origins::Declarations;
+pub(crate) use units::{DebugUnits, Section, UnitId};
+
 use gimli::{EndianSlice, LittleEndian};
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
-use units::DebugUnits;
 
 /// The reader type over section bytes read into memory (or decompressed).
 pub type Slice<'d> = EndianSlice<'d, LittleEndian>;
@@ -246,7 +249,7 @@ pub fn read_dwarf<'d>(
 }
 
 /// The message for a unit that could not be read.
-fn unit_error(header: &gimli::UnitHeader<Slice<'_>>, e: &gimli::Error) -> String {
+pub(crate) fn unit_error(header: &gimli::UnitHeader<Slice<'_>>, e: &gimli::Error) -> String {
     let offset = header.debug_info_offset().map_or(0, |o| o.0);
     format!("DWARF unit at .debug_info+{offset:#x}: {e}")
 }

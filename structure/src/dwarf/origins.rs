@@ -23,7 +23,7 @@ const MAX_CHAIN: u32 = 16;
 
 /// Name and declaration of a DIE, after following its origins.
 #[derive(Clone, Default)]
-pub(super) struct Decl {
+pub(crate) struct Decl {
     pub name: Option<String>,
     pub link_name: Option<String>,
     /// What qualifies `name` (`(anonymous namespace)`, `std::vector<int>`), for a C++ function
@@ -65,7 +65,7 @@ type Site = (UnitId, gimli::UnitOffset);
 /// Declarations read on behalf of one unit (the *home* unit), with a cache of the DIEs
 /// visited, and the home unit's file table extended with the files that declarations in other
 /// units name.
-pub(super) struct Declarations<'u, 'a, 'd> {
+pub(crate) struct Declarations<'u, 'a, 'd> {
     units: &'u DebugUnits<'a, 'd>,
     home: UnitId,
     cache: HashMap<(Section, usize), Decl>,
