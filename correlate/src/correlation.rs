@@ -140,7 +140,7 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
         })
         .collect();
     let mut db = enricher.finish();
-    let variables = Variables::default();
+    let variables = Variables::new(&db.modules);
     let mut data = DataBuilder::new(&db, &variables);
     for (profile, (map, nodes)) in read.iter().zip(&maps) {
         data.add(

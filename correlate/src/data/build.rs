@@ -9,9 +9,9 @@
 use fxhash::FxHashMap;
 use profiler::addr::Svma;
 use profiler::dataref::{AllocSite, DataRef, MappingKind, ThreadData};
-use profiler::db::{Cct, CctNodeId, Cost, Frame, Profile};
+use profiler::db::{AddrKind, Cct, CctNodeId, Cost, Frame, Profile};
 
-use super::heap_name::{heap_name, SHOWN_FRAMES};
+use super::heap_name::{heap_name, is_allocator, SHOWN_FRAMES};
 use super::model::{
     AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, ObjectKind,
 };
@@ -48,6 +48,8 @@ pub(crate) struct DataBuilder<'v> {
     >,
     variables: &'v Variables,
     files: FxHashMap<String, DbFileId>,
+    /// Heap objects and the return address of their allocation call, to find receivers.
+    returns: FxHashMap<DataObjectId, (DbModuleId, Svma)>,
 }
 
 /// One profile as the builder needs it: the profile, how its indices map into the database, and
@@ -73,6 +75,7 @@ impl<'v> DataBuilder<'v> {
             accesses: FxHashMap::default(),
             variables,
             files,
+            returns: FxHashMap::default(),
         }
     }
 
@@ -92,8 +95,19 @@ impl<'v> DataBuilder<'v> {
         }
     }
 
-    /// The finished section.
-    pub(crate) fn finish(self) -> DataSection {
+    /// The finished section, heap objects given their receivers.
+    pub(crate) fn finish(mut self) -> DataSection {
+        let mut by_module: FxHashMap<DbModuleId, Vec<(DataObjectId, Svma)>> = FxHashMap::default();
+        for (&object, &(module, ra)) in &self.returns {
+            by_module.entry(module).or_default().push((object, ra));
+        }
+        for (module, sites) in by_module {
+            let ras: Vec<Svma> = sites.iter().map(|&(_, ra)| ra).collect();
+            let found = self.variables.receivers(module, &ras);
+            for ((object, _), receiver) in sites.into_iter().zip(found) {
+                self.section.objects[object.index()].receiver = receiver;
+            }
+        }
         self.section
     }
 
@@ -119,8 +133,15 @@ impl<'v> DataBuilder<'v> {
         tidx: ThreadIdx,
         site: &AllocSite,
     ) {
-        let node = input.nodes.nodes[t][site.node.index()];
+        let at = &input.nodes.nodes[t];
+        let node = at[site.node.index()];
         let object = self.heap_object(db, node);
+        if !self.returns.contains_key(&object) {
+            let cct = &input.profile.threads[t].cct;
+            if let Some((module, ra)) = call_return(db, (cct, at), site.node) {
+                self.returns.insert(object, (input.map.modules[module.index()], ra));
+            }
+        }
         let o = &mut self.section.objects[object.index()];
         o.size = Some(o.size.unwrap_or(0).max(site.size_max));
         self.section.sites.push(AllocStats {
@@ -367,6 +388,32 @@ fn region_name(kind: MappingKind) -> &'static str {
         MappingKind::File => "<mapped files>",
         MappingKind::Profiler => "<hpcrun-rs allocation rings>",
     }
+}
+
+/// The return address of the allocation call at `site`: the first return address on its path
+/// in code outside the allocator.
+fn call_return(
+    db: &Database,
+    (cct, at): (&Cct, &[DbNodeId]),
+    site: CctNodeId,
+) -> Option<(profiler::db::ProfileModuleId, Svma)> {
+    let mut id = site;
+    while id != CctNodeId::ROOT {
+        let node = &cct.nodes[id.index()];
+        if let Frame::Code {
+            module,
+            addr,
+            kind: AddrKind::Return,
+        } = node.frame
+        {
+            let frame = enclosing_frame(db, at[id.index()])?;
+            if !is_allocator(db, &db.nodes[frame.index()]) {
+                return Some((module, addr));
+            }
+        }
+        id = node.parent;
+    }
+    None
 }
 
 /// The nearest procedure or inlined frame at or above `id`.

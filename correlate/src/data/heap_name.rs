@@ -103,7 +103,7 @@ const STARTERS: [&str; 7] = [
 /// Whether a frame belongs to the allocator: the C library's allocation functions, C++'s
 /// `operator new` and allocators, Rust's `alloc::`, the measurement's shim, unknown code in
 /// those libraries.
-fn is_allocator(db: &Database, node: &Node) -> bool {
+pub(crate) fn is_allocator(db: &Database, node: &Node) -> bool {
     let module = node.module.map(|m| label::base_name(db.module_path(m)));
     if module.is_some_and(|m| m.starts_with("libhpcrun_alloc")) {
         return true;
