@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use profiler::envelope::{EnvelopeError, FileKind, Replace};
-use structure::{Coverage, ScopeTree};
+use structure::{Coverage, DataLayout, ScopeTree};
 
 /// The kind of file a cache entry is. The version changes whenever the analysis gives other
 /// trees for the same binary, so that entries of an older analysis are recomputed (3: inlined
@@ -39,6 +39,16 @@ static CACHE_ENTRY: FileKind = FileKind {
     oldest: 4,
     checked_since: 4,
     noun: "structure cache entry",
+    writer: "hpcprof-rs",
+};
+/// The kind of file a cached data layout (a binary's variables and types, for naming data
+/// objects) is; kept beside the binary's structure entry, under the same key.
+static DATA_ENTRY: FileKind = FileKind {
+    magic: *b"HPCDCACH",
+    version: 1,
+    oldest: 1,
+    checked_since: 1,
+    noun: "data layout cache entry",
     writer: "hpcprof-rs",
 };
 /// The tools' version; entries from another version are ignored.
@@ -117,6 +127,41 @@ impl StructureCache {
         self.dir.join(format!("{key}.struct"))
     }
 
+    fn data_entry(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}.data"))
+    }
+
+    /// The data layout cached under `key`, if there is one from this version of the tools; a
+    /// damaged entry is removed (and rebuilt by the caller).
+    pub(crate) fn load_data(&self, key: &str) -> Option<DataLayout> {
+        let path = self.data_entry(key);
+        let bytes = fs::read(&path).ok()?;
+        let decoded = DATA_ENTRY.decode::<(&str, DataLayout)>(&bytes, &path);
+        match decoded {
+            Ok((tools, layout)) if tools == TOOLS => Some(layout),
+            Ok(_) | Err(EnvelopeError::Version { .. }) => None,
+            Err(_) => {
+                let _ = fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// Store `layout` under `key`, replacing any previous entry.
+    pub(crate) fn store_data(&self, key: &str, layout: &DataLayout) -> std::io::Result<()> {
+        self.create_dir()?;
+        DATA_ENTRY
+            .write(&(TOOLS, layout), &self.data_entry(key), Replace::Allowed)
+            .map_err(std::io::Error::other)
+    }
+
+    fn create_dir(&self) -> std::io::Result<()> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+    }
+
     /// The tree cached under `key` and the addresses it covers: `Ok(None)` if there is no
     /// entry or it is from another version of the tools, `Err` with a warning if the entry
     /// was damaged (it is then removed, to be rebuilt).
@@ -142,10 +187,7 @@ impl StructureCache {
         tree: &ScopeTree,
         coverage: &Coverage,
     ) -> std::io::Result<()> {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)?;
+        self.create_dir()?;
         CACHE_ENTRY
             .write(&(TOOLS, coverage, tree), &self.entry(key), Replace::Allowed)
             .map_err(std::io::Error::other)

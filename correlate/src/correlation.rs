@@ -48,6 +48,8 @@ pub struct Summary {
     pub unknown_addresses: u64,
     /// Samples whose leaf is an `<unknown procedure>`.
     pub unknown_samples: u64,
+    /// Data objects named (a run with `hpcrun-rs --data`), and the time naming them took.
+    pub data: Option<(usize, Duration)>,
     /// Things the user should know that did not stop the run.
     pub warnings: Vec<String>,
     /// Wall-clock time taken.
@@ -140,7 +142,8 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
         })
         .collect();
     let mut db = enricher.finish();
-    let variables = Variables::new(&db.modules);
+    let naming = Instant::now();
+    let variables = Variables::new(&db.modules, options.cache.as_ref());
     let mut data = DataBuilder::new(&db, &variables);
     for (profile, (map, nodes)) in read.iter().zip(&maps) {
         data.add(
@@ -153,6 +156,7 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
         );
     }
     db.data = data.finish();
+    let data = (!db.data.is_empty()).then(|| (db.data.objects.len(), naming.elapsed()));
     db.profiles = profiles.iter().map(|p| p.display().to_string()).collect();
     db.command = read[0].command.clone();
     for p in &read {
@@ -172,6 +176,7 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
         metrics: db.metrics.clone(),
         unknown_addresses: db.stats.unknown_addresses,
         unknown_samples: db.stats.unknown_samples,
+        data,
         warnings: distinct(warnings),
         elapsed: start.elapsed(),
     };
@@ -280,6 +285,12 @@ pub fn summary_text(summary: &Summary, output: &Path) -> String {
         text.push_str(&format!(
             "; {} addresses ({} samples) in <unknown procedure>",
             summary.unknown_addresses, summary.unknown_samples
+        ));
+    }
+    if let Some((objects, took)) = summary.data {
+        text.push_str(&format!(
+            "; {objects} data objects named in {:.3} s",
+            took.as_secs_f64()
         ));
     }
     text.push_str(&format!(

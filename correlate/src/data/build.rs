@@ -139,7 +139,8 @@ impl<'v> DataBuilder<'v> {
         if !self.returns.contains_key(&object) {
             let cct = &input.profile.threads[t].cct;
             if let Some((module, ra)) = call_return(db, (cct, at), site.node) {
-                self.returns.insert(object, (input.map.modules[module.index()], ra));
+                self.returns
+                    .insert(object, (input.map.modules[module.index()], ra));
             }
         }
         let o = &mut self.section.objects[object.index()];

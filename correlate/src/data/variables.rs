@@ -10,6 +10,7 @@ use profiler::addr::Svma;
 use structure::{DataLayout, Receiver, TypeId, TypeShape};
 
 use super::model::{Field, Layout};
+use crate::cache::StructureCache;
 use crate::database::{ModuleDesc, StructureSource};
 use crate::ids::DbModuleId;
 
@@ -32,17 +33,30 @@ pub(crate) struct VarHit {
     pub(crate) layout: Option<Layout>,
 }
 
-/// The modules' variables, each module read when first asked about.
+/// The modules' variables, each module read when first asked about (from the structure cache
+/// when it has them, else from the binary, then cached).
 pub(crate) struct Variables {
     paths: Vec<Option<String>>,
+    keys: Vec<Option<String>>,
+    cache: Option<StructureCache>,
     layouts: Vec<OnceCell<Option<DataLayout>>>,
 }
 
 impl Variables {
     /// Variables of `modules`, read from the paths they were measured at; modules whose
     /// structure could not be found (unreadable, no symbols) are not read again.
-    pub(crate) fn new(modules: &[ModuleDesc]) -> Variables {
+    pub(crate) fn new(modules: &[ModuleDesc], cache: Option<&StructureCache>) -> Variables {
+        let cache = cache.filter(|c| c.refusal().is_none()).cloned();
         Variables {
+            keys: modules
+                .iter()
+                .map(|m| {
+                    let path = Path::new(&m.path);
+                    cache.as_ref()?;
+                    StructureCache::key(path, m.build_id.as_deref(), None)
+                })
+                .collect(),
+            cache,
             paths: modules
                 .iter()
                 .map(|m| {
@@ -59,7 +73,16 @@ impl Variables {
         self.layouts[i]
             .get_or_init(|| {
                 let path = self.paths[i].as_deref()?;
-                DataLayout::read(Path::new(path)).ok()
+                let cached = self.cache.as_ref().zip(self.keys[i].as_deref());
+                if let Some(layout) = cached.and_then(|(c, k)| c.load_data(k)) {
+                    return Some(layout);
+                }
+                let layout = DataLayout::read(Path::new(path)).ok()?;
+                if let Some((cache, key)) = cached {
+                    // A cache that cannot be written only costs the next run the reading.
+                    let _ = cache.store_data(key, &layout);
+                }
+                Some(layout)
             })
             .as_ref()
     }
@@ -141,7 +164,12 @@ fn parts(layout: &DataLayout, ty: TypeId) -> Option<Layout> {
 }
 
 /// A record's members as fields at `base`, anonymous members' own members flattened into it.
-fn fields(layout: &DataLayout, members: &[structure::Member], base: u64, prefix: &str) -> Vec<Field> {
+fn fields(
+    layout: &DataLayout,
+    members: &[structure::Member],
+    base: u64,
+    prefix: &str,
+) -> Vec<Field> {
     let mut out = Vec::new();
     for m in members {
         let offset = base + m.offset;
