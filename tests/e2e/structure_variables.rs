@@ -186,6 +186,24 @@ fn cxx_statics_are_qualified() {
         let (var, offset) = layout.static_at(Svma(addr)).unwrap();
         assert_eq!((var.name.as_str(), offset, var.size), (name, 0, size));
     }
+    // Without DWARF, the symbol table's names, demangled.
+    let stripped = dir.join("stripped");
+    run_ok(
+        Command::new("strip")
+            .arg("-g")
+            .arg(&exe)
+            .arg("-o")
+            .arg(&stripped),
+    );
+    let layout = DataLayout::read(&stripped).unwrap();
+    for (name, link) in [
+        ("Class::member", "_ZN5Class6memberE"),
+        ("f()::counter", "_ZZ1fvE7counter"),
+    ] {
+        let (addr, size) = nm[link];
+        let (var, offset) = layout.static_at(Svma(addr + size - 1)).unwrap();
+        assert_eq!((var.name.as_str(), offset), (name, size - 1));
+    }
 }
 
 /// A 256 KiB local array of `deep` is found in `deep`'s frame where the running fixture saw
