@@ -53,8 +53,8 @@ pub fn structure_xml(bytes: &[u8]) {
 }
 
 /// ELF and DWARF through the whole-module and the focused structure analysis (what
-/// hpcstruct-rs and hpcprof-rs run on every binary a profile names). The analysis reads a
-/// path: the input is written to `scratch` (a file in a private directory) first.
+/// hpcstruct-rs and hpcprof-rs run on every binary a profile names) and the data layout. Both
+/// read a path: the input is written to `scratch` (a file in a private directory) first.
 pub fn elf_structure(bytes: &[u8], scratch: &Path) {
     if std::fs::write(scratch, bytes).is_err() {
         return;
@@ -65,4 +65,24 @@ pub fn elf_structure(bytes: &[u8], scratch: &Path) {
     };
     let _ = structure::analyze_file(scratch, &options).map(|a| a.tree.ids().count());
     let _ = structure::analyze_focused(scratch, &[Svma(0x1000), Svma(0x401000)], &options);
+    data_layout(scratch);
+}
+
+/// The data layout of the ELF file at `path` (what hpcprof-rs reads to name data addresses):
+/// a layout or an error; a layout that reads answers every kind of question.
+fn data_layout(path: &Path) {
+    let Ok(layout) = structure::DataLayout::read(path) else {
+        return;
+    };
+    for s in layout.statics() {
+        let _ = layout.static_at(Svma(s.addr.0.saturating_add(s.size / 2)));
+        if let Some(ty) = s.ty {
+            let _ = (layout.part_at(ty, s.size / 2), layout.type_shape(ty));
+            let _ = layout.type_name(ty);
+        }
+    }
+    for pc in [0x1000, 0x1100, 0x401000] {
+        let _ = (layout.local_at(Svma(pc), -16), layout.frame_name(Svma(pc)));
+    }
+    let _ = layout.receivers(path, &[Svma(0x1000), Svma(0x401000)]);
 }

@@ -55,6 +55,15 @@
 //! assert_eq!(tree.lookup(Svma(0x1148)), Some(s));
 //! assert_eq!(tree.ancestors(s).collect::<Vec<_>>(), vec![p]);
 //! ```
+//!
+//! ## The program's data
+//!
+//! [`DataLayout::read`] reads what the same binary says about its data, for naming the data
+//! addresses a profile records: static variables (DWARF, else the symbol table) with
+//! [`DataLayout::static_at`], local variables by code address and offset from the frame's
+//! canonical frame address with [`DataLayout::local_at`], the member or array element at an
+//! offset of a typed value with [`DataLayout::part_at`], and the variable an allocation's
+//! pointer goes to ([`DataLayout::receivers`]). It is serde-serializable for caching too.
 
 #![deny(missing_docs)]
 

@@ -186,6 +186,24 @@ fn cxx_statics_are_qualified() {
         let (var, offset) = layout.static_at(Svma(addr)).unwrap();
         assert_eq!((var.name.as_str(), offset, var.size), (name, 0, size));
     }
+    // Without DWARF, the symbol table's names, demangled.
+    let stripped = dir.join("stripped");
+    run_ok(
+        Command::new("strip")
+            .arg("-g")
+            .arg(&exe)
+            .arg("-o")
+            .arg(&stripped),
+    );
+    let layout = DataLayout::read(&stripped).unwrap();
+    for (name, link) in [
+        ("Class::member", "_ZN5Class6memberE"),
+        ("f()::counter", "_ZZ1fvE7counter"),
+    ] {
+        let (addr, size) = nm[link];
+        let (var, offset) = layout.static_at(Svma(addr + size - 1)).unwrap();
+        assert_eq!((var.name.as_str(), offset), (name, size - 1));
+    }
 }
 
 /// A 256 KiB local array of `deep` is found in `deep`'s frame where the running fixture saw
@@ -339,4 +357,89 @@ fn bad_files_give_errors_not_panics() {
         }
     }
     assert!(read_ok > 0, "some flipped copies still read");
+}
+
+/// What a layout says of the fixture, to compare layouts read from differently packaged
+/// debug information: every static (name, address, size, type), and `lbuf` in `deep`.
+fn summary(exe: &Path, layout: &DataLayout) -> (Vec<(String, u64, u64, String)>, String) {
+    let statics = layout
+        .statics()
+        .iter()
+        .map(|s| {
+            let ty = s.ty.map(|t| layout.type_name(t)).unwrap_or_default();
+            (s.name.clone(), s.addr.0, s.size, ty)
+        })
+        .collect();
+    let start = printed(&run_ok(&mut Command::new(exe)), "")["lbuf-cfa"];
+    let (deep, size) = nm_sizes(exe)["deep"];
+    let local = layout
+        .local_at(Svma(deep + size / 2), start + 100)
+        .map(|h| format!("{} in {} +{}", h.name, h.scope, h.offset));
+    (statics, local.unwrap_or_default())
+}
+
+/// The same answers from DWARF in a separate debug file (`.gnu_debuglink`), shared with
+/// another program through dwz's supplementary file, and split into a `.dwo` file.
+#[test]
+fn debug_files_elsewhere_read_alike() {
+    let dir = scratch_dir("structure_variables_debug_files");
+    let flags = ["-O2", "-g", "-fno-omit-frame-pointer", "-fPIE", "-pie"];
+    let exe = c_fixture(&dir);
+    let want = summary(&exe, &DataLayout::read(&exe).unwrap());
+    assert_eq!(want.1, "lbuf in deep +100");
+    assert!(want
+        .0
+        .iter()
+        .any(|s| s.0 == "grid_arr" && s.3 == "double[10][20]"));
+
+    // A separate debug file named by .gnu_debuglink beside the stripped binary.
+    let debug = dir.join("data_vars.debug");
+    let stripped = dir.join("stripped");
+    let objcopy = |args: &[&str]| run_ok(Command::new("objcopy").args(args).current_dir(&dir));
+    objcopy(&["--only-keep-debug", "data_vars", "data_vars.debug"]);
+    objcopy(&[
+        "--strip-debug",
+        "--add-gnu-debuglink=data_vars.debug",
+        "data_vars",
+        "stripped",
+    ]);
+    assert!(debug.is_file());
+    assert_eq!(
+        summary(&stripped, &DataLayout::read(&stripped).unwrap()),
+        want
+    );
+
+    // dwz: two programs share their common entries in common.debug.
+    let one = compile("data_vars.c", &dir, "dwz_one", &flags);
+    let other = compile(
+        "data_vars.c",
+        &dir,
+        "dwz_other",
+        &[&flags[..], &["-DOTHER"]].concat(),
+    );
+    run_ok(
+        Command::new("dwz")
+            .args(["-m", "common.debug", "-M", "common.debug"])
+            .arg(&one)
+            .arg(&other)
+            .current_dir(&dir),
+    );
+    let bytes = std::fs::read(&one).unwrap();
+    let file = object::File::parse(&*bytes).unwrap();
+    assert!(
+        object::Object::gnu_debugaltlink(&file).unwrap().is_some(),
+        "dwz wrote no .gnu_debugaltlink"
+    );
+    assert_eq!(summary(&one, &DataLayout::read(&one).unwrap()), want);
+
+    // Split DWARF: the variables are in data_vars-split-data_vars.dwo.
+    let split = compile(
+        "data_vars.c",
+        &dir,
+        "split",
+        &[&flags[..], &["-gsplit-dwarf"]].concat(),
+    );
+    let layout = DataLayout::read(&split).unwrap();
+    assert!(layout.notes().is_empty(), "{:?}", layout.notes());
+    assert_eq!(summary(&split, &layout), want);
 }

@@ -60,13 +60,16 @@ pub(crate) fn data_symbols(
 }
 
 /// `dwarf` (sorted by address; where two overlap the first is kept) completed by `symbols`:
-/// a DWARF variable without a size takes the size of the symbol at its address, and a symbol
-/// overlapping no DWARF variable is added. Sorted, disjoint, none empty.
+/// a DWARF variable takes the size of the symbol at its address where that is larger (or
+/// its type has none), and a symbol overlapping no DWARF variable is added. Sorted, disjoint,
+/// none empty.
 pub(crate) fn merge_statics(mut dwarf: Vec<StaticVar>, symbols: Vec<StaticVar>) -> Vec<StaticVar> {
     dwarf.sort_by_key(|s| s.addr);
-    for var in dwarf.iter_mut().filter(|v| v.size == 0) {
+    for var in &mut dwarf {
         if let Ok(i) = symbols.binary_search_by_key(&var.addr, |s| s.addr) {
-            var.size = symbols[i].size;
+            // The symbol's size is the storage's: larger than the type's where a flexible
+            // array member is initialized (`struct { int n; int v[]; } x = {2, {1, 2}}`).
+            var.size = var.size.max(symbols[i].size);
         }
     }
     let dwarf = disjoint(dwarf.into_iter().filter(|v| v.size > 0));
