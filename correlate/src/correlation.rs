@@ -155,7 +155,7 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
             },
         );
     }
-    db.data = data.finish();
+    db.data = data.finish(&db);
     let data = (!db.data.is_empty()).then(|| (db.data.objects.len(), naming.elapsed()));
     db.profiles = profiles.iter().map(|p| p.display().to_string()).collect();
     db.command = read[0].command.clone();

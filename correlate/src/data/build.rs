@@ -6,6 +6,8 @@
 //! allocation path in several threads or profiles is one object), a local by its module,
 //! function and name, a region by its name. Names are made once per object.
 
+use std::collections::hash_map::Entry;
+
 use fxhash::FxHashMap;
 use profiler::addr::Svma;
 use profiler::dataref::{AllocSite, DataRef, MappingKind, ThreadData};
@@ -32,20 +34,20 @@ enum ObjectKey {
     Unknown,
 }
 
+/// What identifies an access: object, thread, context, instruction, offset.
+type AccessKey = (
+    DataObjectId,
+    ThreadIdx,
+    DbNodeId,
+    Option<(DbModuleId, u64)>,
+    Option<i64>,
+);
+
 /// Accumulates the data section while profiles are added.
 pub(crate) struct DataBuilder<'v> {
     section: DataSection,
     objects: FxHashMap<ObjectKey, DataObjectId>,
-    accesses: FxHashMap<
-        (
-            DataObjectId,
-            ThreadIdx,
-            DbNodeId,
-            Option<(DbModuleId, u64)>,
-            Option<i64>,
-        ),
-        usize,
-    >,
+    accesses: FxHashMap<AccessKey, usize>,
     variables: &'v Variables,
     files: FxHashMap<String, DbFileId>,
     /// Heap objects and the return address of their allocation call, to find receivers.
@@ -95,8 +97,10 @@ impl<'v> DataBuilder<'v> {
         }
     }
 
-    /// The finished section, heap objects given their receivers.
-    pub(crate) fn finish(mut self) -> DataSection {
+    /// The finished section: heap objects given their receivers, and names long enough to
+    /// tell every two heap objects apart.
+    pub(crate) fn finish(mut self, db: &Database) -> DataSection {
+        self.distinguish_heap_names(db);
         let mut by_module: FxHashMap<DbModuleId, Vec<(DataObjectId, Svma)>> = FxHashMap::default();
         for (&object, &(module, ra)) in &self.returns {
             by_module.entry(module).or_default().push((object, ra));
@@ -109,6 +113,41 @@ impl<'v> DataBuilder<'v> {
             }
         }
         self.section
+    }
+
+    /// Give heap objects that share a name more frames, then a number where even their
+    /// whole paths print alike.
+    fn distinguish_heap_names(&mut self, db: &Database) {
+        let mut frames = SHOWN_FRAMES;
+        loop {
+            let mut seen: FxHashMap<&str, usize> = FxHashMap::default();
+            for o in self
+                .section
+                .objects
+                .iter()
+                .filter(|o| o.kind == ObjectKind::Heap)
+            {
+                *seen.entry(o.name.as_str()).or_default() += 1;
+            }
+            let clashing: Vec<usize> = (0..self.section.objects.len())
+                .filter(|&i| {
+                    let o = &self.section.objects[i];
+                    o.kind == ObjectKind::Heap && seen[o.name.as_str()] > 1
+                })
+                .collect();
+            if clashing.is_empty() {
+                return;
+            }
+            frames += 1;
+            for (k, i) in clashing.into_iter().enumerate() {
+                let o = &mut self.section.objects[i];
+                let named = o.site.map(|site| heap_name(db, site, frames));
+                match named {
+                    Some(n) if frames <= n.depth => o.name = n.name,
+                    _ => o.name = format!("{} #{}", o.name, k + 1),
+                }
+            }
+        }
     }
 
     fn add_counts(&mut self, stats: &profiler::dataref::DataStats) {
@@ -136,11 +175,10 @@ impl<'v> DataBuilder<'v> {
         let at = &input.nodes.nodes[t];
         let node = at[site.node.index()];
         let object = self.heap_object(db, node);
-        if !self.returns.contains_key(&object) {
+        if let Entry::Vacant(e) = self.returns.entry(object) {
             let cct = &input.profile.threads[t].cct;
             if let Some((module, ra)) = call_return(db, (cct, at), site.node) {
-                self.returns
-                    .insert(object, (input.map.modules[module.index()], ra));
+                e.insert((input.map.modules[module.index()], ra));
             }
         }
         let o = &mut self.section.objects[object.index()];

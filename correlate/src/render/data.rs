@@ -49,9 +49,8 @@ pub fn objects_text(
     let total = table.metrics.first().map_or(0, |m| m.total);
     let (shown, folded): (Vec<_>, Vec<_>) = table.rows.iter().partition(|r| {
         let value = r.costs.first().map_or(0, |c| c.value);
-        (value as f64) * 100.0 >= threshold_pct * total as f64 && value > 0
-            || (r.blocks > 0 && value > 0)
-            || threshold_pct == 0.0
+        threshold_pct == 0.0
+            || (value > 0 && (value as f64) * 100.0 >= threshold_pct * total as f64)
     });
     for r in &shown {
         let o = db.data.object(r.object);
