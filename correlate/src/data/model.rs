@@ -166,6 +166,17 @@ pub struct DataCounts {
     pub heap_unavailable: Vec<String>,
 }
 
+impl DataObject {
+    /// The name people read: the name, and for a heap object with a receiver hint, the
+    /// variable its pointer went to (`make_grid (a.c:26) < main (:38) = grid`).
+    pub fn label(&self) -> String {
+        match &self.receiver {
+            Some(r) => format!("{} = {r}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
 impl DataSection {
     /// Whether no profile had data references.
     pub fn is_empty(&self) -> bool {

@@ -128,7 +128,7 @@ fn object_key(db: &Database, id: DataObjectId) -> NodeKey {
         module: o.module,
         file: o.file,
         line: o.line,
-        ..NodeKey::pseudo(NodeKind::DataObject, o.name.clone())
+        ..NodeKey::pseudo(NodeKind::DataObject, o.label())
     }
 }
 

@@ -322,13 +322,9 @@ fn cost_columns(metrics: &[MetricInfo], costs: &[Cost], absolute: bool) -> Strin
         .join(" ")
 }
 
-/// An object as a row's label: its name, with the receiver hint of a heap object.
+/// An object as a row's label (see [`DataObject::label`]), clipped.
 fn object_label(o: &DataObject) -> String {
-    let name = clip(&o.name, NAME_WIDTH);
-    match &o.receiver {
-        Some(r) => format!("{} = {}", printable(&name), printable(r)),
-        None => printable(&name).into_owned(),
-    }
+    printable(&clip(&o.label(), NAME_WIDTH)).into_owned()
 }
 
 /// A size in bytes for people: `512 B`, `4.0 KiB`, `3.0 MiB`.
