@@ -453,6 +453,41 @@ mod tests {
     }
 
     #[test]
+    fn the_data_section_round_trips_and_a_dangling_access_is_refused() {
+        use crate::data::{DataAccess, DataObject, DataObjectId, ObjectKind};
+        let p = Path::new("x.hpcdb");
+        let mut db = sample_db();
+        db.data.objects.push(DataObject {
+            kind: ObjectKind::Static,
+            name: "A".into(),
+            module: None,
+            file: None,
+            line: None,
+            size: Some(64),
+            start: Some(0x4000),
+            site: None,
+            receiver: None,
+            layout: None,
+        });
+        db.data.accesses.push(DataAccess {
+            object: DataObjectId(0),
+            thread: ThreadIdx(0),
+            node: DbNodeId(1),
+            instruction: None,
+            offset: Some(8),
+            costs: vec![Cost {
+                samples: 1,
+                value: 10,
+            }],
+        });
+        let back = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap();
+        assert_eq!(back.data, db.data);
+        db.data.accesses[0].node = DbNodeId(7);
+        let err = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap_err();
+        assert!(err.to_string().contains("data access 0"), "{err}");
+    }
+
+    #[test]
     fn a_node_listed_twice_or_under_another_parent_is_refused() {
         let p = Path::new("x.hpcdb");
         let mut twice = sample_db();

@@ -251,3 +251,51 @@ fn part(name: String, offset: i64, size: u64, metrics: usize) -> PartRow {
         costs: vec![Cost::default(); metrics],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(name: &str, offset: u64, size: u64) -> Field {
+        Field {
+            name: name.into(),
+            offset,
+            size,
+        }
+    }
+
+    fn name(splitter: &Splitter<'_>, rows: &mut Vec<PartRow>, off: i64) -> String {
+        let r = splitter.row(rows, off, 1);
+        rows[r].name.clone()
+    }
+
+    #[test]
+    fn offsets_map_to_members_elements_and_byte_ranges() {
+        let fields = [field("hot", 0, 8), field("cold", 8, 56)];
+        let mut rows = Vec::new();
+        let by_member = Splitter::Fields(&fields);
+        assert_eq!(name(&by_member, &mut rows, 12), "cold");
+        assert_eq!(name(&by_member, &mut rows, 64), "<outside the members>");
+        let cells = Splitter::Elements {
+            name: "cells",
+            size: 64,
+            per_row: u64::MAX,
+            fields: &fields,
+        };
+        assert_eq!(name(&cells, &mut rows, 64 * 9 + 3), "cells[].hot");
+        let array = Splitter::Elements {
+            name: "A",
+            size: 1,
+            per_row: 4096,
+            fields: &[],
+        };
+        let r = array.row(&mut rows, 2 * 4096 + 0x123, 1);
+        assert_eq!(
+            (rows[r].name.as_str(), rows[r].offset),
+            ("A[8192..12287]", 8192)
+        );
+        let bytes = Splitter::Bytes(64);
+        assert_eq!(name(&bytes, &mut rows, 130), "+0x80..+0xbf");
+        assert_eq!(name(&bytes, &mut rows, -16), "<before the start>");
+    }
+}
