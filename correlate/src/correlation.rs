@@ -156,6 +156,11 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
         );
     }
     db.data = data.finish(&db);
+    db.data.instructions = crate::data::decode_accesses(&db);
+    db.data.elapsed_ns = read
+        .iter()
+        .map(|p| p.end_ns.saturating_sub(p.start_ns))
+        .sum();
     let data = (!db.data.is_empty()).then(|| (db.data.objects.len(), naming.elapsed()));
     db.profiles = profiles.iter().map(|p| p.display().to_string()).collect();
     db.command = read[0].command.clone();

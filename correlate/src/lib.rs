@@ -84,6 +84,7 @@ mod view;
 
 pub use cache::StructureCache;
 pub use correlation::{correlate, summary_text, Options, Summary};
+pub use data::{Instruction, MemoryOp};
 pub use data::{
     code_data, fields, find_objects, object_tree, objects, AllocStats, DataAccess, DataCounts,
     DataObject, DataObjectId, DataSection, Field, FieldTable, Layout, ObjectKind, ObjectRow,

@@ -4,20 +4,23 @@
 //! fields, delinquent instructions, allocation sites).
 //!
 //! `model` holds what the database stores, `build` makes it from profiles during correlation
-//! (`heap_name` names heap objects, `variables` reads the modules' variables).
+//! (`heap_name` names heap objects, `variables` reads the modules' variables, `instructions`
+//! decodes what the accessing instructions do with memory).
 
 mod build;
 mod fields;
 mod heap_name;
+mod instructions;
 mod model;
 mod variables;
 mod views;
 
 pub(crate) use build::{DataBuilder, ProfileInput};
 pub use fields::{fields, find_objects, FieldTable, PartRow, DEFAULT_ROWS};
+pub(crate) use instructions::decode_accesses;
 pub use model::{
-    AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, Field, Layout,
-    ObjectKind,
+    AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, Field, Instruction,
+    Layout, MemoryOp, ObjectKind,
 };
 pub(crate) use variables::Variables;
 pub use views::{code_data, object_tree, objects, ObjectRow, ObjectTable};

@@ -23,6 +23,49 @@ pub struct DataSection {
     pub sites: Vec<AllocStats>,
     /// What the measurement resolved, summed over the profiles.
     pub stats: DataCounts,
+    /// What the accessing instructions of `accesses` do with memory, decoded from their
+    /// modules by `hpcprof-rs`: one entry per distinct (module, address), sorted; an
+    /// instruction whose module could not be read has none.
+    pub instructions: Vec<Instruction>,
+    /// Wall-clock time the profiles measured, summed, ns.
+    pub elapsed_ns: u64,
+}
+
+/// An accessing instruction and what it does with memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Instruction {
+    /// Its module.
+    pub module: DbModuleId,
+    /// Its link-time address.
+    pub addr: u64,
+    /// Whether it reads or writes memory.
+    pub op: MemoryOp,
+}
+
+/// What an instruction does with memory, explicit and implicit operands (a `push`, a `call`'s
+/// return address, `movs`) together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum MemoryOp {
+    /// Reads only.
+    Load,
+    /// Writes only.
+    Store,
+    /// Reads and writes (`add [rax], 1`, `xchg`, `movs`).
+    LoadStore,
+    /// No memory operand (a clock sample's interrupted instruction after its memory access).
+    None,
+}
+
+impl MemoryOp {
+    /// The name in text, CSV and JSON: `load`, `store`, `load+store`, `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryOp::Load => "load",
+            MemoryOp::Store => "store",
+            MemoryOp::LoadStore => "load+store",
+            MemoryOp::None => "none",
+        }
+    }
 }
 
 /// What one data object is.
@@ -188,6 +231,16 @@ impl DataSection {
         &self.objects[id.index()]
     }
 
+    /// What the instruction at link-time address `addr` of `module` does with memory, if it
+    /// was decoded.
+    pub fn memory_op(&self, module: DbModuleId, addr: u64) -> Option<MemoryOp> {
+        let i = self
+            .instructions
+            .binary_search_by_key(&(module, addr), |i| (i.module, i.addr))
+            .ok()?;
+        Some(self.instructions[i].op)
+    }
+
     /// Why this section does not fit a database of `nodes` nodes, `modules` modules, `files`
     /// files, `threads` threads and `metrics` metrics, if it does not.
     pub(crate) fn malformation(
@@ -221,6 +274,19 @@ impl DataSection {
             .sites
             .iter()
             .position(|s| s.object.index() >= objects || s.thread.index() >= threads);
-        bad_site.map(|i| format!("allocation site {i} refers to a missing entry"))
+        if let Some(i) = bad_site {
+            return Some(format!("allocation site {i} refers to a missing entry"));
+        }
+        let key = |i: &Instruction| (i.module, i.addr);
+        let sorted = self
+            .instructions
+            .windows(2)
+            .all(|w| key(&w[0]) < key(&w[1]));
+        let bad_module = self
+            .instructions
+            .iter()
+            .any(|i| i.module.index() >= modules);
+        (bad_module || !sorted)
+            .then(|| "the instruction table is out of order or names a missing module".to_string())
     }
 }
