@@ -84,7 +84,10 @@ mod view;
 
 pub use cache::StructureCache;
 pub use correlation::{correlate, summary_text, Options, Summary};
-pub use data::{Instruction, MemoryOp};
+pub use data::{
+    alloc_view, delinquent_view, AllocRow, AllocView, DelinquentRow, DelinquentView, Instruction,
+    MemoryOp,
+};
 pub use data::{
     code_data, fields, find_objects, object_tree, objects, AllocStats, DataAccess, DataCounts,
     DataObject, DataObjectId, DataSection, Field, FieldTable, Layout, ObjectKind, ObjectRow,
@@ -99,6 +102,7 @@ pub use ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 pub use inputs::{classify, InputKind};
 pub use node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
 pub use projection::{callers, flat, top_down};
+pub use render::{alloc, delinquent, dhat};
 pub use render::{data as data_render, folded, json, source, text};
 pub use structure::one_line;
 pub use structures::Analyser;

@@ -10,7 +10,11 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Parser, ValueEnum};
-use correlate::{data_render, folded, json, source, text, Database, Selection, ViewKind, ViewTree};
+use correlate::{
+    alloc, alloc_view, data_render, delinquent, delinquent_view, dhat, folded, json, source, text,
+    Database, Selection, ViewKind, ViewTree,
+};
+use profiler::envelope::{write_atomically_with, EnvelopeError, Replace};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -25,6 +29,9 @@ Examples:
   hpcview-rs --data --tree            each object, then the code that touched it
   hpcview-rs --data --fields A        object A by struct member or element range
   hpcview-rs --code-data --flat       each procedure, loop and line, then the objects it touched
+  hpcview-rs --delinquent             instructions ranked by data cost, with the objects touched
+  hpcview-rs --delinquent --csv       the same as CSV: file, function, line, operation, object...
+  hpcview-rs --alloc --dhat app.dhat  allocation sites; also a DHAT file for dh_view.html
 
 Exit status: 0 ok, 2 bad arguments or bad database, 1 other failure (e.g. writing output).";
 
@@ -115,6 +122,27 @@ struct Args {
     /// When to colour the text view
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
+
+    /// Delinquent instructions (profiles measured with --data): the instructions carrying the
+    /// data cost, ranked by the first metric, with their line, procedure, loop and the object
+    /// touched
+    #[arg(long, conflicts_with_all = ["flat", "callers", "folded", "source", "data", "code_data", "alloc"])]
+    delinquent: bool,
+
+    /// With --delinquent: CSV records (file, function, line, operation, object id, object
+    /// start, object size, then object, address, module and one column per metric)
+    #[arg(long, requires = "delinquent", conflicts_with = "json")]
+    csv: bool,
+
+    /// Allocation sites (profiles measured with --data; `hpcrun-rs --alloc-min 0` tracks every
+    /// block): calls, bytes, frees, peak live, live at end (leaked), mean lifetime, by bytes
+    #[arg(long, conflicts_with_all = ["flat", "callers", "folded", "source", "data", "code_data"])]
+    alloc: bool,
+
+    /// With --alloc: also write the sites to FILE as a DHAT file (JSON, version 2) for
+    /// valgrind's dh_view.html; an existing FILE is not replaced
+    #[arg(long, value_name = "FILE", requires = "alloc")]
+    dhat: Option<PathBuf>,
 }
 
 /// When to use colour.
@@ -181,6 +209,9 @@ fn run(args: &Args) -> Result<String, Failure> {
     let metrics = metric_indices(&db, &args.metrics, &path).map_err(bad)?;
     if args.data || args.code_data {
         return run_data(args, &db, &selection, &metrics, &path);
+    }
+    if args.delinquent || args.alloc {
+        return data_view(args, &db, &path, &selection, &metrics);
     }
     let kind = match (args.flat || args.source.is_some(), args.callers) {
         (true, _) => ViewKind::Flat,
@@ -331,15 +362,7 @@ fn render_tree(
         json::render(view, out)?;
         return Ok(format!("{what}: {} scopes as JSON", view.nodes.len()));
     }
-    let opts = text::TextOptions {
-        threshold_pct: args.threshold,
-        depth: args.depth,
-        expand_hot_pct: args.expand_hot,
-        absolute: args.absolute,
-        color: colour,
-        name_width: (!args.full_names).then_some(70),
-    };
-    let shown = text::render(view, &opts, out)?;
+    let shown = text::render(view, &text_options(args, colour), out)?;
     let mut summary = format!("{what}: {} rows", shown.rows);
     if shown.folded > 0 {
         summary.push_str(&format!(
@@ -348,6 +371,18 @@ fn render_tree(
         ));
     }
     Ok(summary)
+}
+
+/// How the text outputs are laid out.
+fn text_options(args: &Args, colour: bool) -> text::TextOptions {
+    text::TextOptions {
+        threshold_pct: args.threshold,
+        depth: args.depth,
+        expand_hot_pct: args.expand_hot,
+        absolute: args.absolute,
+        color: colour,
+        name_width: (!args.full_names).then_some(70),
+    }
 }
 
 fn check_percent(flag: &str, value: f64, zero_ok: bool) -> Result<(), Failure> {
@@ -480,4 +515,112 @@ fn list(items: impl Iterator<Item = String>) -> String {
         n if n > 10 => format!("{shown}, ... ({} more)", n - 10),
         _ => shown,
     }
+}
+
+/// Print a data view (`--delinquent`, `--alloc`, with `--dhat` the DHAT file too); returns the
+/// summary line, or the one-line notice that the database has nothing for the view.
+fn data_view(
+    args: &Args,
+    db: &Database,
+    path: &Path,
+    selection: &Selection,
+    metrics: &[usize],
+) -> Result<String, Failure> {
+    if let Some(notice) = no_data_notice(db, args.delinquent) {
+        let dhat = if args.dhat.is_some() {
+            " (no DHAT file written)"
+        } else {
+            ""
+        };
+        return Ok(format!("{}: {notice}{dhat}", path.display()));
+    }
+    // Refused before anything is printed; the write itself refuses a file that appears meanwhile.
+    if let Some(file) = args
+        .dhat
+        .as_deref()
+        .filter(|f| f.symlink_metadata().is_ok())
+    {
+        return Err(dhat_exists(file));
+    }
+    let stdout = io::stdout();
+    let opts = text_options(args, use_colour(args.color, &stdout));
+    let mut out = BufWriter::new(stdout.lock());
+    let rows_shown = |shown: text::TextSummary| match shown.folded {
+        0 => format!("{} rows", shown.rows),
+        n => format!(
+            "{} rows, {n} folded below {}% (--threshold 0 shows all)",
+            shown.rows, args.threshold
+        ),
+    };
+    let summary = if args.delinquent {
+        let view = delinquent_view(db, selection, metrics);
+        let what = format!("delinquent instructions of {}", path.display());
+        if args.csv {
+            delinquent::csv(db, &view, &mut out)?;
+            format!("{what}: {} rows as CSV", view.rows.len())
+        } else if args.json {
+            delinquent::json(db, &view, &mut out)?;
+            format!("{what}: {} rows as JSON", view.rows.len())
+        } else {
+            format!(
+                "{what}: {}",
+                rows_shown(delinquent::text(db, &view, &opts, &mut out)?)
+            )
+        }
+    } else {
+        let view = alloc_view(db, selection, metrics);
+        let what = format!("allocation sites of {}", path.display());
+        let mut summary = if args.json {
+            alloc::json(db, &view, &mut out)?;
+            format!("{what}: {} sites as JSON", view.rows.len())
+        } else {
+            format!(
+                "{what}: {}",
+                rows_shown(alloc::text(db, &view, &opts, &mut out)?)
+            )
+        };
+        if let Some(file) = &args.dhat {
+            write_atomically_with(file, Replace::Refused, |w| dhat::render(&view, w)).map_err(
+                |e| match e {
+                    EnvelopeError::Exists { path } => dhat_exists(&path),
+                    e => Failure::Other(anyhow!(e).context("writing the DHAT file")),
+                },
+            )?;
+            summary.push_str(&format!("; DHAT file {}", file.display()));
+        }
+        summary
+    };
+    out.flush()?;
+    Ok(summary)
+}
+
+/// The error for a `--dhat` file that exists already.
+fn dhat_exists(path: &Path) -> Failure {
+    bad(anyhow!(
+        "{}: already exists (remove it or name another file with --dhat)",
+        path.display()
+    ))
+}
+
+/// Why the database has nothing for the delinquent view (`delinquent`) or the allocation
+/// view, if it has nothing.
+fn no_data_notice(db: &Database, delinquent: bool) -> Option<String> {
+    let data = &db.data;
+    let measure = "measure with `hpcrun-rs --data` (e.g. `-e page-faults@1 --data`)";
+    if delinquent {
+        return data
+            .accesses
+            .is_empty()
+            .then(|| format!("no data samples, so no delinquent instructions; {measure}"));
+    }
+    if !data.sites.is_empty() {
+        return None;
+    }
+    Some(match data.stats.heap_unavailable.first() {
+        Some(why) => format!("no allocation sites: heap blocks were not tracked ({why})"),
+        None if data.is_empty() => format!("no allocation sites; {measure}"),
+        None => "no allocation sites: no block reached hpcrun-rs's --alloc-min \
+                 (`--alloc-min 0` tracks every block)"
+            .to_string(),
+    })
 }

@@ -211,7 +211,7 @@ impl Splitter<'_> {
 }
 
 /// The member of `fields` holding offset `off`.
-fn member(fields: &[Field], off: i64) -> Option<&Field> {
+pub(crate) fn member(fields: &[Field], off: i64) -> Option<&Field> {
     let off = u64::try_from(off).ok()?;
     fields
         .iter()

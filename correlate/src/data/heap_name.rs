@@ -63,7 +63,7 @@ pub(crate) struct HeapName {
 /// position of the call it made towards the allocation (from its callee's call site).
 type CallFrame = (DbNodeId, Option<(Option<crate::ids::DbFileId>, u32)>);
 
-fn user_frames(db: &Database, site: DbNodeId) -> Vec<CallFrame> {
+pub(crate) fn user_frames(db: &Database, site: DbNodeId) -> Vec<CallFrame> {
     let mut frames = Vec::new();
     // The position of the call each frame made: its callee frame's call site, or for the
     // innermost frame (an allocation recorded at the caller's return address) its statement.

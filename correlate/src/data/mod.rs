@@ -5,9 +5,13 @@
 //!
 //! `model` holds what the database stores, `build` makes it from profiles during correlation
 //! (`heap_name` names heap objects, `variables` reads the modules' variables, `instructions`
-//! decodes what the accessing instructions do with memory).
+//! decodes what the accessing instructions do with memory). `views`, `fields`,
+//! `delinquent` (instructions ranked by data cost) and `alloc` (allocation sites) are the
+//! views.
 
+mod alloc;
 mod build;
+mod delinquent;
 mod fields;
 mod heap_name;
 mod instructions;
@@ -15,7 +19,9 @@ mod model;
 mod variables;
 mod views;
 
+pub use alloc::{alloc_view, AllocRow, AllocView};
 pub(crate) use build::{DataBuilder, ProfileInput};
+pub use delinquent::{delinquent_view, DelinquentRow, DelinquentView};
 pub use fields::{fields, find_objects, FieldTable, PartRow, DEFAULT_ROWS};
 pub(crate) use instructions::decode_accesses;
 pub use model::{

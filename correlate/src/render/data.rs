@@ -247,7 +247,7 @@ fn label_classes(by_class: &[u64; 5]) -> Value {
 }
 
 /// An object's description in JSON (the contract's `objects[]` entries).
-fn object_json(db: &Database, id: usize, o: &DataObject) -> Value {
+pub(crate) fn object_json(db: &Database, id: usize, o: &DataObject) -> Value {
     let alloc_path: Vec<String> = o
         .site
         .map(|site| {
@@ -287,7 +287,7 @@ fn write_json(doc: &Value, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// Per metric: samples and share (and the absolute value on request).
-fn metric_heading(metrics: &[MetricInfo], absolute: bool) -> String {
+pub(crate) fn metric_heading(metrics: &[MetricInfo], absolute: bool) -> String {
     metrics
         .iter()
         .map(|m| {
@@ -302,7 +302,7 @@ fn metric_heading(metrics: &[MetricInfo], absolute: bool) -> String {
         .join(" ")
 }
 
-fn cost_columns(metrics: &[MetricInfo], costs: &[Cost], absolute: bool) -> String {
+pub(crate) fn cost_columns(metrics: &[MetricInfo], costs: &[Cost], absolute: bool) -> String {
     metrics
         .iter()
         .zip(costs)
@@ -323,7 +323,7 @@ fn cost_columns(metrics: &[MetricInfo], costs: &[Cost], absolute: bool) -> Strin
 }
 
 /// An object as a row's label (see [`DataObject::label`]), clipped.
-fn object_label(o: &DataObject) -> String {
+pub(crate) fn object_label(o: &DataObject) -> String {
     printable(&clip(&o.label(), NAME_WIDTH)).into_owned()
 }
 

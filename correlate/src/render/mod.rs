@@ -4,7 +4,9 @@
 //! - [`json`]: the documented JSON contract for scripts;
 //! - [`folded`]: folded stacks for inferno-flamegraph and flamegraph.pl;
 //! - [`source`]: source lines annotated with their costs;
-//! - [`data`]: the data views' tables (objects, an object's fields).
+//! - [`data`]: the data views' tables (objects, an object's fields);
+//! - [`delinquent`], [`alloc`]: the delinquent instructions (text, CSV, JSON) and the
+//!   allocation sites (text, JSON); [`dhat`]: the allocation sites as a DHAT file.
 //!
 //! Every scope's name comes from the view ([`crate::label`]'s rules); renderers only lay it out.
 //! Every renderer walks the tree with an explicit stack, so a view as deep as the deepest
@@ -15,10 +17,14 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+pub mod alloc;
 pub mod data;
+pub mod delinquent;
+pub mod dhat;
 pub mod folded;
 pub mod json;
 pub mod source;
+mod table;
 pub mod text;
 
 /// Nesting levels that get their own indentation in the text and JSON outputs; deeper levels
