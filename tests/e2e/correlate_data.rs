@@ -16,7 +16,7 @@ use crate::support::{compile, fixture, run, run_ok, scratch_dir, tool};
 const NP: u64 = 256;
 
 /// Correlate profile `db` into a database beside it.
-fn correlate(db: &Path) -> PathBuf {
+pub(crate) fn correlate(db: &Path) -> PathBuf {
     let out = db.with_extension("hpcdb");
     let _ = std::fs::remove_file(&out);
     run_ok(Command::new(tool("hpcprof-rs")).arg(db).arg("-o").arg(&out));
@@ -24,7 +24,7 @@ fn correlate(db: &Path) -> PathBuf {
 }
 
 /// `hpcview-rs DATABASE ARGS --json`, parsed.
-fn view_json(database: &Path, args: &[&str]) -> Value {
+pub(crate) fn view_json(database: &Path, args: &[&str]) -> Value {
     let out = run_ok(
         Command::new(tool("hpcview-rs"))
             .arg(database)
@@ -35,7 +35,7 @@ fn view_json(database: &Path, args: &[&str]) -> Value {
 }
 
 /// The database of `data_touch.c` (-O2 -g, PIE) under `page-faults@1 --data`, made once.
-fn touch_database() -> &'static Path {
+pub(crate) fn touch_database() -> &'static Path {
     static DB: OnceLock<PathBuf> = OnceLock::new();
     DB.get_or_init(|| {
         let dir = scratch_dir("correlate-data-touch");
@@ -64,7 +64,7 @@ fn samples_of(objects: &[Value], name: &str) -> u64 {
 }
 
 /// The 1-based line of `fixture_name` holding `text` (exactly one).
-fn line_of(fixture_name: &str, text: &str) -> u64 {
+pub(crate) fn line_of(fixture_name: &str, text: &str) -> u64 {
     let source = std::fs::read_to_string(fixture(fixture_name)).unwrap();
     let lines: Vec<usize> = source
         .lines()

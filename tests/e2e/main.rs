@@ -11,6 +11,7 @@ mod support;
 
 mod alloc_shim;
 mod correlate_data;
+mod correlate_data_alloc;
 mod correlate_prof_callers;
 mod correlate_prof_inputs;
 mod correlate_prof_integrity;
