@@ -85,8 +85,8 @@ mod view;
 pub use cache::StructureCache;
 pub use correlation::{correlate, summary_text, Options, Summary};
 pub use data::{
-    alloc_view, delinquent_view, AllocRow, AllocView, DelinquentRow, DelinquentView, Instruction,
-    MemoryOp,
+    alloc_notice, alloc_view, delinquent_notice, delinquent_view, AllocRow, AllocView,
+    DelinquentRow, DelinquentView, Instruction, MemoryOp,
 };
 pub use data::{
     code_data, fields, find_objects, object_tree, objects, AllocStats, DataAccess, DataCounts,

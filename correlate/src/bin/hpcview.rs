@@ -526,7 +526,12 @@ fn data_view(
     selection: &Selection,
     metrics: &[usize],
 ) -> Result<String, Failure> {
-    if let Some(notice) = no_data_notice(db, args.delinquent) {
+    let notice = if args.delinquent {
+        correlate::delinquent_notice(db)
+    } else {
+        correlate::alloc_notice(db)
+    };
+    if let Some(notice) = notice {
         let dhat = if args.dhat.is_some() {
             " (no DHAT file written)"
         } else {
@@ -600,27 +605,4 @@ fn dhat_exists(path: &Path) -> Failure {
         "{}: already exists (remove it or name another file with --dhat)",
         path.display()
     ))
-}
-
-/// Why the database has nothing for the delinquent view (`delinquent`) or the allocation
-/// view, if it has nothing.
-fn no_data_notice(db: &Database, delinquent: bool) -> Option<String> {
-    let data = &db.data;
-    let measure = "measure with `hpcrun-rs --data` (e.g. `-e page-faults@1 --data`)";
-    if delinquent {
-        return data
-            .accesses
-            .is_empty()
-            .then(|| format!("no data samples, so no delinquent instructions; {measure}"));
-    }
-    if !data.sites.is_empty() {
-        return None;
-    }
-    Some(match data.stats.heap_unavailable.first() {
-        Some(why) => format!("no allocation sites: heap blocks were not tracked ({why})"),
-        None if data.is_empty() => format!("no allocation sites; {measure}"),
-        None => "no allocation sites: no block reached hpcrun-rs's --alloc-min \
-                 (`--alloc-min 0` tracks every block)"
-            .to_string(),
-    })
 }

@@ -11,6 +11,7 @@
 
 use profiler::db::Cost;
 
+use super::delinquent::MEASURE;
 use super::heap_name::user_frames;
 use super::model::DataObjectId;
 use super::views::{metric_infos, pick, selected};
@@ -141,6 +142,22 @@ pub fn alloc_view(db: &Database, selection: &Selection, metrics: &[usize]) -> Al
         lost: data.stats.alloc_lost,
         heap_unavailable: data.stats.heap_unavailable.clone(),
     }
+}
+
+/// Why `db` has no allocation sites, as a one-line notice (heap blocks not tracked, none
+/// measured, or none reached `--alloc-min`); `None` when it has some.
+pub fn alloc_notice(db: &Database) -> Option<String> {
+    let data = &db.data;
+    if !data.sites.is_empty() {
+        return None;
+    }
+    Some(match data.stats.heap_unavailable.first() {
+        Some(why) => format!("no allocation sites: heap blocks were not tracked ({why})"),
+        None if data.is_empty() => format!("no allocation sites; {MEASURE}"),
+        None => "no allocation sites: no block reached hpcrun-rs's --alloc-min \
+                 (`--alloc-min 0` tracks every block)"
+            .to_string(),
+    })
 }
 
 /// The allocation path to `site` outside the allocator, innermost first, as

@@ -66,6 +66,18 @@ impl DelinquentRow {
     }
 }
 
+/// How to measure what the data views show, for their notices.
+pub(crate) const MEASURE: &str = "measure with `hpcrun-rs --data` (e.g. `-e page-faults@1 --data`)";
+
+/// Why `db` has no delinquent instructions, as a one-line notice pointing to `hpcrun-rs
+/// --data`; `None` when it has some.
+pub fn delinquent_notice(db: &Database) -> Option<String> {
+    db.data
+        .accesses
+        .is_empty()
+        .then(|| format!("no data samples, so no delinquent instructions; {MEASURE}"))
+}
+
 /// Where a row's accesses are: an instruction, or without one an accessing context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Site {

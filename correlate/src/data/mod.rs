@@ -19,9 +19,9 @@ mod model;
 mod variables;
 mod views;
 
-pub use alloc::{alloc_view, AllocRow, AllocView};
+pub use alloc::{alloc_notice, alloc_view, AllocRow, AllocView};
 pub(crate) use build::{DataBuilder, ProfileInput};
-pub use delinquent::{delinquent_view, DelinquentRow, DelinquentView};
+pub use delinquent::{delinquent_notice, delinquent_view, DelinquentRow, DelinquentView};
 pub use fields::{fields, find_objects, FieldTable, PartRow, DEFAULT_ROWS};
 pub(crate) use instructions::decode_accesses;
 pub use model::{
