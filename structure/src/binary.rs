@@ -275,6 +275,23 @@ pub struct FunctionSymbol {
     pub name: String,
 }
 
+/// What `collect` keeps of the file's `.symtab`, else of its separate debug file's (stripped
+/// binaries keep theirs there), else of its `.dynsym`: the first table that gives anything.
+pub(crate) fn symbols_with_fallback<T>(
+    file: &object::File<'_>,
+    debug: Option<&object::File<'_>>,
+    collect: impl Fn(&mut dyn Iterator<Item = object::Symbol<'_, '_>>) -> Vec<T>,
+) -> Vec<T> {
+    let mut syms = collect(&mut file.symbols());
+    if let (true, Some(debug)) = (syms.is_empty(), debug) {
+        syms = collect(&mut debug.symbols());
+    }
+    if syms.is_empty() {
+        syms = collect(&mut file.dynamic_symbols());
+    }
+    syms
+}
+
 /// Function symbols of `file` inside code sections, from its `.symtab`, else the `.symtab` of
 /// its separate debug file `debug` (distributions strip the binary and keep the full table
 /// there), else its `.dynsym`; sorted by address, one per address (global names preferred over
@@ -309,13 +326,7 @@ pub fn function_symbols(
         }
         syms
     };
-    let mut syms = collect(&mut file.symbols());
-    if let (true, Some(debug)) = (syms.is_empty(), debug) {
-        syms = collect(&mut debug.symbols());
-    }
-    if syms.is_empty() {
-        syms = collect(&mut file.dynamic_symbols());
-    }
+    let mut syms = symbols_with_fallback(file, debug, collect);
     // One symbol per address: the global one, then the one with a size, then the shortest name.
     syms.sort_by(|a, b| {
         a.1.address

@@ -4,7 +4,7 @@
 
 use super::StaticVar;
 use crate::demangle::demangle;
-use object::{Object, ObjectSymbol, SymbolKind, SymbolSection};
+use object::{ObjectSymbol, SymbolKind, SymbolSection};
 use profiler::addr::Svma;
 
 /// The data objects of `file`'s `.symtab`, else of the `.symtab` of its separate debug file
@@ -42,13 +42,7 @@ pub(crate) fn data_symbols(
         }
         syms
     };
-    let mut syms = collect(&mut file.symbols());
-    if let (true, Some(debug)) = (syms.is_empty(), debug) {
-        syms = collect(&mut debug.symbols());
-    }
-    if syms.is_empty() {
-        syms = collect(&mut file.dynamic_symbols());
-    }
+    let mut syms = crate::binary::symbols_with_fallback(file, debug, collect);
     syms.sort_by(|a, b| {
         a.2.addr
             .cmp(&b.2.addr)
