@@ -91,7 +91,7 @@ pub use data::{
 pub use data::{
     code_data, fields, find_objects, object_tree, objects, AllocStats, DataAccess, DataCounts,
     DataObject, DataObjectId, DataSection, Field, FieldTable, Layout, ObjectKind, ObjectRow,
-    ObjectTable, PartRow, DEFAULT_ROWS,
+    ObjectTable, PartRow, SiteCounts, DEFAULT_ROWS,
 };
 pub use database::{
     Database, DatabaseError, DbStats, MetricDesc, ModuleDesc, Selection, StructureSource,

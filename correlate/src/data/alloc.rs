@@ -13,7 +13,7 @@ use profiler::db::Cost;
 
 use super::delinquent::MEASURE;
 use super::heap_name::user_frames;
-use super::model::DataObjectId;
+use super::model::{DataObjectId, SiteCounts};
 use super::views::{metric_infos, pick, selected};
 use crate::database::{Database, Selection};
 use crate::ids::DbNodeId;
@@ -50,36 +50,10 @@ pub struct AllocRow {
     /// The allocation path outside the allocator, innermost first, one `function (file:line)`
     /// per frame (inlined frames included), each with the line of the call it made.
     pub path: Vec<String>,
-    /// Blocks allocated.
-    pub calls: u64,
-    /// Bytes allocated.
-    pub bytes: u64,
-    /// Blocks freed.
-    pub frees: u64,
-    /// The most bytes live at once: the sum of the threads' peaks.
-    pub peak_live: u64,
-    /// Bytes live at the end of the run.
-    pub live_at_end: u64,
-    /// Smallest block.
-    pub size_min: u64,
-    /// Largest block.
-    pub size_max: u64,
-    /// Sum of the lifetimes of the freed blocks, ns.
-    pub lifetime_ns: u64,
+    /// What was allocated there, over the selected threads.
+    pub counts: SiteCounts,
     /// Data cost of the site's blocks, per metric shown.
     pub costs: Vec<Cost>,
-}
-
-impl AllocRow {
-    /// Blocks live at the end of the run.
-    pub fn blocks_at_end(&self) -> u64 {
-        self.calls.saturating_sub(self.frees)
-    }
-
-    /// Mean lifetime of the freed blocks, ns; `None` when none was freed.
-    pub fn mean_lifetime_ns(&self) -> Option<u64> {
-        self.lifetime_ns.checked_div(self.frees)
-    }
 }
 
 /// The allocation sites of `db` in the threads of `selection`, with the data cost of their
@@ -94,27 +68,12 @@ pub fn alloc_view(db: &Database, selection: &Selection, metrics: &[usize]) -> Al
             rows.push(AllocRow {
                 object: stats.object,
                 path: site.map_or_else(Vec::new, |site| frames(db, site)),
-                calls: 0,
-                bytes: 0,
-                frees: 0,
-                peak_live: 0,
-                live_at_end: 0,
-                size_min: u64::MAX,
-                size_max: 0,
-                lifetime_ns: 0,
+                counts: SiteCounts::empty(),
                 costs: vec![Cost::default(); metrics.len()],
             });
             rows.len() - 1
         });
-        let row = &mut rows[row];
-        row.calls = row.calls.saturating_add(stats.calls);
-        row.bytes = row.bytes.saturating_add(stats.bytes);
-        row.frees = row.frees.saturating_add(stats.frees);
-        row.peak_live = row.peak_live.saturating_add(stats.peak_live);
-        row.live_at_end = row.live_at_end.saturating_add(stats.live_at_end);
-        row.size_min = row.size_min.min(stats.size_min);
-        row.size_max = row.size_max.max(stats.size_max);
-        row.lifetime_ns = row.lifetime_ns.saturating_add(stats.lifetime_ns);
+        rows[row].counts.add(&stats.counts);
     }
     let mut totals = vec![Cost::default(); db.metrics.len()];
     for access in selected(db, selection) {
@@ -124,8 +83,8 @@ pub fn alloc_view(db: &Database, selection: &Selection, metrics: &[usize]) -> Al
         }
     }
     rows.sort_by(|a, b| {
-        (b.bytes, b.calls)
-            .cmp(&(a.bytes, a.calls))
+        (b.counts.bytes, b.counts.calls)
+            .cmp(&(a.counts.bytes, a.counts.calls))
             .then_with(|| a.object.cmp(&b.object))
     });
     let pid = match selection {

@@ -16,6 +16,7 @@ use profiler::db::{AddrKind, Cct, CctNodeId, Cost, Frame, Profile};
 use super::heap_name::{heap_name, is_allocator, SHOWN_FRAMES};
 use super::model::{
     AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, ObjectKind,
+    SiteCounts,
 };
 use super::variables::{VarHit, Variables};
 use crate::database::Database;
@@ -186,14 +187,16 @@ impl<'v> DataBuilder<'v> {
         self.section.sites.push(AllocStats {
             object,
             thread: tidx,
-            calls: site.calls,
-            bytes: site.bytes,
-            frees: site.frees,
-            peak_live: site.peak_live,
-            live_at_end: site.live_at_end,
-            size_min: site.size_min,
-            size_max: site.size_max,
-            lifetime_ns: site.lifetime_ns,
+            counts: SiteCounts {
+                calls: site.calls,
+                bytes: site.bytes,
+                frees: site.frees,
+                peak_live: site.peak_live,
+                live_at_end: site.live_at_end,
+                size_min: site.size_min,
+                size_max: site.size_max,
+                lifetime_ns: site.lifetime_ns,
+            },
         });
     }
 

@@ -26,7 +26,7 @@ pub use fields::{fields, find_objects, FieldTable, PartRow, DEFAULT_ROWS};
 pub(crate) use instructions::decode_accesses;
 pub use model::{
     AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, Field, Instruction,
-    Layout, MemoryOp, ObjectKind,
+    Layout, MemoryOp, ObjectKind, SiteCounts,
 };
 pub(crate) use variables::Variables;
 pub use views::{code_data, object_tree, objects, ObjectRow, ObjectTable};

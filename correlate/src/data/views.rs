@@ -110,8 +110,8 @@ pub fn objects(db: &Database, selection: &Selection) -> ObjectTable {
         .filter(|s| selection.includes(s.thread))
     {
         let row = &mut rows[s.object.index()];
-        row.blocks = row.blocks.saturating_add(s.calls);
-        row.bytes = row.bytes.saturating_add(s.bytes);
+        row.blocks = row.blocks.saturating_add(s.counts.calls);
+        row.bytes = row.bytes.saturating_add(s.counts.bytes);
     }
     rows.retain(|r| r.blocks > 0 || r.costs.iter().any(|c| c.samples > 0));
     rank(&mut rows);

@@ -24,8 +24,8 @@ pub fn text(
     opts: &TextOptions,
     out: &mut dyn Write,
 ) -> io::Result<TextSummary> {
-    let calls: u64 = view.rows.iter().map(|r| r.calls).sum();
-    let total: u64 = view.rows.iter().map(|r| r.bytes).sum();
+    let calls: u64 = view.rows.iter().map(|r| r.counts.calls).sum();
+    let total: u64 = view.rows.iter().map(|r| r.counts.bytes).sum();
     writeln!(
         out,
         "{calls} blocks, {} allocated at {} sites; {} allocation records, {} lost",
@@ -50,7 +50,11 @@ pub fn text(
         "allocation site",
     ];
     let mut table = Table::new(heads.map(String::from).to_vec(), heads.len() - 1);
-    let count = shown(view.rows.iter().map(|r| r.bytes), total, opts.threshold_pct);
+    let count = shown(
+        view.rows.iter().map(|r| r.counts.bytes),
+        total,
+        opts.threshold_pct,
+    );
     for row in &view.rows[..count] {
         let name = object_label(db.data.object(row.object));
         table.push(cells(view, row, name, opts.absolute));
@@ -71,33 +75,28 @@ pub fn text(
     })
 }
 
-/// Add `row`'s blocks to `sum`.
+/// Add `row`'s blocks and costs to `sum`.
 fn add(sum: &mut AllocRow, row: &AllocRow) {
-    sum.calls += row.calls;
-    sum.bytes += row.bytes;
-    sum.frees += row.frees;
-    sum.peak_live += row.peak_live;
-    sum.live_at_end += row.live_at_end;
-    sum.size_min = sum.size_min.min(row.size_min);
-    sum.size_max = sum.size_max.max(row.size_max);
-    sum.lifetime_ns += row.lifetime_ns;
+    sum.counts.add(&row.counts);
     Cost::add_each(&mut sum.costs, &row.costs);
 }
 
 /// The cells of one row labelled `name`.
 fn cells(view: &AllocView, row: &AllocRow, name: String, absolute: bool) -> Vec<String> {
-    let sizes = if row.size_min == row.size_max {
-        row.size_min.to_string()
+    let sizes = if row.counts.size_min == row.counts.size_max {
+        row.counts.size_min.to_string()
     } else {
-        format!("{}..{}", row.size_min, row.size_max)
+        format!("{}..{}", row.counts.size_min, row.counts.size_max)
     };
     vec![
-        row.calls.to_string(),
-        size(row.bytes, absolute),
-        row.frees.to_string(),
-        size(row.peak_live, absolute),
-        size(row.live_at_end, absolute),
-        row.mean_lifetime_ns().map_or_else(String::new, duration),
+        row.counts.calls.to_string(),
+        size(row.counts.bytes, absolute),
+        row.counts.frees.to_string(),
+        size(row.counts.peak_live, absolute),
+        size(row.counts.live_at_end, absolute),
+        row.counts
+            .mean_lifetime_ns()
+            .map_or_else(String::new, duration),
         sizes,
         cost_columns(&view.metrics, &row.costs, absolute),
         name,
@@ -162,15 +161,15 @@ pub fn json(db: &Database, view: &AllocView, out: &mut dyn Write) -> io::Result<
         .map(|r| Site {
             object: object_json(db, r.object.index(), db.data.object(r.object)),
             frames: &r.path,
-            calls: r.calls,
-            bytes: r.bytes,
-            frees: r.frees,
-            peak_live: r.peak_live,
-            live_at_end: r.live_at_end,
-            blocks_at_end: r.blocks_at_end(),
-            mean_lifetime_ns: r.mean_lifetime_ns(),
-            size_min: r.size_min,
-            size_max: r.size_max,
+            calls: r.counts.calls,
+            bytes: r.counts.bytes,
+            frees: r.counts.frees,
+            peak_live: r.counts.peak_live,
+            live_at_end: r.counts.live_at_end,
+            blocks_at_end: r.counts.blocks_at_end(),
+            mean_lifetime_ns: r.counts.mean_lifetime_ns(),
+            size_min: r.counts.size_min,
+            size_max: r.counts.size_max,
             costs: r.costs.iter().map(|c| c.value).collect(),
             samples: r.costs.iter().map(|c| c.samples).collect(),
         })

@@ -92,12 +92,12 @@ pub fn render(view: &AllocView, out: &mut dyn Write) -> io::Result<()> {
             pps.len() - 1
         });
         let pp = &mut pps[at];
-        pp.tb += row.bytes;
-        pp.tbk += row.calls;
-        pp.tl += row.lifetime_ns;
-        pp.mb += row.peak_live;
-        pp.eb += row.live_at_end;
-        pp.ebk += row.blocks_at_end();
+        pp.tb += row.counts.bytes;
+        pp.tbk += row.counts.calls;
+        pp.tl += row.counts.lifetime_ns;
+        pp.mb += row.counts.peak_live;
+        pp.eb += row.counts.live_at_end;
+        pp.ebk += row.counts.blocks_at_end();
     }
     let header = Header {
         dhat_file_version: 2,
@@ -122,20 +122,22 @@ pub fn render(view: &AllocView, out: &mut dyn Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{AllocRow, DataObjectId};
+    use crate::data::{AllocRow, DataObjectId, SiteCounts};
 
     fn row(object: usize, path: &[&str], calls: u64, bytes: u64) -> AllocRow {
         AllocRow {
             object: DataObjectId::from_index(object),
             path: path.iter().map(|s| s.to_string()).collect(),
-            calls,
-            bytes,
-            frees: calls - 1,
-            peak_live: bytes / 2,
-            live_at_end: 16,
-            size_min: 16,
-            size_max: 16,
-            lifetime_ns: 100,
+            counts: SiteCounts {
+                calls,
+                bytes,
+                frees: calls - 1,
+                peak_live: bytes / 2,
+                live_at_end: 16,
+                size_min: 16,
+                size_max: 16,
+                lifetime_ns: 100,
+            },
             costs: Vec::new(),
         }
     }
