@@ -93,8 +93,10 @@ pub struct Recorder {
     ea: EaRecovery,
     /// Allocator uprobes by kernel id: what each marks and its record layout.
     probes: FxHashMap<u64, (crate::uprobes::ProbePoint, RecordParseInfo)>,
-    /// Per thread, the allocator call whose entry probe fired and whose return has not.
-    calls_in_progress: FxHashMap<u32, crate::alloc::AllocEvent>,
+    /// Per thread, the allocator calls whose entry probe fired and whose return has not,
+    /// outermost first (an allocator may call another: glibc's `realloc(NULL, n)` calls
+    /// `malloc`).
+    calls_in_progress: FxHashMap<u32, Vec<probes::CallInProgress>>,
     /// The smallest block whose allocation is recorded (`--alloc-min`).
     alloc_min: u64,
 }
