@@ -228,11 +228,13 @@ mod tests {
             kernel: false,
             enable_on_exec: true,
             data: true,
+            precise: Default::default(),
         };
         let layout = EventLayout {
             parse_info: parse_info(&crate::perf::attr(&spec, &opts, true)),
             fixed_period: Some(1),
             data: crate::events::DataSource::Address,
+            precise: None,
         };
         let mut rec = Recorder::new(vec![layout], [(1, 0)].into_iter().collect());
         let probes = POINTS
