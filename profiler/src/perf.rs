@@ -377,7 +377,17 @@ pub fn explain_open_error(spec: &EventSpec, err: &io::Error) -> String {
         );
     }
     if let EventClass::Memory(_) = spec.event.class {
-        let pmus = crate::pmu::machine().map_or_else(String::new, |u| u.pmus.join(", "));
+        let units = crate::pmu::machine();
+        if units.is_some_and(|u| u.kind == UnitKind::Ibs)
+            && err.raw_os_error() == Some(libc::EINVAL)
+        {
+            // IBS drivers older than a 2025 change refuse any exclusion, of the kernel too.
+            return format!(
+                "the kernel refused AMD IBS for '{spec}' ({err}): this kernel's IBS driver cannot \
+                 leave kernel samples out, so it needs root or kernel.perf_event_paranoid <= 1"
+            );
+        }
+        let pmus = units.map_or_else(String::new, |u| u.pmus.join(", "));
         return format!(
             "the kernel refused precise memory event '{spec}' on {pmus} ({err}), even at the \
              lowest precision; data addresses are available from -e page-faults --data and \
