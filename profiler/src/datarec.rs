@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use fxhash::FxHashMap;
 
 use crate::addr::Avma;
-use crate::dataref::{AllocSite, DataCost, DataProfile, DataRef, DataStats, ThreadData};
+use crate::dataref::{
+    AllocSite, DataCost, DataProfile, DataRef, DataStats, MemLevel, SourceHist, ThreadData,
+};
 use crate::db::{CctNodeId, Cost, ThreadProfile};
 use crate::loadmap::AddressSpace;
 use crate::unwind::RawFrame;
@@ -142,10 +144,21 @@ fn stack_ref(access: &Access<'_>) -> Option<DataRef> {
     })
 }
 
+/// Where a precise memory sample's access was served from, and its latency (0: none).
+pub(crate) type Source = (MemLevel, u64);
+
+/// The costs of one (accessing context, data reference) as they accumulate.
+#[derive(Default)]
+struct CostBuilder {
+    costs: Vec<Cost>,
+    /// Per event, once a precise memory sample came.
+    sources: Vec<SourceHist>,
+}
+
 /// One thread's data costs and allocation sites as they accumulate.
 #[derive(Default)]
 struct ThreadBuilder {
-    costs: FxHashMap<(CctNodeId, DataRef), Vec<Cost>>,
+    costs: FxHashMap<(CctNodeId, DataRef), CostBuilder>,
     sites: FxHashMap<CctNodeId, SiteBuilder>,
     /// Its data samples outside heap blocks since its last allocation record: the allocation
     /// tracker reports a call when it returns, so touches made inside the call (the allocator
@@ -162,6 +175,7 @@ struct Recent {
     data: DataRef,
     event: usize,
     period: u64,
+    source: Option<Source>,
 }
 
 /// The most samples kept per thread for [`ThreadBuilder::recent`]; older ones are forgotten
@@ -196,7 +210,8 @@ impl DataRecorder {
         &mut self.stats
     }
 
-    /// Charge the data sample `access`, taken at `node`, to `data`.
+    /// Charge the data sample `access`, taken at `node`, to `data`; `source` is where a
+    /// precise memory sample's access was served from, and its latency.
     pub(crate) fn charge(
         &mut self,
         access: &Access<'_>,
@@ -204,6 +219,7 @@ impl DataRecorder {
         data: DataRef,
         event: usize,
         period: u64,
+        source: Option<Source>,
     ) {
         let thread = self.threads.entry(access.tid).or_default();
         if !matches!(data, DataRef::Heap { .. }) && thread.recent.len() < RECENT_MAX {
@@ -214,21 +230,30 @@ impl DataRecorder {
                 data,
                 event,
                 period,
+                source,
             });
         }
-        self.add(access.tid, (node, data), event, period, true);
+        self.add(access.tid, (node, data), event, period, source, true);
     }
 
     /// Add one sample of `period` of `event` at `key`, or take one back (`add` false).
-    fn add(&mut self, tid: u32, key: (CctNodeId, DataRef), event: usize, period: u64, add: bool) {
+    fn add(
+        &mut self,
+        tid: u32,
+        key: (CctNodeId, DataRef),
+        event: usize,
+        period: u64,
+        source: Option<Source>,
+        add: bool,
+    ) {
         let class = &mut self.stats.by_class[key.1.class()];
         let events = self.events;
         let thread = self.threads.entry(tid).or_default();
-        let costs = thread
-            .costs
-            .entry(key)
-            .or_insert_with(|| vec![Cost::default(); events]);
-        let Some(c) = costs.get_mut(event) else {
+        let entry = thread.costs.entry(key).or_insert_with(|| CostBuilder {
+            costs: vec![Cost::default(); events],
+            sources: Vec::new(),
+        });
+        let Some(c) = entry.costs.get_mut(event) else {
             return;
         };
         if add {
@@ -241,6 +266,16 @@ impl DataRecorder {
             *class = class.saturating_sub(1);
             c.samples = c.samples.saturating_sub(1);
             c.value = c.value.saturating_sub(period);
+        }
+        if let Some((level, latency)) = source {
+            if entry.sources.is_empty() {
+                entry.sources = vec![SourceHist::default(); events];
+            }
+            let h = &mut entry.sources[event];
+            match add {
+                true => h.add(level, latency),
+                false => h.remove(level, latency),
+            }
         }
     }
 
@@ -265,14 +300,14 @@ impl DataRecorder {
                 && r.addr < ptr.saturating_add(size)
         };
         for r in recent.iter().filter(inside) {
-            self.add(tid, (r.node, r.data), r.event, r.period, false);
+            self.add(tid, (r.node, r.data), r.event, r.period, r.source, false);
             let heap = DataRef::Heap {
                 tid,
                 site,
                 offset: r.addr.wrapping_sub(ptr) as i64,
                 during_alloc: true,
             };
-            self.add(tid, (r.node, heap), r.event, r.period, true);
+            self.add(tid, (r.node, heap), r.event, r.period, r.source, true);
         }
     }
 
@@ -354,8 +389,13 @@ impl DataRecorder {
                 let mut costs: Vec<DataCost> = b
                     .costs
                     .into_iter()
-                    .filter(|(_, costs)| costs.iter().any(|c| c.samples > 0))
-                    .map(|((node, data), costs)| DataCost { node, data, costs })
+                    .filter(|(_, c)| c.costs.iter().any(|c| c.samples > 0))
+                    .map(|((node, data), c)| DataCost {
+                        node,
+                        data,
+                        costs: c.costs,
+                        sources: c.sources,
+                    })
                     .collect();
                 costs.sort_by_key(|c| (c.node, c.data.class()));
                 let mut allocs: Vec<AllocSite> = b

@@ -1,6 +1,10 @@
 //! Data references in `profile.db` (format version 3, `hpcrun-rs --data`): for every sample
 //! that had a data address, what that address belonged to at the moment it was touched, and the
-//! allocation sites of the heap blocks it could belong to.
+//! allocation sites of the heap blocks it could belong to. Format version 4 adds, for the
+//! samples of precise memory events (`-e mem`, PEBS or IBS), where each access was served from
+//! and its latency: a [`SourceHist`] per event of each [`DataCost`] ([`DataCost::sources`]),
+//! stored as a fourth part of the file ([`MemorySources`]) so that versions 1 to 3 read as
+//! before.
 //!
 //! Resolution happens while the run is measured, in one time order across every source, because
 //! only then is it known which heap block lived at an address (a block freed and another
@@ -43,6 +47,134 @@ pub struct DataCost {
     pub data: DataRef,
     /// Cost per event, parallel to the profile's events.
     pub costs: Vec<Cost>,
+    /// Where the accesses were served from, per event (parallel to `costs`) when a precise
+    /// memory event sampled this place; empty otherwise. Stored in the file's fourth part
+    /// (format version 4), not here.
+    #[serde(skip)]
+    pub sources: Vec<SourceHist>,
+}
+
+/// Where the memory hierarchy served a sampled access from, as the sampler reduces the
+/// kernel's `perf_mem_data_src` (`sample::level_of`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemLevel {
+    /// The first-level data cache.
+    L1,
+    /// A line fill buffer (the L1's or the L2's miss handling buffer): a miss already on its
+    /// way.
+    Lfb,
+    /// The second-level cache.
+    L2,
+    /// The last-level cache (L3, or L4 where there is one), or another core's cache on this
+    /// node.
+    L3,
+    /// Memory of this node (DRAM, persistent memory, CXL).
+    LocalDram,
+    /// Another node's memory or cache.
+    Remote,
+    /// Another core's cache holding the line modified (a snoop HitM, local or remote): true or
+    /// false sharing.
+    Hitm,
+    /// Uncached memory or I/O.
+    Uncached,
+    /// Not reported, or a miss at a named level with no more said.
+    Unknown,
+}
+
+impl MemLevel {
+    /// Every level, in the order of [`SourceHist::levels`].
+    pub const ALL: [MemLevel; MEM_LEVELS] = [
+        MemLevel::L1,
+        MemLevel::Lfb,
+        MemLevel::L2,
+        MemLevel::L3,
+        MemLevel::LocalDram,
+        MemLevel::Remote,
+        MemLevel::Hitm,
+        MemLevel::Uncached,
+        MemLevel::Unknown,
+    ];
+
+    /// Its index in [`SourceHist::levels`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// How reports name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemLevel::L1 => "L1",
+            MemLevel::Lfb => "LFB",
+            MemLevel::L2 => "L2",
+            MemLevel::L3 => "L3/LLC",
+            MemLevel::LocalDram => "local DRAM",
+            MemLevel::Remote => "remote DRAM/cache",
+            MemLevel::Hitm => "HITM",
+            MemLevel::Uncached => "uncached/IO",
+            MemLevel::Unknown => "unknown",
+        }
+    }
+}
+
+/// How many [`MemLevel`]s there are.
+pub const MEM_LEVELS: usize = 9;
+
+/// The precise memory samples of one place for one event: how many each level served, and
+/// their summed latency.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceHist {
+    /// Samples per level, indexed by [`MemLevel::index`].
+    pub levels: [u64; MEM_LEVELS],
+    /// The summed latency (the samples' weight: core cycles on Intel and AMD) of the samples
+    /// that reported one.
+    pub latency: u64,
+    /// The samples that reported a latency (a weight above 0; Intel's stores report none).
+    pub weighted: u64,
+}
+
+impl SourceHist {
+    /// Count one access served from `level` with `latency` (0: none reported).
+    pub fn add(&mut self, level: MemLevel, latency: u64) {
+        let n = &mut self.levels[level.index()];
+        *n = n.saturating_add(1);
+        if latency > 0 {
+            self.latency = self.latency.saturating_add(latency);
+            self.weighted += 1;
+        }
+    }
+
+    /// Take one such access back.
+    pub fn remove(&mut self, level: MemLevel, latency: u64) {
+        let n = &mut self.levels[level.index()];
+        *n = n.saturating_sub(1);
+        if latency > 0 {
+            self.latency = self.latency.saturating_sub(latency);
+            self.weighted = self.weighted.saturating_sub(1);
+        }
+    }
+
+    /// Samples counted.
+    pub fn samples(&self) -> u64 {
+        self.levels.iter().sum()
+    }
+
+    /// Add `other`'s counts.
+    pub fn merge(&mut self, other: &SourceHist) {
+        for (a, b) in self.levels.iter_mut().zip(other.levels) {
+            *a = a.saturating_add(b);
+        }
+        self.latency = self.latency.saturating_add(other.latency);
+        self.weighted = self.weighted.saturating_add(other.weighted);
+    }
+}
+
+/// The fourth part of a version-4 `profile.db`: the [`DataCost::sources`] of every data cost
+/// that has them, per thread (parallel to [`DataProfile::threads`]) as (index in the thread's
+/// `costs`, one histogram per event).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemorySources {
+    /// Per thread, the costs with histograms.
+    pub threads: Vec<Vec<(u32, Vec<SourceHist>)>>,
 }
 
 /// What one data address was when it was touched. Every data sample has exactly one.
@@ -176,6 +308,76 @@ impl DataProfile {
     /// Whether the profile holds anything (a run with `--data`).
     pub fn is_empty(&self) -> bool {
         self.threads.is_empty() && self.stats == DataStats::default()
+    }
+
+    /// The data-source histograms of every cost, for the file's fourth part.
+    pub fn memory_sources(&self) -> MemorySources {
+        MemorySources {
+            threads: self
+                .threads
+                .iter()
+                .map(|t| {
+                    t.costs
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| !c.sources.is_empty())
+                        .map(|(i, c)| (i as u32, c.sources.clone()))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    /// Attach the histograms of a file's fourth part to their costs; why they do not fit this
+    /// data half (`events` metrics), if they do not.
+    pub(crate) fn attach_sources(
+        &mut self,
+        sources: MemorySources,
+        events: usize,
+    ) -> Result<(), String> {
+        if sources.threads.iter().all(Vec::is_empty) {
+            return Ok(());
+        }
+        if sources.threads.len() != self.threads.len() {
+            return Err(format!(
+                "data sources for {} threads, data for {}",
+                sources.threads.len(),
+                self.threads.len()
+            ));
+        }
+        for (t, (thread, list)) in self.threads.iter_mut().zip(sources.threads).enumerate() {
+            for (i, hists) in list {
+                if hists.len() != events {
+                    return Err(format!(
+                        "thread {t}: {} data-source histograms for {events} events",
+                        hists.len()
+                    ));
+                }
+                let cost = thread
+                    .costs
+                    .get_mut(i as usize)
+                    .ok_or_else(|| format!("thread {t}: data sources of missing cost {i}"))?;
+                if !cost.sources.is_empty() {
+                    return Err(format!(
+                        "thread {t}: cost {i} has two data-source histograms"
+                    ));
+                }
+                cost.sources = hists;
+            }
+        }
+        Ok(())
+    }
+
+    /// The data-source histogram of event `event` summed over every place (empty where no
+    /// precise memory event sampled it).
+    pub fn source_total(&self, event: usize) -> SourceHist {
+        let mut total = SourceHist::default();
+        for c in self.threads.iter().flat_map(|t| &t.costs) {
+            if let Some(h) = c.sources.get(event) {
+                total.merge(h);
+            }
+        }
+        total
     }
 
     /// Why this data half does not fit `trees` (the profile's threads, as `(tid, tree)`),

@@ -1,9 +1,12 @@
 //! The `profile.db` format: what one `hpcrun-rs` run measured.
 //!
 //! A file is one [`Profile`] in the tools' common [envelope](crate::envelope) (magic
-//! `HPCRUNRS`, version 3: checksummed, then the profile, then the module checksums, then the
-//! [data references](crate::dataref); version 2 files have no data references, version 1 files
-//! neither these nor checksums, and both still read). It is the contract between `hpcrun-rs` (writer) and `hpcprof-rs`
+//! `HPCRUNRS`, version 4: checksummed, then four postcard parts one after the other: the
+//! profile, the module checksums, the [data references](crate::dataref), and the data-source
+//! histograms of precise memory samples ([`crate::dataref::MemorySources`], attached to their
+//! [`crate::dataref::DataCost::sources`] when read). Version 3 files end after the data
+//! references, version 2 files have no data references, version 1 files neither these nor
+//! checksums; all still read). It is the contract between `hpcrun-rs` (writer) and `hpcprof-rs`
 //! (reader): every address in it is module-relative at link time ([`Svma`]), so the correlator
 //! never needs to know where a module was loaded. A profile that reads is well formed: every
 //! parent precedes its children, and every module and event reference is in range.
@@ -14,18 +17,19 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Address, Avma, Svma};
-use crate::dataref::DataProfile;
+use crate::dataref::{DataProfile, MemorySources};
 use crate::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
 
 /// The first eight bytes of every `profile.db`: how readers tell one from other files.
 pub const PROFILE_MAGIC: [u8; 8] = *b"HPCRUNRS";
 
-/// The kind of file a `profile.db` is. Private: a profile's body is in two parts (the profile,
-/// then its modules' checksums), so it is written and read only through [`Profile::write`] and
-/// [`Profile::read`], never with the envelope's one-part `write` and `decode`.
+/// The kind of file a `profile.db` is. Private: a profile's body is in parts (the profile,
+/// its modules' checksums, the data references, their data sources), so it is written and
+/// read only through [`Profile::write`] and [`Profile::read`], never with the envelope's
+/// one-part `write` and `decode`.
 pub(crate) static PROFILE_FILE: FileKind = FileKind {
     magic: PROFILE_MAGIC,
-    version: 3,
+    version: 4,
     oldest: 1,
     checked_since: 2,
     noun: "profile.db",
@@ -72,7 +76,8 @@ pub struct Profile {
     /// Run-wide counters.
     pub stats: Stats,
     /// Data references and allocation sites (`hpcrun-rs --data`; empty otherwise). Stored
-    /// after the module checksums (format version 3), not inside the profile.
+    /// after the module checksums (format version 3), and their data sources after them
+    /// (version 4), not inside the profile.
     #[serde(skip)]
     pub data: DataProfile,
 }
@@ -351,10 +356,24 @@ impl Profile {
             for (module, sum) in profile.modules.iter_mut().zip(sums) {
                 module.checksum = sum;
             }
+            let mut rest = rest;
             if body.version >= 3 {
-                profile.data = postcard::from_bytes(rest).map_err(corrupt)?;
-            } else if !rest.is_empty() {
-                return Err(PROFILE_FILE.malformed(path, "bytes after the checksums".into()));
+                let (data, after): (DataProfile, _) =
+                    postcard::take_from_bytes(rest).map_err(corrupt)?;
+                profile.data = data;
+                rest = after;
+            }
+            if body.version >= 4 {
+                let (sources, after): (MemorySources, _) =
+                    postcard::take_from_bytes(rest).map_err(corrupt)?;
+                let events = profile.events.len();
+                if let Err(why) = profile.data.attach_sources(sources, events) {
+                    return Err(PROFILE_FILE.malformed(path, why));
+                }
+                rest = after;
+            }
+            if !rest.is_empty() {
+                return Err(PROFILE_FILE.malformed(path, "bytes after the last part".into()));
             }
         }
         let (events, modules) = (profile.events.len(), profile.modules.len());
@@ -376,7 +395,9 @@ impl Profile {
         let sums: Vec<Option<u32>> = self.modules.iter().map(|m| m.checksum).collect();
         let profile = postcard::to_stdvec(self)?;
         let sums = postcard::to_stdvec(&sums)?;
-        PROFILE_FILE.encode_parts(&[&profile, &sums, &postcard::to_stdvec(&self.data)?])
+        let data = postcard::to_stdvec(&self.data)?;
+        let sources = postcard::to_stdvec(&self.data.memory_sources())?;
+        PROFILE_FILE.encode_parts(&[&profile, &sums, &data, &sources])
     }
 
     /// Read a `profile.db` file (see [`Profile::from_bytes`]).
@@ -394,8 +415,9 @@ impl Profile {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::dataref::SourceHist;
 
     fn small_profile() -> Profile {
         let mut cct = Cct::new(1);
@@ -451,6 +473,87 @@ mod tests {
         let old = Profile::from_bytes(&v1, p).unwrap();
         assert_eq!(old.modules[0].checksum, None);
         assert_eq!(old.threads, profile.threads);
+    }
+
+    /// `small_profile` with one data cost (2 samples in `<unknown>` at node 1), with data-source
+    /// histograms when `sources`.
+    pub(crate) fn profile_with_data(sources: bool) -> Profile {
+        use crate::dataref::{DataCost, DataRef, DataStats, MemLevel, SourceHist, ThreadData};
+        let mut hist = SourceHist::default();
+        hist.add(MemLevel::L1, 5);
+        hist.add(MemLevel::Hitm, 180);
+        let mut profile = small_profile();
+        profile.data = DataProfile {
+            threads: vec![ThreadData {
+                costs: vec![DataCost {
+                    node: CctNodeId(1),
+                    data: DataRef::Unknown,
+                    costs: vec![Cost {
+                        samples: 2,
+                        value: 2_000,
+                    }],
+                    sources: if sources { vec![hist] } else { vec![] },
+                }],
+                allocs: vec![],
+            }],
+            stats: DataStats {
+                by_class: [0, 0, 0, 0, 2],
+                ..Default::default()
+            },
+        };
+        profile
+    }
+
+    #[test]
+    fn version_3_files_still_read_and_version_4_keeps_the_data_sources() {
+        let p = Path::new("p.db");
+        // A version-3 file: the profile, the checksums, the data references, nothing after.
+        let v3_kind = FileKind {
+            version: 3,
+            ..PROFILE_FILE
+        };
+        let old = profile_with_data(false);
+        let sums: Vec<Option<u32>> = old.modules.iter().map(|m| m.checksum).collect();
+        let parts = [
+            postcard::to_stdvec(&old).unwrap(),
+            postcard::to_stdvec(&sums).unwrap(),
+            postcard::to_stdvec(&old.data).unwrap(),
+        ];
+        let v3 = v3_kind
+            .encode_parts(&[&parts[0], &parts[1], &parts[2]])
+            .unwrap();
+        assert_eq!(&v3[8..12], &3u32.to_le_bytes());
+        assert_eq!(Profile::from_bytes(&v3, p).unwrap(), old);
+
+        // Version 4 round trips the histograms.
+        let new = profile_with_data(true);
+        let bytes = new.to_bytes().unwrap();
+        assert_eq!(&bytes[8..12], &4u32.to_le_bytes());
+        let back = Profile::from_bytes(&bytes, p).unwrap();
+        assert_eq!(back, new);
+        let h = &back.data.threads[0].costs[0].sources[0];
+        assert_eq!(
+            (h.levels[0], h.levels[6], h.latency, h.weighted),
+            (1, 1, 185, 2)
+        );
+        assert_eq!(back.data.source_total(0).samples(), 2);
+        // Without histograms, version 4 reads back the same as version 3 wrote.
+        assert_eq!(
+            Profile::from_bytes(&old.to_bytes().unwrap(), p).unwrap(),
+            old
+        );
+
+        // Histograms that do not fit the profile are refused.
+        let mut bad = new.clone();
+        bad.data.threads[0].costs[0]
+            .sources
+            .push(SourceHist::default());
+        let err = Profile::from_bytes(&bad.to_bytes().unwrap(), p).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("2 data-source histograms for 1 events"),
+            "{err}"
+        );
     }
 
     #[test]

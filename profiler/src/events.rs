@@ -1,10 +1,9 @@
 //! Event names, their kernel encodings and units, and the `-e NAME[@PERIOD|@fFREQ]` syntax.
 
-use std::path::Path;
-
 use perf_event_open_sys::bindings as sys;
 
 use crate::db::{EventDesc, Sampling};
+use crate::pmu::{MemOp, PreciseUnits, UnitKind};
 
 /// The default sampling rate when `-e` gives none: about 1000 samples per second.
 pub const DEFAULT_FREQUENCY: u64 = 1000;
@@ -16,6 +15,9 @@ pub enum EventClass {
     Hardware,
     /// Counted by the kernel; always available.
     Software,
+    /// Precise memory sampling (PEBS, IBS, SPE: see [`crate::pmu`]): each sample is one memory
+    /// operation with its data address, data source and latency.
+    Memory(MemOp),
 }
 
 /// A named event this profiler knows how to open.
@@ -36,6 +38,7 @@ pub struct KnownEvent {
 const HW_COST: &str = "PMU overflow interrupt per sample; counting itself is free";
 const CLOCK_COST: &str = "timer interrupt per sample; always available";
 const SW_COST: &str = "counted in the kernel path that raises it; cheap unless very frequent";
+const MEM_COST: &str = "a record the CPU writes (PEBS, IBS) and the kernel copies, per sample";
 
 /// Every event `-e` accepts.
 pub const KNOWN_EVENTS: &[KnownEvent] = &[
@@ -95,7 +98,20 @@ pub const KNOWN_EVENTS: &[KnownEvent] = &[
         "events",
         SW_COST,
     ),
+    mem("mem-loads", MemOp::Loads),
+    mem("mem-stores", MemOp::Stores),
+    mem("mem", MemOp::Both),
 ];
+
+const fn mem(name: &'static str, op: MemOp) -> KnownEvent {
+    KnownEvent {
+        name,
+        class: EventClass::Memory(op),
+        config: 0,
+        unit: "events",
+        cost: MEM_COST,
+    }
+}
 
 const fn hw(name: &'static str, config: u32, unit: &'static str) -> KnownEvent {
     KnownEvent {
@@ -125,6 +141,9 @@ pub enum DataSource {
     /// The sampled registers, through the memory operand of the interrupted instruction
     /// (effective-address recovery: clocks and PMU counters).
     Registers,
+    /// The PMU reports the address of the sampled memory operation (`PERF_SAMPLE_ADDR`), with
+    /// where it was served from and its latency: precise memory events.
+    Precise,
     /// The event has no data address (context switches, migrations).
     None,
 }
@@ -147,6 +166,7 @@ impl KnownEvent {
             }
             EventClass::Software => DataSource::None,
             EventClass::Hardware => DataSource::Registers,
+            EventClass::Memory(_) => DataSource::Precise,
         }
     }
 }
@@ -168,40 +188,22 @@ pub fn find(name: &str) -> Option<&'static KnownEvent> {
 /// The names of precise memory sampling (loads and stores with their data addresses).
 pub const PRECISE_MEMORY_EVENTS: [&str; 3] = ["mem", "mem-loads", "mem-stores"];
 
-/// Where the kernel lists the machine's event sources (PMUs).
-const EVENT_SOURCES: &str = "/sys/bus/event_source/devices";
-
-/// The machine's units that sample memory accesses precisely, by their sysfs names: Intel's
-/// PEBS load-latency and store events (`cpu*/events/mem-loads`), AMD's `ibs_op`, Arm's
-/// `arm_spe_*`; empty where there are none (virtual machines, most clouds).
-pub fn precise_memory_units(sources: &Path) -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir(sources) else {
-        return Vec::new();
-    };
-    let mut units: Vec<String> = dir
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| {
-            name == "ibs_op"
-                || name.starts_with("arm_spe")
-                || (name.starts_with("cpu") && sources.join(name).join("events/mem-loads").exists())
-        })
-        .collect();
-    units.sort();
-    units
-}
-
-/// Why `-e NAME` (a precise memory event) cannot be sampled, given the machine's `units`: none
-/// here, or this build does not drive them yet; either way, what gives data addresses instead.
-fn precise_memory_refusal(name: &str, units: &[String]) -> String {
+/// Why `-e NAME` (a precise memory event) cannot be sampled with the machine's `units`: none
+/// here, a unit whose records this build does not decode, or `why` the unit cannot sample it;
+/// either way, what gives data addresses instead.
+fn precise_memory_refusal(name: &str, units: Option<&PreciseUnits>, why: Option<&str>) -> String {
     let instead = "data addresses are available from -e page-faults --data (exact, first touch) \
                    and -e cpu-clock --data (from the interrupted instruction)";
-    if units.is_empty() {
-        format!("no precise memory sampling on this machine for '{name}' (no PEBS, IBS or SPE unit in {EVENT_SOURCES}); {instead}")
-    } else {
-        format!(
-            "'{name}' would use {} here, which this version of hpcrun-rs does not drive yet; {instead}",
-            units.join(", ")
-        )
+    let sources = crate::pmu::EVENT_SOURCES;
+    match (units, why) {
+        (None, _) => format!("no precise memory sampling on this machine for '{name}' (no PEBS, IBS or SPE unit in {sources}); {instead}"),
+        (Some(u), _) if !u.delivers_samples() => format!(
+            "'{name}' would use {} here, whose records arrive in the ring's AUX area, which this \
+             version of hpcrun-rs does not decode; {instead}",
+            u.pmus.join(", ")
+        ),
+        (Some(u), Some(why)) => format!("'{name}' cannot be sampled with {} here ({why}); {instead}", u.pmus.join(", ")),
+        (Some(u), None) => format!("'{name}' cannot be sampled with {} here; {instead}", u.pmus.join(", ")),
     }
 }
 
@@ -234,24 +236,40 @@ pub enum SpecError {
 }
 
 impl EventSpec {
-    /// Parse `NAME`, `NAME@PERIOD` or `NAME@fFREQ`.
+    /// Parse `NAME`, `NAME@PERIOD` or `NAME@fFREQ` naming one event (see
+    /// [`EventSpec::parse_all`] for `mem`, which may name two).
     pub fn parse(text: &str) -> Result<EventSpec, SpecError> {
+        let mut specs = Self::parse_all(text)?;
+        match specs.len() {
+            1 => Ok(specs.remove(0)),
+            _ => Err(SpecError::PreciseMemory(format!(
+                "'{text}' names {} events here",
+                specs.len()
+            ))),
+        }
+    }
+
+    /// Parse `NAME`, `NAME@PERIOD` or `NAME@fFREQ`: the events it names on this machine (`mem`
+    /// is loads and stores, two events on Intel's PEBS; see [`crate::pmu`]).
+    pub fn parse_all(text: &str) -> Result<Vec<EventSpec>, SpecError> {
+        Self::parse_with(text, crate::pmu::machine())
+    }
+
+    /// [`EventSpec::parse_all`] on a machine with the precise memory `units`.
+    pub fn parse_with(
+        text: &str,
+        units: Option<&PreciseUnits>,
+    ) -> Result<Vec<EventSpec>, SpecError> {
         let (name, rate) = match text.split_once('@') {
             Some((n, r)) => (n, Some(r)),
             None => (text, None),
         };
-        if PRECISE_MEMORY_EVENTS.contains(&name) {
-            return Err(SpecError::PreciseMemory(precise_memory_refusal(
-                name,
-                &precise_memory_units(Path::new(EVENT_SOURCES)),
-            )));
-        }
         let event = find(name).ok_or_else(|| SpecError::Unknown(name.to_string()))?;
         let bad = || SpecError::BadRate {
             name: name.to_string(),
             rate: rate.unwrap_or_default().to_string(),
         };
-        let sampling = match rate {
+        let mut sampling = match rate {
             None => Sampling::Frequency(DEFAULT_FREQUENCY),
             Some(r) => {
                 let (freq, digits) = match r.strip_prefix('f') {
@@ -269,7 +287,35 @@ impl EventSpec {
                 }
             }
         };
-        Ok(EventSpec { event, sampling })
+        let EventClass::Memory(op) = event.class else {
+            return Ok(vec![EventSpec { event, sampling }]);
+        };
+        let refuse =
+            |why: Option<&str>| SpecError::PreciseMemory(precise_memory_refusal(name, units, why));
+        let Some(units) = units.filter(|u| u.delivers_samples()) else {
+            return Err(refuse(None));
+        };
+        // IBS counts its period in 16s (the low 4 bits of its counter cannot be set).
+        if let (UnitKind::Ibs, Sampling::Period(p)) = (units.kind, sampling) {
+            sampling = Sampling::Period((p & !0xf).max(16));
+        }
+        let ops: &[MemOp] = match op {
+            MemOp::Both => units.mem_ops(),
+            MemOp::Loads => &[MemOp::Loads],
+            MemOp::Stores => &[MemOp::Stores],
+        };
+        ops.iter()
+            .map(|&op| {
+                if let Err(why) = units.events(op) {
+                    return Err(refuse(Some(&why)));
+                }
+                let event = KNOWN_EVENTS
+                    .iter()
+                    .find(|e| e.class == EventClass::Memory(op))
+                    .expect("every memory operation has an event");
+                Ok(EventSpec { event, sampling })
+            })
+            .collect()
     }
 
     /// The same request for another event (used by the `cycles` fallback).
@@ -286,6 +332,24 @@ impl EventSpec {
             sampling: self.sampling,
             unit: self.event.unit.to_string(),
         }
+    }
+}
+
+/// Why the precise memory events among `specs` cannot be sampled together on a machine with
+/// `units`, if they cannot: AMD's IBS has one op sampler per CPU, which `mem`, `mem-loads`
+/// and `mem-stores` would all use.
+pub fn check_together(specs: &[EventSpec], units: Option<&PreciseUnits>) -> Result<(), SpecError> {
+    let memory = specs
+        .iter()
+        .filter(|s| matches!(s.event.class, EventClass::Memory(_)))
+        .count();
+    match units {
+        Some(u) if u.kind == UnitKind::Ibs && memory > 1 => Err(SpecError::PreciseMemory(
+            "AMD IBS samples loads and stores with one op sampler per CPU: ask for one of \
+             -e mem, -e mem-loads, -e mem-stores"
+                .into(),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -314,24 +378,61 @@ mod tests {
         assert_eq!(e.to_string(), "task-clock@f250");
     }
 
+    /// The units of a fake event-source directory built by `build`.
+    fn units(build: fn(&std::path::Path)) -> Option<PreciseUnits> {
+        let dir = tempfile::tempdir().unwrap();
+        build(dir.path());
+        PreciseUnits::detect(dir.path())
+    }
+
+    fn names(specs: &[EventSpec]) -> Vec<String> {
+        specs.iter().map(|s| s.to_string()).collect()
+    }
+
     #[test]
     fn precise_memory_events_are_refused_with_what_works_instead() {
-        let dir = tempfile::tempdir().unwrap();
-        for unit in ["software", "cpu_core", "ibs_op"] {
-            std::fs::create_dir_all(dir.path().join(unit).join("events")).unwrap();
+        for units in [None, units(crate::pmu::tests::arm)] {
+            for event in ["mem", "mem-loads@1000", "mem-stores"] {
+                let Err(SpecError::PreciseMemory(why)) =
+                    EventSpec::parse_with(event, units.as_ref())
+                else {
+                    panic!("{event} accepted");
+                };
+                assert!(why.contains("page-faults --data"), "{why}");
+                assert!(why.contains("cpu-clock --data"), "{why}");
+                assert!(!why.contains('\n'), "{why}");
+                match &units {
+                    None => assert!(why.starts_with("no precise memory sampling"), "{why}"),
+                    Some(_) => assert!(why.contains("arm_spe_0") && why.contains("AUX"), "{why}"),
+                }
+            }
         }
-        assert_eq!(precise_memory_units(dir.path()), ["ibs_op"]);
-        std::fs::write(dir.path().join("cpu_core/events/mem-loads"), "").unwrap();
-        assert_eq!(precise_memory_units(dir.path()), ["cpu_core", "ibs_op"]);
-        let none = precise_memory_refusal("mem", &[]);
-        assert!(none.starts_with("no precise memory sampling"), "{none}");
-        assert!(none.contains("page-faults --data"), "{none}");
-        let some = precise_memory_refusal("mem-loads", &["ibs_op".into()]);
-        assert!(some.contains("ibs_op"), "{some}");
-        assert!(matches!(
-            EventSpec::parse("mem-loads@1000"),
-            Err(SpecError::PreciseMemory(_))
-        ));
+    }
+
+    #[test]
+    fn precise_memory_events_name_what_the_machine_samples() {
+        let intel = units(crate::pmu::tests::intel);
+        let parse = |text, u: &Option<PreciseUnits>| {
+            names(&EventSpec::parse_with(text, u.as_ref()).unwrap())
+        };
+        assert_eq!(
+            parse("mem", &intel),
+            ["mem-loads@f1000", "mem-stores@f1000"]
+        );
+        assert_eq!(parse("mem-loads@5000", &intel), ["mem-loads@5000"]);
+        assert_eq!(parse("mem-stores@f200", &intel), ["mem-stores@f200"]);
+        let spec = EventSpec::parse_with("mem-loads", intel.as_ref()).unwrap();
+        assert_eq!(spec[0].event.data_source(), DataSource::Precise);
+        let amd = units(crate::pmu::tests::amd);
+        assert_eq!(parse("mem", &amd), ["mem@f1000"]);
+        // IBS periods are multiples of 16.
+        assert_eq!(parse("mem-loads@1000", &amd), ["mem-loads@992"]);
+        assert_eq!(parse("mem@5", &amd), ["mem@16"]);
+        let hybrid = units(crate::pmu::tests::hybrid);
+        assert_eq!(
+            parse("mem@100", &hybrid),
+            ["mem-loads@100", "mem-stores@100"]
+        );
     }
 
     #[test]

@@ -20,6 +20,12 @@
 //!    Otherwise it is filed, as far as it goes, under `<partial call paths>` and counted.
 //! 4. Addresses are stored as link-time addresses of their module ([`addr::Svma`]), converted
 //!    from runtime addresses in exactly one place (`loadmap::AddressSpace::resolve`).
+//! 5. With `--data`, each sample's data address (a page fault's, the PMU's for the precise
+//!    memory events of [`pmu`], or the operand of the interrupted instruction) is classified at
+//!    once as a heap block, static, stack frame or mapping ([`dataref`]), against the heap
+//!    blocks live at that moment (the allocation shim's records, or uprobes on the allocator);
+//!    a precise memory sample also keeps where the access was served from and its latency
+//!    ([`sample`]).
 //!
 //! ## What the caller provides and gets
 //!
@@ -80,6 +86,8 @@ pub mod output;
 #[cfg(feature = "sampler")]
 pub mod perf;
 #[cfg(feature = "sampler")]
+pub mod pmu;
+#[cfg(feature = "sampler")]
 mod priority;
 #[cfg(feature = "sampler")]
 mod recorder;
@@ -89,6 +97,8 @@ pub mod report;
 pub mod report_data;
 #[cfg(feature = "sampler")]
 mod ring;
+#[cfg(feature = "sampler")]
+pub mod sample;
 #[cfg(feature = "sampler")]
 pub mod session;
 #[cfg(feature = "sampler")]

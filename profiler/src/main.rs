@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 use profiler::db::Profile;
-use profiler::events::EventSpec;
+use profiler::events::{self, EventSpec};
 use profiler::output::{Output, Placement};
 use profiler::perf::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE};
 use profiler::report::{self, Notice};
@@ -29,7 +29,9 @@ use profiler::session::{self, Options, RunError, Target};
 )]
 struct Cli {
     /// Event to sample, `NAME[@PERIOD|@fFREQUENCY]`; repeat for several metrics
-    /// (default: cycles@f1000, falling back to cpu-clock where there is no PMU)
+    /// (default: cycles@f1000, falling back to cpu-clock where there is no PMU). `mem`,
+    /// `mem-loads` and `mem-stores` sample memory accesses precisely (Intel PEBS, AMD IBS)
+    /// with where each was served from and its latency, and imply --data
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     events: Vec<String>,
 
@@ -260,11 +262,12 @@ fn parse_events(texts: &[String]) -> Result<Vec<EventSpec>> {
     if texts.is_empty() {
         return Ok(vec![EventSpec::parse("cycles").expect("cycles is known")]);
     }
-    texts
-        .iter()
-        .flat_map(|t| t.split(','))
-        .map(|t| EventSpec::parse(t.trim()).map_err(anyhow::Error::from))
-        .collect()
+    let mut specs = Vec::new();
+    for text in texts.iter().flat_map(|t| t.split(',')) {
+        specs.extend(EventSpec::parse_all(text.trim())?);
+    }
+    events::check_together(&specs, profiler::pmu::machine())?;
+    Ok(specs)
 }
 
 /// Write the profile (see [`profiler::output`]) and say where it went when that is not where

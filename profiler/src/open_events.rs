@@ -43,8 +43,10 @@ impl OpenEvents {
         }
     }
 
-    /// Open every planned event for each of `tasks` on each of `cpus`: the first event of a CPU
-    /// gets the ring, the others are redirected into it.
+    /// Open every planned event for each of `tasks` on each of `cpus` (those of its PMU: a
+    /// hybrid part's core types), each under its group leader if it has one: the first event of
+    /// a CPU gets the ring, the others are redirected into it; the first of each task and CPU
+    /// carries the side-band records (mappings, commands, forks).
     pub(crate) fn add_tasks(
         &mut self,
         plan: &Plan,
@@ -53,29 +55,45 @@ impl OpenEvents {
     ) -> Result<(), RunError> {
         for &cpu in cpus {
             for &task in tasks {
+                let mut side_band = true;
                 for (i, (spec, _)) in plan.specs.iter().enumerate() {
-                    let attr = perf::attr(spec, &self.opts, i == 0);
                     let sys_err =
                         |e: std::io::Error| RunError::System(perf::explain_open_error(spec, &e));
-                    if let Some(&r) = self.ring_of_cpu.get(&cpu) {
-                        let fd = perf::open(&attr, task, cpu).map_err(sys_err)?;
-                        self.event_of_id
-                            .insert(perf::event_id(&fd).map_err(sys_err)?, i);
-                        perf::redirect(&fd, self.rings[r].fd()).map_err(sys_err)?;
-                        self.others.push(fd);
-                        continue;
+                    for open in perf::event_attrs(spec, &self.opts, side_band) {
+                        if !open.covers(cpu) {
+                            continue;
+                        }
+                        side_band = false;
+                        let leader = match &open.leader {
+                            Some(l) => Some(perf::open(l, task, cpu).map_err(sys_err)?),
+                            None => None,
+                        };
+                        let attr = open.attr;
+                        if let Some(&r) = self.ring_of_cpu.get(&cpu) {
+                            let fd = perf::open_in_group(&attr, task, cpu, leader.as_ref())
+                                .map_err(sys_err)?;
+                            self.event_of_id
+                                .insert(perf::event_id(&fd).map_err(sys_err)?, i);
+                            perf::redirect(&fd, self.rings[r].fd()).map_err(sys_err)?;
+                            self.others.push(fd);
+                            self.others.extend(leader);
+                            continue;
+                        }
+                        let (ring, id) =
+                            open_ring(attr, task, cpu, leader.as_ref(), &mut self.pages).map_err(
+                                |e| match e {
+                                    RingError::Open(e) => sys_err(e),
+                                    RingError::Map(e) => RunError::System(format!(
+                                    "cannot map the sample buffer ({e}); perf buffers may lock \
+                                     kernel.perf_event_mlock_kb per CPU plus `ulimit -l`"
+                                )),
+                                },
+                            )?;
+                        self.event_of_id.insert(id, i);
+                        self.ring_of_cpu.insert(cpu, self.rings.len());
+                        self.rings.push(ring);
+                        self.others.extend(leader);
                     }
-                    let (ring, id) =
-                        open_ring(attr, task, cpu, &mut self.pages).map_err(|e| match e {
-                            RingError::Open(e) => sys_err(e),
-                            RingError::Map(e) => RunError::System(format!(
-                                "cannot map the sample buffer ({e}); perf buffers may lock \
-                                 kernel.perf_event_mlock_kb per CPU plus `ulimit -l`"
-                            )),
-                        })?;
-                    self.event_of_id.insert(id, i);
-                    self.ring_of_cpu.insert(cpu, self.rings.len());
-                    self.rings.push(ring);
                 }
             }
         }
@@ -132,11 +150,12 @@ fn open_ring(
     mut attr: sys::perf_event_attr,
     task: i32,
     cpu: i32,
+    leader: Option<&OwnedFd>,
     pages: &mut usize,
 ) -> Result<(Ring, u64), RingError> {
     loop {
         perf::set_wakeup_watermark(&mut attr, (*pages * 4096 / 2) as u32);
-        let fd = perf::open(&attr, task, cpu).map_err(RingError::Open)?;
+        let fd = perf::open_in_group(&attr, task, cpu, leader).map_err(RingError::Open)?;
         let id = perf::event_id(&fd).map_err(RingError::Open)?;
         match Ring::map(fd, *pages) {
             Ok(ring) => return Ok((ring, id)),

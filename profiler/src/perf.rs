@@ -9,6 +9,7 @@ use perf_event_open_sys::bindings as sys;
 
 use crate::db::Sampling;
 use crate::events::{DataSource, EventClass, EventSpec};
+use crate::pmu::{PreciseUnits, UnitKind};
 
 /// The user registers each sample carries: BP, SP and IP (all the unwinder needs).
 pub const SAMPLE_REGS_USER: u64 = (1 << 6) | (1 << 7) | (1 << 8);
@@ -39,6 +40,137 @@ pub struct AttrOptions {
     /// `--data`: data addresses with every sample that can have one, and the non-executable
     /// mappings they may fall in.
     pub data: bool,
+    /// How precise memory events are opened, as far as the kernel lets them be.
+    pub precise: PreciseTuning,
+}
+
+/// The settings of precise memory events the kernel may refuse, lowered one at a time while it
+/// does (as perf lowers them): the sample weight as a structure (kernel 5.12 on) or a plain
+/// number, and the most precise `precise_ip`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreciseTuning {
+    /// `PERF_SAMPLE_WEIGHT_STRUCT` rather than `PERF_SAMPLE_WEIGHT`.
+    pub weight_struct: bool,
+    /// The highest `precise_ip` asked for.
+    pub max_precise_ip: u8,
+}
+
+impl Default for PreciseTuning {
+    fn default() -> Self {
+        PreciseTuning {
+            weight_struct: true,
+            max_precise_ip: 3,
+        }
+    }
+}
+
+impl PreciseTuning {
+    /// The next setting to try after the kernel refused this one as invalid, if any.
+    pub fn lowered(self) -> Option<PreciseTuning> {
+        if self.weight_struct {
+            Some(PreciseTuning {
+                weight_struct: false,
+                ..self
+            })
+        } else if self.max_precise_ip > 1 {
+            Some(PreciseTuning {
+                max_precise_ip: self.max_precise_ip - 1,
+                ..self
+            })
+        } else {
+            None
+        }
+    }
+}
+
+/// One `perf_event_open` of an event: its attribute, the counting group leader it must be
+/// opened under (Intel's `mem-loads-aux`), and the CPUs its PMU covers (`None`: all).
+#[derive(Clone)]
+pub struct OpenAttr {
+    /// The sampling event.
+    pub attr: sys::perf_event_attr,
+    /// Its group leader, opened first on the same task and CPU.
+    pub leader: Option<sys::perf_event_attr>,
+    /// The CPUs it can be opened on.
+    pub cpus: Option<Vec<i32>>,
+}
+
+impl OpenAttr {
+    /// Whether it can be opened on `cpu`.
+    pub fn covers(&self, cpu: i32) -> bool {
+        self.cpus.as_ref().is_none_or(|c| c.contains(&cpu))
+    }
+}
+
+/// Every `perf_event_open` that sampling `spec` takes (one per PMU for precise memory events
+/// on hybrid parts; none where the machine has no unit for it). See [`attr`] for `side_band`.
+pub fn event_attrs(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> Vec<OpenAttr> {
+    match spec.event.class {
+        EventClass::Memory(_) => crate::pmu::machine()
+            .map(|units| memory_attrs(units, spec, opts, side_band))
+            .unwrap_or_default(),
+        EventClass::Hardware | EventClass::Software => vec![OpenAttr {
+            attr: attr(spec, opts, side_band),
+            leader: None,
+            cpus: None,
+        }],
+    }
+}
+
+/// The opens of precise memory event `spec` on a machine with `units`: [`attr`]'s attribute
+/// with each PMU's type and configuration and `precise_ip`, AMD IBS without the exclusion of
+/// the hypervisor (which it refuses; it has none to exclude), Intel's loads under their
+/// counting `mem-loads-aux` leader where the PMU has one.
+pub fn memory_attrs(
+    units: &PreciseUnits,
+    spec: &EventSpec,
+    opts: &AttrOptions,
+    side_band: bool,
+) -> Vec<OpenAttr> {
+    let EventClass::Memory(op) = spec.event.class else {
+        return Vec::new();
+    };
+    let base = attr(spec, opts, side_band);
+    let events = units.events(op).unwrap_or_default();
+    events
+        .iter()
+        .map(|e| {
+            let mut a = base;
+            a.type_ = e.event.type_;
+            a.config = e.event.config[0];
+            a.__bindgen_anon_3.config1 = e.event.config[1];
+            a.__bindgen_anon_4.config2 = e.event.config[2];
+            a.set_precise_ip(u64::from(e.precise_ip.min(opts.precise.max_precise_ip)));
+            if units.kind == UnitKind::Ibs {
+                a.set_exclude_hv(0);
+            }
+            let leader = e.leader.as_ref().map(|l| {
+                // The leader counts (no samples) and is the one enabled at exec; the member
+                // follows it.
+                let mut g = sys::perf_event_attr {
+                    size: std::mem::size_of::<sys::perf_event_attr>() as u32,
+                    type_: l.type_,
+                    config: l.config[0],
+                    ..Default::default()
+                };
+                g.__bindgen_anon_3.config1 = l.config[1];
+                g.__bindgen_anon_4.config2 = l.config[2];
+                g.set_disabled(a.disabled());
+                g.set_enable_on_exec(a.enable_on_exec());
+                g.set_inherit(1);
+                g.set_exclude_kernel(a.exclude_kernel());
+                g.set_exclude_hv(a.exclude_hv());
+                a.set_disabled(0);
+                a.set_enable_on_exec(0);
+                g
+            });
+            OpenAttr {
+                attr: a,
+                leader,
+                cpus: e.cpus.clone(),
+            }
+        })
+        .collect()
 }
 
 /// Build the attribute for one event. `side_band` asks for the mmap/comm/task records that only
@@ -51,6 +183,8 @@ pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_
     a.type_ = match spec.event.class {
         EventClass::Hardware => sys::PERF_TYPE_HARDWARE,
         EventClass::Software => sys::PERF_TYPE_SOFTWARE,
+        // The PMU's own type, set by `memory_attrs`.
+        EventClass::Memory(_) => sys::PERF_TYPE_RAW,
     };
     a.config = spec.event.config;
     a.sample_type = (sys::PERF_SAMPLE_IDENTIFIER
@@ -76,8 +210,16 @@ pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_
         match spec.event.data_source() {
             DataSource::Address => a.sample_type |= sys::PERF_SAMPLE_ADDR as u64,
             DataSource::Registers => a.sample_regs_user = crate::ea::SAMPLE_REGS_GP,
-            DataSource::None => {}
+            DataSource::Precise | DataSource::None => {}
         }
+    }
+    if spec.event.data_source() == DataSource::Precise {
+        // What a precise memory sample is for, with or without --data.
+        let weight = match opts.precise.weight_struct {
+            true => sys::PERF_SAMPLE_WEIGHT_STRUCT,
+            false => sys::PERF_SAMPLE_WEIGHT,
+        };
+        a.sample_type |= (sys::PERF_SAMPLE_ADDR | sys::PERF_SAMPLE_DATA_SRC | weight) as u64;
     }
     a.sample_stack_user = opts.stack_size;
     a.set_disabled(opts.enable_on_exec as u64);
@@ -117,14 +259,25 @@ pub fn parse_info(attr: &sys::perf_event_attr) -> RecordParseInfo {
 
 /// Open one event for `pid` (a process, or a thread in attach mode) on `cpu`.
 pub fn open(attr: &sys::perf_event_attr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    open_in_group(attr, pid, cpu, None)
+}
+
+/// Open an event as [`open`] does, in the group of `leader` when given.
+pub fn open_in_group(
+    attr: &sys::perf_event_attr,
+    pid: i32,
+    cpu: i32,
+    leader: Option<&OwnedFd>,
+) -> io::Result<OwnedFd> {
     let mut attr = *attr;
+    let group = leader.map_or(-1, |l| l.as_raw_fd());
     // SAFETY: `attr` is a fully initialised attribute owned by this frame.
     let fd = unsafe {
         perf_event_open_sys::perf_event_open(
             &mut attr,
             pid,
             cpu,
-            -1,
+            group,
             sys::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
         )
     };
@@ -188,13 +341,7 @@ pub fn kernel_setting(name: &str) -> Option<i64> {
 /// The CPUs the kernel lists as online (`/sys/devices/system/cpu/online`, e.g. `0-3,6`).
 pub fn online_cpus() -> Vec<i32> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
-        if let (Ok(lo), Ok(hi)) = (lo.parse::<i32>(), hi.parse::<i32>()) {
-            cpus.extend(lo..=hi);
-        }
-    }
+    let mut cpus = crate::pmu::parse_cpu_list(&text);
     if cpus.is_empty() {
         // SAFETY: sysconf has no preconditions.
         let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as i32;
@@ -229,6 +376,24 @@ pub fn explain_open_error(spec: &EventSpec, err: &io::Error) -> String {
              or 1 to include kernel time), or run hpcrun-rs with CAP_PERFMON"
         );
     }
+    if let EventClass::Memory(_) = spec.event.class {
+        let units = crate::pmu::machine();
+        if units.is_some_and(|u| u.kind == UnitKind::Ibs)
+            && err.raw_os_error() == Some(libc::EINVAL)
+        {
+            // IBS drivers older than a 2025 change refuse any exclusion, of the kernel too.
+            return format!(
+                "the kernel refused AMD IBS for '{spec}' ({err}): this kernel's IBS driver cannot \
+                 leave kernel samples out, so it needs root or kernel.perf_event_paranoid <= 1"
+            );
+        }
+        let pmus = units.map_or_else(String::new, |u| u.pmus.join(", "));
+        return format!(
+            "the kernel refused precise memory event '{spec}' on {pmus} ({err}), even at the \
+             lowest precision; data addresses are available from -e page-faults --data and \
+             -e cpu-clock --data"
+        );
+    }
     if is_unsupported(err) {
         return format!(
             "event '{name}' is not supported on this machine ({err}): it has no usable hardware \
@@ -261,4 +426,165 @@ pub fn frequency_too_high(spec: &EventSpec, max: i64) -> String {
          use {}@f{max} or lower, or raise the limit with `sudo sysctl kernel.perf_event_max_sample_rate=N`",
         spec.event.name
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmu::tests::{amd, arm, hybrid, intel};
+
+    /// IDENTIFIER | IP | TID | TIME | CPU | REGS_USER | STACK_USER, as numbers (perf_event.h).
+    const BASE: u64 = 0x1_0000 | 0x1 | 0x2 | 0x4 | 0x80 | 0x1000 | 0x2000;
+    const PERIOD: u64 = 0x100;
+    const ADDR: u64 = 0x8;
+    const DATA_SRC: u64 = 0x8000;
+    const WEIGHT: u64 = 0x4000;
+    const WEIGHT_STRUCT: u64 = 0x100_0000;
+
+    fn opts(precise: PreciseTuning) -> AttrOptions {
+        AttrOptions {
+            stack_size: 8192,
+            kernel: false,
+            enable_on_exec: true,
+            data: true,
+            precise,
+        }
+    }
+
+    /// The opens of `event` on the fake machine `build` makes.
+    fn opens(build: fn(&std::path::Path), event: &str, precise: PreciseTuning) -> Vec<OpenAttr> {
+        let dir = tempfile::tempdir().unwrap();
+        build(dir.path());
+        let units = PreciseUnits::detect(dir.path()).unwrap();
+        let spec = EventSpec::parse_with(event, Some(&units)).unwrap();
+        assert_eq!(spec.len(), 1, "{event}");
+        memory_attrs(&units, &spec[0], &opts(precise), true)
+    }
+
+    /// (type, config, config1, config2, precise_ip, sample_type) of an attribute.
+    fn fields(a: &sys::perf_event_attr) -> (u32, u64, u64, u64, u64, u64) {
+        // SAFETY: plain integers in the unions.
+        let (c1, c2) = unsafe { (a.__bindgen_anon_3.config1, a.__bindgen_anon_4.config2) };
+        (a.type_, a.config, c1, c2, a.precise_ip(), a.sample_type)
+    }
+
+    #[test]
+    fn intel_loads_and_stores_are_opened_as_perf_mem_opens_them() {
+        let loads = opens(intel, "mem-loads@f1000", PreciseTuning::default());
+        assert_eq!(loads.len(), 1);
+        let a = &loads[0].attr;
+        let sampled = BASE | PERIOD | ADDR | DATA_SRC | WEIGHT_STRUCT;
+        assert_eq!(fields(a), (4, 0x1cd, 30, 0, 3, sampled));
+        assert_eq!(sampled, 0x101_b18f);
+        // SAFETY: the frequency member of the union, as `freq` says.
+        assert_eq!(
+            (a.freq(), unsafe { a.__bindgen_anon_1.sample_freq }),
+            (1, 1000)
+        );
+        assert_eq!((a.exclude_kernel(), a.exclude_hv(), a.inherit()), (1, 1, 1));
+        assert_eq!((a.disabled(), a.enable_on_exec(), a.mmap2()), (1, 1, 1));
+        assert_eq!(a.sample_regs_user, SAMPLE_REGS_USER, "no EA registers");
+        assert!(loads[0].leader.is_none() && loads[0].cpus.is_none());
+
+        let stores = opens(intel, "mem-stores@5000", PreciseTuning::default());
+        let a = &stores[0].attr;
+        assert_eq!(
+            fields(a),
+            (4, 0x82d0, 0, 0, 3, BASE | ADDR | DATA_SRC | WEIGHT_STRUCT)
+        );
+        // SAFETY: a fixed period.
+        assert_eq!(
+            (a.freq(), unsafe { a.__bindgen_anon_1.sample_period }),
+            (0, 5000)
+        );
+
+        // What an older kernel accepts: a plain weight, then lower precision.
+        let lowered = PreciseTuning::default()
+            .lowered()
+            .unwrap()
+            .lowered()
+            .unwrap();
+        assert_eq!(
+            lowered,
+            PreciseTuning {
+                weight_struct: false,
+                max_precise_ip: 2
+            }
+        );
+        let old = opens(intel, "mem-loads@f1000", lowered);
+        assert_eq!(
+            fields(&old[0].attr),
+            (4, 0x1cd, 30, 0, 2, BASE | PERIOD | ADDR | DATA_SRC | WEIGHT)
+        );
+        let last = PreciseTuning {
+            weight_struct: false,
+            max_precise_ip: 1,
+        };
+        assert_eq!(last.lowered(), None);
+    }
+
+    #[test]
+    fn hybrid_intel_opens_each_core_type_on_its_cpus_with_the_aux_leader_on_the_big_cores() {
+        let loads = opens(hybrid, "mem-loads@f1000", PreciseTuning::default());
+        assert_eq!(loads.len(), 2);
+        let sampled = BASE | PERIOD | ADDR | DATA_SRC | WEIGHT_STRUCT;
+        let (atom, core) = (&loads[0], &loads[1]);
+        assert_eq!(fields(&atom.attr), (10, 0x5d0, 30, 0, 3, sampled));
+        assert_eq!(atom.cpus, Some((16..=23).collect()));
+        assert!(atom.leader.is_none());
+        assert!(atom.covers(16) && !atom.covers(3));
+        assert_eq!((atom.attr.disabled(), atom.attr.enable_on_exec()), (1, 1));
+
+        assert_eq!(fields(&core.attr), (4, 0x1cd, 30, 0, 3, sampled));
+        assert_eq!(core.cpus, Some((0..=15).collect()));
+        // The member follows its leader, which counts (no samples) and is enabled at exec.
+        assert_eq!((core.attr.disabled(), core.attr.enable_on_exec()), (0, 0));
+        let leader = core.leader.as_ref().unwrap();
+        assert_eq!(fields(leader), (4, 0x8203, 0, 0, 0, 0));
+        // SAFETY: a counting event: period 0.
+        assert_eq!(unsafe { leader.__bindgen_anon_1.sample_period }, 0);
+        assert_eq!((leader.disabled(), leader.enable_on_exec()), (1, 1));
+        assert_eq!((leader.inherit(), leader.exclude_kernel()), (1, 1));
+    }
+
+    #[test]
+    fn amd_ibs_is_opened_as_ibs_op_without_precise_ip_or_hypervisor_exclusion() {
+        let mem = opens(amd, "mem@4096", PreciseTuning::default());
+        assert_eq!(mem.len(), 1);
+        let a = &mem[0].attr;
+        assert_eq!(
+            fields(a),
+            (11, 0, 0, 0, 0, BASE | ADDR | DATA_SRC | WEIGHT_STRUCT)
+        );
+        assert_eq!((a.exclude_hv(), a.exclude_kernel()), (0, 1));
+        // SAFETY: a fixed period.
+        assert_eq!(unsafe { a.__bindgen_anon_1.sample_period }, 4096);
+    }
+
+    #[test]
+    fn arm_spe_attributes_carry_its_filters() {
+        let dir = tempfile::tempdir().unwrap();
+        arm(dir.path());
+        let units = PreciseUnits::detect(dir.path()).unwrap();
+        // `-e` refuses SPE (its records are not samples); its attributes are built all the same.
+        let spec = EventSpec {
+            event: crate::events::find("mem-loads").unwrap(),
+            sampling: Sampling::Frequency(1000),
+        };
+        let loads = memory_attrs(&units, &spec, &opts(PreciseTuning::default()), false);
+        let sampled = BASE | PERIOD | ADDR | DATA_SRC | WEIGHT_STRUCT;
+        assert_eq!(fields(&loads[0].attr), (9, 1 | 1 << 33, 0, 30, 0, sampled));
+        assert_eq!(loads[0].cpus, Some((0..=7).collect()));
+        assert_eq!(loads[0].attr.mmap2(), 0, "no side band asked for");
+    }
+
+    #[test]
+    fn other_events_open_once_everywhere() {
+        let spec = EventSpec::parse("page-faults@1").unwrap();
+        let opens = event_attrs(&spec, &opts(PreciseTuning::default()), false);
+        assert_eq!(opens.len(), 1);
+        assert!(opens[0].leader.is_none() && opens[0].covers(123));
+        assert_eq!(opens[0].attr.sample_type, BASE | ADDR);
+        assert_eq!(opens[0].attr.precise_ip(), 0);
+    }
 }

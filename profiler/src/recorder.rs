@@ -23,7 +23,9 @@ use crate::ea::{EaRecovery, GpRegs};
 use crate::events::DataSource;
 use crate::loadmap::{AddressSpace, MapEvent, ModuleRegistry};
 use crate::perf::{REG_BP, REG_IP, REG_SP};
+use crate::pmu::MemOp;
 use crate::ring::RingRecord;
+use crate::sample::{is_kept, level_of, SampleFields, SampleLayout};
 use crate::unwind::{walk, RawFrame, StackSample, WalkEnd};
 
 /// A frame of a thread's last complete path, kept to complete later truncated paths.
@@ -71,6 +73,18 @@ pub struct EventLayout {
     pub fixed_period: Option<u64>,
     /// Where its samples' data addresses come from (`None` without `--data`).
     pub data: DataSource,
+    /// For a precise memory event, where the fields after the stack copy are, and which
+    /// operations' samples count.
+    pub precise: Option<PreciseLayout>,
+}
+
+/// How a precise memory event's samples are read (see [`crate::sample`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PreciseLayout {
+    /// Where its samples' address, weight and data source are.
+    pub fields: SampleLayout,
+    /// The operations whose samples count (IBS samples every operation).
+    pub keep: MemOp,
 }
 
 /// Everything learned so far in a run.
@@ -93,8 +107,10 @@ pub struct Recorder {
     ea: EaRecovery,
     /// Allocator uprobes by kernel id: what each marks and its record layout.
     probes: FxHashMap<u64, (crate::uprobes::ProbePoint, RecordParseInfo)>,
-    /// Per thread, the allocator call whose entry probe fired and whose return has not.
-    calls_in_progress: FxHashMap<u32, crate::alloc::AllocEvent>,
+    /// Per thread, the allocator calls whose entry probe fired and whose return has not,
+    /// outermost first (an allocator may call another: glibc's `realloc(NULL, n)` calls
+    /// `malloc`).
+    calls_in_progress: FxHashMap<u32, Vec<probes::CallInProgress>>,
     /// The smallest block whose allocation is recorded (`--alloc-min`).
     alloc_min: u64,
 }
@@ -203,7 +219,16 @@ impl Recorder {
         }
         let event = self.event_of(rec);
         match self.raw(rec, event).parse() {
-            Ok(EventRecord::Sample(s)) => self.sample(&s, event),
+            Ok(EventRecord::Sample(s)) => {
+                let precise = self.layouts[event].precise;
+                match precise.map(|p| (p, p.fields.fields(rec.data))) {
+                    None => self.sample(&s, event, None),
+                    // A record shorter than its layout, or an operation not asked for.
+                    Some((_, None)) => {}
+                    Some((p, Some(f))) if !is_kept(f.data_src.unwrap_or(0), p.keep) => {}
+                    Some((_, Some(f))) => self.sample(&s, event, Some(f)),
+                }
+            }
             Ok(EventRecord::Mmap2(m)) => self.mmap2(&m),
             Ok(EventRecord::Comm(c)) => self.comm(&c),
             Ok(EventRecord::Fork(f)) => self.fork(&f),
@@ -270,7 +295,8 @@ impl Recorder {
         self.processes.insert(pid, child);
     }
 
-    fn sample(&mut self, s: &SampleRecord<'_>, event: usize) {
+    /// Record sample `s` of metric `event`; `precise` holds a precise memory sample's fields.
+    fn sample(&mut self, s: &SampleRecord<'_>, event: usize, precise: Option<SampleFields>) {
         let (Some(pid), Some(tid)) = (s.pid, s.tid) else {
             return;
         };
@@ -318,7 +344,7 @@ impl Recorder {
             leaf
         };
         thread.cct.charge(node, event, period);
-        if let Some(addr) = self.data_address(s, event, pid, in_kernel) {
+        if let Some(addr) = self.data_address(s, event, pid, in_kernel, precise.as_ref()) {
             let access = Access {
                 addr,
                 tid,
@@ -329,24 +355,29 @@ impl Recorder {
             };
             let process = &self.processes[&pid];
             let data = classify(&access, &process.heap, &process.space);
+            let source =
+                precise.map(|f| (level_of(f.data_src.unwrap_or(0)), f.latency.unwrap_or(0)));
             if let Some(d) = self.data.as_mut() {
-                d.charge(&access, leaf, data, event, period);
+                d.charge(&access, leaf, data, event, period, source);
             }
         }
     }
 
     /// The data address of a sample of `event` of process `pid`, where `--data` asked for
-    /// one and the sample has it: the kernel's, or the memory operand of the user-mode
-    /// instruction the sample interrupted (see [`crate::ea`]).
+    /// one and the sample has it: the kernel's (a fault's, or the PMU's in the `precise`
+    /// fields, where 0 means none), or the memory operand of the user-mode instruction the
+    /// sample interrupted (see [`crate::ea`]).
     fn data_address(
         &mut self,
         s: &SampleRecord<'_>,
         event: usize,
         pid: u32,
         in_kernel: bool,
+        precise: Option<&SampleFields>,
     ) -> Option<u64> {
         match self.layouts[event].data {
             DataSource::Address => s.addr,
+            DataSource::Precise => precise?.addr.filter(|&a| a != 0),
             DataSource::Registers if !in_kernel => {
                 let regs = GpRegs::from_sample(s.user_regs.as_ref()?);
                 let ip = regs.get(REG_IP as u8)?;

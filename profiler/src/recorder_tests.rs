@@ -10,6 +10,7 @@ use super::*;
 use crate::db::{Cct, ProfileModuleId, Sampling};
 use crate::events::EventSpec;
 use crate::perf::{attr, parse_info, AttrOptions};
+use crate::recorder::PreciseLayout;
 use linux_perf_event_reader::RawData;
 
 /// A process id no real process has (above the kernel's `pid_max` limit).
@@ -36,11 +37,13 @@ fn recorder() -> Recorder {
         kernel: false,
         enable_on_exec: true,
         data: false,
+        precise: Default::default(),
     };
     let layout = EventLayout {
         parse_info: parse_info(&attr(&spec, &opts, true)),
         fixed_period: None,
         data: crate::events::DataSource::None,
+        precise: None,
     };
     Recorder::new(vec![layout], [(EVENT_ID, 0)].into_iter().collect())
 }
@@ -300,4 +303,88 @@ fn a_recording_survives_a_profile_db_round_trip() {
     assert_eq!(back.modules[0].path, "/nonexistent/app");
     let total = back.threads[0].cct.total(0);
     assert_eq!((total.samples, total.value), (3, 3_000_000));
+}
+
+/// A recorder of one precise memory event (`mem-loads` at 1000 Hz on a fake Intel machine)
+/// whose samples count when they are of operations `keep`.
+fn precise_recorder(keep: crate::pmu::MemOp) -> Recorder {
+    let dir = tempfile::tempdir().unwrap();
+    crate::pmu::tests::intel(dir.path());
+    let units = crate::pmu::PreciseUnits::detect(dir.path()).unwrap();
+    let spec = EventSpec::parse_with("mem-loads@f1000", Some(&units)).unwrap()[0];
+    let opts = AttrOptions {
+        stack_size: 4096,
+        kernel: false,
+        enable_on_exec: true,
+        data: true,
+        precise: Default::default(),
+    };
+    let attr = crate::perf::memory_attrs(&units, &spec, &opts, true)[0].attr;
+    let layout = EventLayout {
+        parse_info: parse_info(&attr),
+        fixed_period: None,
+        data: crate::events::DataSource::Precise,
+        precise: Some(PreciseLayout {
+            fields: crate::sample::SampleLayout::of(&attr),
+            keep,
+        }),
+    };
+    Recorder::new(vec![layout], [(EVENT_ID, 0)].into_iter().collect())
+}
+
+/// A precise memory sample at `ip` touching `addr`, with weight `latency` and `data_src`.
+fn precise_sample(rec: &mut Recorder, ip: u64, addr: u64, latency: u64, data_src: u64) {
+    let (sp, bp, bytes) = stack(&[BASE + 0x200]);
+    let mut b = Vec::new();
+    // IDENTIFIER IP TID TIME ADDR CPU PERIOD
+    push(&mut b, &[EVENT_ID, ip, pid_tid(PID, PID), 1, addr, 0, 100]);
+    push(&mut b, &[2, bp, sp, ip]);
+    push(&mut b, &[4096]);
+    b.extend_from_slice(&bytes);
+    b.resize(b.len() + 4096 - bytes.len(), 0);
+    push(&mut b, &[bytes.len() as u64]);
+    // WEIGHT_STRUCT (instruction latency 9 in var2_w, not kept), DATA_SRC
+    push(&mut b, &[latency | 9 << 32, data_src]);
+    feed(rec, PERF_RECORD_SAMPLE, MISC_USER, &b);
+}
+
+/// perf_mem_data_src: a load that hit L1, and a load from remote DRAM (level number RAM +
+/// remote), a store that hit L1.
+const LOAD_L1: u64 = 0x02 | (0x02 | 0x08) << 5 | 0x01 << 33;
+const LOAD_REMOTE_RAM: u64 = 0x02 | 0x02 << 5 | 0x0d << 33 | 1 << 37;
+const STORE_L1: u64 = 0x04 | (0x02 | 0x08) << 5;
+
+#[test]
+fn precise_memory_samples_keep_their_address_data_source_and_latency() {
+    use crate::dataref::{DataRef, MemLevel};
+    let mut rec = precise_recorder(crate::pmu::MemOp::Both);
+    mapped(&mut rec);
+    precise_sample(&mut rec, BASE + 0x100, 0x5000_0000, 5, LOAD_L1);
+    precise_sample(&mut rec, BASE + 0x100, 0x5000_0040, 300, LOAD_REMOTE_RAM);
+    precise_sample(&mut rec, BASE + 0x100, 0, 7, LOAD_L1); // no address: no data reference
+    let r = rec.finish();
+    assert_eq!(r.stats.samples, 3);
+    assert_eq!(r.data.stats.by_class, [0, 0, 0, 0, 2]);
+    let costs = &r.data.threads[0].costs;
+    assert_eq!(costs.len(), 1);
+    assert_eq!(costs[0].data, DataRef::Unknown);
+    assert_eq!(
+        (costs[0].costs[0].samples, costs[0].costs[0].value),
+        (2, 200)
+    );
+    let h = &costs[0].sources[0];
+    assert_eq!(h.levels[MemLevel::L1.index()], 1);
+    assert_eq!(h.levels[MemLevel::Remote.index()], 1);
+    assert_eq!((h.samples(), h.latency, h.weighted), (2, 305, 2));
+}
+
+#[test]
+fn samples_of_operations_not_asked_for_are_dropped() {
+    let mut rec = precise_recorder(crate::pmu::MemOp::Loads);
+    mapped(&mut rec);
+    precise_sample(&mut rec, BASE + 0x100, 0x5000_0000, 5, LOAD_L1);
+    precise_sample(&mut rec, BASE + 0x100, 0x5000_0000, 5, STORE_L1);
+    let r = rec.finish();
+    assert_eq!(r.stats.samples, 1);
+    assert_eq!(r.data.source_total(0).samples(), 1);
 }

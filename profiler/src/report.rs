@@ -102,6 +102,7 @@ pub fn summary(profile: &Profile, duration_s: f64, output: &str, notes: &[String
         }
     );
     out.push_str(&crate::report_data::summary_lines(&profile.data));
+    out.push_str(&crate::report_data::source_lines(profile));
     for note in notes {
         let _ = writeln!(out, "  {note}");
     }
@@ -129,22 +130,29 @@ pub fn list_events() -> String {
         "event", "kind", "unit", "status"
     );
     for e in KNOWN_EVENTS {
-        let spec = EventSpec::parse(e.name).expect("known events parse");
-        let opts = AttrOptions {
-            stack_size: 8,
-            kernel: false,
-            enable_on_exec: false,
-            data: false,
-        };
-        let status = match perf::open(&perf::attr(&spec, &opts, false), 0, -1) {
-            Ok(_) => "available".to_string(),
-            Err(err) if perf::is_unsupported(&err) => "not supported".to_string(),
-            Err(err) if perf::is_denied(&err) => "not permitted".to_string(),
-            Err(err) => format!("error {}", err.raw_os_error().unwrap_or(0)),
+        let status = match e.class {
+            EventClass::Memory(_) => precise_status(e.name),
+            EventClass::Hardware | EventClass::Software => {
+                let spec = EventSpec::parse(e.name).expect("known events parse");
+                let opts = AttrOptions {
+                    stack_size: 8,
+                    kernel: false,
+                    enable_on_exec: false,
+                    data: false,
+                    precise: Default::default(),
+                };
+                match perf::open(&perf::attr(&spec, &opts, false), 0, -1) {
+                    Ok(_) => "available".to_string(),
+                    Err(err) if perf::is_unsupported(&err) => "not supported".to_string(),
+                    Err(err) if perf::is_denied(&err) => "not permitted".to_string(),
+                    Err(err) => format!("error {}", err.raw_os_error().unwrap_or(0)),
+                }
+            }
         };
         let kind = match e.class {
             EventClass::Hardware => "hardware",
             EventClass::Software => "software",
+            EventClass::Memory(_) => "memory",
         };
         let _ = writeln!(
             out,
@@ -161,6 +169,20 @@ pub fn list_events() -> String {
          `cycles` falls back to cpu-clock where there is no PMU. kernel.perf_event_paranoid is {paranoid}."
     );
     out
+}
+
+/// Whether precise memory event `name` can be sampled here: the units it would use, or why not.
+fn precise_status(name: &str) -> String {
+    let Some(units) = crate::pmu::machine() else {
+        return "no PEBS/IBS/SPE".to_string();
+    };
+    if !units.delivers_samples() {
+        return format!("{}: not decoded", units.pmus.join("+"));
+    }
+    match EventSpec::parse_all(name) {
+        Ok(_) => units.pmus.join("+"),
+        Err(_) => "not on this PMU".to_string(),
+    }
 }
 
 /// A readable dump of a profile: header, modules, threads, and each thread's hottest paths.

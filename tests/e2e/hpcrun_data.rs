@@ -586,3 +586,71 @@ fn a_process_attached_to_is_probed_as_root() {
     // 20 blocks of 256 pages, each written once.
     assert_eq!(grab.map(|s| s.0), Some(20 * 256), "{sites:?}");
 }
+
+#[test]
+fn every_allocation_function_of_a_static_binary_is_probed_exactly_as_root() {
+    if !is_root() {
+        return; // uprobes need CAP_SYS_ADMIN: the static-binary test covers the notice
+    }
+    let dir = scratch_dir("hpcrun-data-aligned");
+    let exe = compile(
+        "alloc_aligned.c",
+        &dir,
+        "aligned",
+        &["-O2", "-g", "-static"],
+    );
+    let db = dir.join("aligned.db");
+    let counts = dir.join("counts.txt");
+    let out = run(Command::new(tool("hpcrun-rs"))
+        .args(["-e", "cpu-clock@f100", "--data", "-o"])
+        .arg(&db)
+        .arg(&exe)
+        .arg(&counts));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let profile = Profile::read(&db).unwrap();
+    assert_eq!(profile.stats.lost, 0, "{stderr}");
+    assert_eq!(profile.data.stats.heap_unavailable, None, "{stderr}");
+    // The program's own counts: "FUNCTION BLOCKS BYTES"; all of a function's blocks are live
+    // at once, then freed.
+    let mut expected = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(&counts).unwrap().lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let n = |i: usize| f[i].parse::<u64>().unwrap();
+        expected.insert(f[0].to_string(), (n(1), n(2), n(1), n(2), 0));
+    }
+    assert_eq!(expected.len(), 10, "{expected:?}");
+    // `via_posix_memalign_helper` allocates through its helper `pm`.
+    let helper = expected.remove("via_posix_memalign_helper").unwrap();
+    expected.insert("pm".to_string(), helper);
+    // Per site under a `via_` function, keyed by the function making the call: blocks, bytes
+    // asked for, frees matched to a block and peak live bytes (both wrong if a block's address
+    // was), bytes live at the end. A call the allocator makes itself (glibc's posix_memalign calling malloc)
+    // would show up as a site in the C library.
+    let mut namer = Namer::new(&profile);
+    let mut found = std::collections::BTreeMap::new();
+    for (thread, data) in profile.threads.iter().zip(&profile.data.threads) {
+        for site in &data.allocs {
+            let path: Vec<String> = path_names(&mut namer, &thread.cct, site.node)
+                .iter()
+                .map(|f| f.rsplit(':').next().unwrap().to_string())
+                .collect();
+            if !path.iter().any(|f| f.starts_with("via_")) {
+                continue; // the C library's own blocks (stdio's buffer)
+            }
+            let caller = path.last().unwrap().clone();
+            let e: &mut (u64, u64, u64, u64, u64) = found.entry(caller).or_default();
+            *e = (
+                e.0 + site.calls,
+                e.1 + site.bytes,
+                e.2 + site.frees,
+                e.3 + site.peak_live,
+                e.4 + site.live_at_end,
+            );
+        }
+    }
+    assert_eq!(
+        found, expected,
+        "allocation sites against the program's own counts"
+    );
+}
