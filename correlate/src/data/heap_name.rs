@@ -100,9 +100,11 @@ const STARTERS: [&str; 7] = [
     "clone3",
 ];
 
-/// Whether a frame belongs to the allocator: the C library's allocation functions, C++'s
-/// `operator new` and allocators, Rust's `alloc::`, the measurement's shim, unknown code in
-/// those libraries.
+/// Whether a frame belongs to the allocator: the measurement's shim, unknown code in the C and
+/// C++ runtimes, C++'s `operator new` and allocators, Rust's `alloc::`, and every function
+/// whose own name says it allocates (`malloc`, `xmalloc`, `_PyObject_Malloc`,
+/// `pymalloc_alloc`, `g_realloc`): wrappers are folded so that an object is named by the code
+/// that wanted the memory.
 pub(crate) fn is_allocator(db: &Database, node: &Node) -> bool {
     let module = node.module.map(|m| label::base_name(db.module_path(m)));
     if module.is_some_and(|m| m.starts_with("libhpcrun_alloc")) {
@@ -111,32 +113,56 @@ pub(crate) fn is_allocator(db: &Database, node: &Node) -> bool {
     if node.kind == NodeKind::Unknown {
         return module.is_some_and(|m| m.starts_with("libc.so") || m.starts_with("libstdc++"));
     }
-    let name = node.name.as_str();
-    const EXACT: [&str; 12] = [
-        "malloc",
-        "calloc",
-        "realloc",
-        "reallocarray",
-        "memalign",
-        "aligned_alloc",
-        "posix_memalign",
-        "valloc",
-        "pvalloc",
-        "__libc_malloc",
-        "__libc_calloc",
-        "__libc_realloc",
-    ];
-    const PREFIXES: [&str; 10] = [
+    const PREFIXES: [&str; 7] = [
         "operator new",
         "std::allocator",
         "std::__new_allocator",
         "__gnu_cxx::new_allocator",
         "std::allocator_traits",
         "alloc::",
-        "__rust_alloc",
-        "__rdl_alloc",
-        "_int_malloc",
-        "__rust_realloc",
+        "__rust_",
     ];
-    EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
+    PREFIXES.iter().any(|p| node.name.starts_with(p)) || allocates(&node.name)
+}
+
+/// Whether a function's own name (without its scope and parameters) ends in `malloc`,
+/// `calloc`, `realloc`, `memalign`, `valloc` or `_alloc`, in any case.
+fn allocates(name: &str) -> bool {
+    let own = name.split('(').next().unwrap_or(name);
+    let own = own.rsplit("::").next().unwrap_or(own).to_ascii_lowercase();
+    [
+        "malloc",
+        "calloc",
+        "realloc",
+        "memalign",
+        "valloc",
+        "_alloc",
+        "reallocarray",
+    ]
+    .iter()
+    .any(|suffix| own.ends_with(suffix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::allocates;
+
+    #[test]
+    fn allocating_names_are_recognised_by_their_ending() {
+        for name in [
+            "malloc",
+            "xmalloc",
+            "_PyObject_Malloc",
+            "pymalloc_alloc",
+            "aligned_alloc",
+            "posix_memalign",
+            "g_realloc",
+            "ns::Pool::raw_alloc(unsigned long)",
+        ] {
+            assert!(allocates(name), "{name}");
+        }
+        for name in ["alloc_a", "make_particles", "allocate_tree", "main", "free"] {
+            assert!(!allocates(name), "{name}");
+        }
+    }
 }

@@ -14,7 +14,7 @@ use crate::database::Database;
 use crate::view::MetricInfo;
 
 /// Width of the object-name column before it is clipped.
-const NAME_WIDTH: usize = 72;
+const NAME_WIDTH: usize = 110;
 
 /// What a table rendering showed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
