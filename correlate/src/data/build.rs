@@ -35,6 +35,9 @@ enum ObjectKey {
     Unknown,
 }
 
+/// The most frames a heap object's name shows.
+const MAX_FRAMES: usize = 8;
+
 /// What identifies an access: object, thread, context, instruction, offset.
 type AccessKey = (
     DataObjectId,
@@ -116,8 +119,8 @@ impl<'v> DataBuilder<'v> {
         self.section
     }
 
-    /// Give heap objects that share a name more frames, then a number where even their
-    /// whole paths print alike.
+    /// Give heap objects that share a name more frames, then, past [`MAX_FRAMES`] or where
+    /// their whole paths print alike, a number.
     fn distinguish_heap_names(&mut self, db: &Database) {
         let mut frames = SHOWN_FRAMES;
         loop {
@@ -144,7 +147,7 @@ impl<'v> DataBuilder<'v> {
                 let o = &mut self.section.objects[i];
                 let named = o.site.map(|site| heap_name(db, site, frames));
                 match named {
-                    Some(n) if frames <= n.depth => o.name = n.name,
+                    Some(n) if frames <= n.depth.min(MAX_FRAMES) => o.name = n.name,
                     _ => o.name = format!("{} #{}", o.name, k + 1),
                 }
             }
