@@ -187,14 +187,7 @@ fn cxx_statics_are_qualified() {
         assert_eq!((var.name.as_str(), offset, var.size), (name, 0, size));
     }
     // Without DWARF, the symbol table's names, demangled.
-    let stripped = dir.join("stripped");
-    run_ok(
-        Command::new("strip")
-            .arg("-g")
-            .arg(&exe)
-            .arg("-o")
-            .arg(&stripped),
-    );
+    let stripped = strip_debug(&dir, &exe);
     let layout = DataLayout::read(&stripped).unwrap();
     for (name, link) in [
         ("Class::member", "_ZN5Class6memberE"),
@@ -244,14 +237,7 @@ fn a_local_array_is_named_in_its_frame() {
 fn without_dwarf_the_symbol_table_names_statics() {
     let dir = scratch_dir("structure_variables_stripped");
     let exe = c_fixture(&dir);
-    let stripped = dir.join("stripped");
-    run_ok(
-        Command::new("strip")
-            .arg("-g")
-            .arg(&exe)
-            .arg("-o")
-            .arg(&stripped),
-    );
+    let stripped = strip_debug(&dir, &exe);
     let layout = DataLayout::read(&stripped).unwrap();
     let nm = nm_sizes(&exe);
     for name in ["A", "S", "grid_arr"] {
@@ -442,4 +428,17 @@ fn debug_files_elsewhere_read_alike() {
     let layout = DataLayout::read(&split).unwrap();
     assert!(layout.notes().is_empty(), "{:?}", layout.notes());
     assert_eq!(summary(&split, &layout), want);
+}
+
+/// A copy of `exe` in `dir` without its DWARF (`strip -g`).
+fn strip_debug(dir: &Path, exe: &Path) -> PathBuf {
+    let stripped = dir.join("stripped");
+    run_ok(
+        Command::new("strip")
+            .arg("-g")
+            .arg(exe)
+            .arg("-o")
+            .arg(&stripped),
+    );
+    stripped
 }
