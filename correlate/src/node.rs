@@ -136,6 +136,21 @@ impl NodeKey {
 }
 
 impl Node {
+    /// The node's identity (the inverse of [`Node::from_key`]), to insert a copy of it in
+    /// another tree.
+    pub(crate) fn key(&self) -> NodeKey {
+        NodeKey {
+            kind: self.kind,
+            name: self.name.clone(),
+            module: self.module,
+            file: self.file,
+            line: self.line,
+            end_line: self.end_line,
+            call_file: self.call_file,
+            call_line: self.call_line,
+        }
+    }
+
     /// A node below `parent` with identity `key` and no costs yet.
     pub(crate) fn from_key(parent: DbNodeId, key: NodeKey) -> Node {
         Node {

@@ -11,7 +11,8 @@ use fxhash::FxHashMap;
 
 use crate::addr::Avma;
 use crate::dataref::{
-    AllocSite, DataCost, DataProfile, DataRef, DataStats, MemLevel, SourceHist, ThreadData,
+    AllocSite, DataCost, DataProfile, DataRef, DataStats, MemLevel, SiteCounts, SourceHist,
+    ThreadData,
 };
 use crate::db::{CctNodeId, Cost, ThreadProfile};
 use crate::loadmap::AddressSpace;
@@ -338,20 +339,15 @@ impl DataRecorder {
                 }
                 let s = &mut self.threads.entry(tid).or_default().sites;
                 let s = s.entry(site).or_insert_with(|| SiteBuilder {
-                    site: AllocSite::new(site),
+                    site: AllocSite {
+                        node: site,
+                        counts: SiteCounts::empty(),
+                    },
                     live: 0,
                 });
-                let first = s.site.calls == 0;
-                s.site.calls += 1;
-                s.site.bytes += size;
-                s.site.size_min = if first {
-                    size
-                } else {
-                    s.site.size_min.min(size)
-                };
-                s.site.size_max = s.site.size_max.max(size);
+                s.site.counts.allocated(size);
                 s.live += size;
-                s.site.peak_live = s.site.peak_live.max(s.live);
+                s.site.counts.peak_live = s.site.counts.peak_live.max(s.live);
             }
             AllocCall::Free { ptr, time } => {
                 if let Some(block) = heap.blocks.remove(&ptr) {
@@ -367,8 +363,8 @@ impl DataRecorder {
         };
         if let Some(s) = thread.sites.get_mut(&block.site) {
             s.live = s.live.saturating_sub(block.size);
-            s.site.frees += 1;
-            s.site.lifetime_ns += time.saturating_sub(block.t_alloc);
+            s.site.counts.frees += 1;
+            s.site.counts.lifetime_ns += time.saturating_sub(block.t_alloc);
         }
     }
 
@@ -401,9 +397,9 @@ impl DataRecorder {
                 let mut allocs: Vec<AllocSite> = b
                     .sites
                     .into_values()
-                    .map(|s| AllocSite {
-                        live_at_end: s.live,
-                        ..s.site
+                    .map(|mut s| {
+                        s.site.counts.live_at_end = s.live;
+                        s.site
                     })
                     .collect();
                 allocs.sort_by_key(|a| a.node);
@@ -540,7 +536,7 @@ mod tests {
             cct: crate::db::Cct::new(1),
         };
         let data = d.finish(&[thread]);
-        let s = &data.threads[0].allocs[0];
+        let s = &data.threads[0].allocs[0].counts;
         assert_eq!((s.calls, s.bytes, s.frees), (3, 450, 1));
         assert_eq!((s.peak_live, s.live_at_end), (400, 350));
         assert_eq!((s.size_min, s.size_max, s.lifetime_ns), (50, 300, 40));

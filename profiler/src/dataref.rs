@@ -236,19 +236,28 @@ pub enum MappingKind {
 pub struct AllocSite {
     /// The allocation's calling context in the thread's tree (costs there are unaffected).
     pub node: CctNodeId,
+    /// What was allocated there. postcard writes a nested struct's fields in place, so the
+    /// encoding is that of the fields listed after `node` (as format versions 3 and 4 have it).
+    pub counts: SiteCounts,
+}
+
+/// What was allocated at one site: blocks, bytes, peak, lifetimes. Also what the correlator
+/// sums over threads and sites.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiteCounts {
     /// Blocks allocated.
     pub calls: u64,
     /// Bytes allocated in all.
     pub bytes: u64,
     /// Blocks freed.
     pub frees: u64,
-    /// The most bytes of this site live at once.
+    /// The most bytes live at once (a sum over threads or sites is an upper bound of theirs).
     pub peak_live: u64,
     /// Bytes still live when the run ended (leaked, or freed at exit without a free).
     pub live_at_end: u64,
-    /// Smallest and largest block.
+    /// Smallest block.
     pub size_min: u64,
-    /// See [`AllocSite::size_min`].
+    /// Largest block.
     pub size_max: u64,
     /// Sum of the lifetimes of freed blocks, ns.
     pub lifetime_ns: u64,
@@ -274,20 +283,49 @@ pub struct DataStats {
 /// The class names of [`DataStats::by_class`], in order.
 pub const CLASS_NAMES: [&str; 5] = ["heap", "static", "stack", "mapping", "unknown"];
 
-impl AllocSite {
-    /// A site at `node` that has allocated nothing yet.
-    pub fn new(node: CctNodeId) -> AllocSite {
-        AllocSite {
-            node,
+impl SiteCounts {
+    /// Nothing allocated yet (the smallest block is the largest number until one is).
+    pub fn empty() -> SiteCounts {
+        SiteCounts {
             calls: 0,
             bytes: 0,
             frees: 0,
             peak_live: 0,
             live_at_end: 0,
-            size_min: 0,
+            size_min: u64::MAX,
             size_max: 0,
             lifetime_ns: 0,
         }
+    }
+
+    /// Count one more block of `size` bytes.
+    pub fn allocated(&mut self, size: u64) {
+        self.calls += 1;
+        self.bytes += size;
+        self.size_min = self.size_min.min(size);
+        self.size_max = self.size_max.max(size);
+    }
+
+    /// Add `other`'s blocks (peaks add up: an upper bound of the combined peak).
+    pub fn add(&mut self, other: &SiteCounts) {
+        self.calls = self.calls.saturating_add(other.calls);
+        self.bytes = self.bytes.saturating_add(other.bytes);
+        self.frees = self.frees.saturating_add(other.frees);
+        self.peak_live = self.peak_live.saturating_add(other.peak_live);
+        self.live_at_end = self.live_at_end.saturating_add(other.live_at_end);
+        self.size_min = self.size_min.min(other.size_min);
+        self.size_max = self.size_max.max(other.size_max);
+        self.lifetime_ns = self.lifetime_ns.saturating_add(other.lifetime_ns);
+    }
+
+    /// Blocks live at the end of the run.
+    pub fn blocks_at_end(&self) -> u64 {
+        self.calls.saturating_sub(self.frees)
+    }
+
+    /// Mean lifetime of the freed blocks, ns; `None` when none was freed.
+    pub fn mean_lifetime_ns(&self) -> Option<u64> {
+        self.lifetime_ns.checked_div(self.frees)
     }
 }
 
@@ -449,5 +487,32 @@ impl DataProfile {
             .flat_map(|t| &t.costs)
             .map(|c| c.costs.get(event).copied().unwrap_or_default())
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_site_encodes_as_its_fields_in_a_row_as_format_versions_3_and_4_have_it() {
+        let site = AllocSite {
+            node: CctNodeId::from_index(7),
+            counts: SiteCounts {
+                calls: 1,
+                bytes: 2,
+                frees: 3,
+                peak_live: 4,
+                live_at_end: 5,
+                size_min: 6,
+                size_max: 7,
+                lifetime_ns: 8,
+            },
+        };
+        let flat = (7u32, 1u64, 2u64, 3u64, 4u64, 5u64, 6u64, 7u64, 8u64);
+        assert_eq!(
+            postcard::to_stdvec(&site).unwrap(),
+            postcard::to_stdvec(&flat).unwrap()
+        );
     }
 }

@@ -122,10 +122,11 @@ pub fn show(profile: &Profile, top: usize) -> String {
     }
     for (thread, t) in profile.threads.iter().zip(&data.threads) {
         for a in &t.allocs {
+            let c = &a.counts;
             let _ = writeln!(
                 out,
                 "  allocation site {}/{}: {} blocks, {} bytes ({}..{} each), {} freed, peak live {}, live at end {}",
-                thread.tid, a.node, a.calls, a.bytes, a.size_min, a.size_max, a.frees, a.peak_live, a.live_at_end
+                thread.tid, a.node, c.calls, c.bytes, c.size_min, c.size_max, c.frees, c.peak_live, c.live_at_end
             );
         }
     }

@@ -16,7 +16,6 @@ use profiler::db::{AddrKind, Cct, CctNodeId, Cost, Frame, Profile};
 use super::heap_name::{heap_name, is_allocator, SHOWN_FRAMES};
 use super::model::{
     AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, ObjectKind,
-    SiteCounts,
 };
 use super::variables::{VarHit, Variables};
 use crate::database::Database;
@@ -56,6 +55,8 @@ pub(crate) struct DataBuilder<'v> {
     files: FxHashMap<String, DbFileId>,
     /// Heap objects and the return address of their allocation call, to find receivers.
     returns: FxHashMap<DataObjectId, (DbModuleId, Svma)>,
+    /// The profile being added: the index of each thread id's (first) thread.
+    owners: FxHashMap<u32, usize>,
 }
 
 /// One profile as the builder needs it: the profile, how its indices map into the database, and
@@ -82,6 +83,7 @@ impl<'v> DataBuilder<'v> {
             variables,
             files,
             returns: FxHashMap::default(),
+            owners: FxHashMap::default(),
         }
     }
 
@@ -92,6 +94,10 @@ impl<'v> DataBuilder<'v> {
             return;
         }
         self.add_counts(&data.stats);
+        self.owners.clear();
+        for (t, thread) in input.profile.threads.iter().enumerate().rev() {
+            self.owners.insert(thread.tid, t);
+        }
         for (t, (thread, tdata)) in input.profile.threads.iter().zip(&data.threads).enumerate() {
             let tidx = ThreadIdx::from_index(input.nodes.first_thread.index() + t);
             for site in &tdata.allocs {
@@ -170,7 +176,7 @@ impl<'v> DataBuilder<'v> {
 
     fn add_site(
         &mut self,
-        db: &mut Database,
+        db: &Database,
         input: &ProfileInput<'_>,
         t: usize,
         tidx: ThreadIdx,
@@ -186,20 +192,11 @@ impl<'v> DataBuilder<'v> {
             }
         }
         let o = &mut self.section.objects[object.index()];
-        o.size = Some(o.size.unwrap_or(0).max(site.size_max));
+        o.size = Some(o.size.unwrap_or(0).max(site.counts.size_max));
         self.section.sites.push(AllocStats {
             object,
             thread: tidx,
-            counts: SiteCounts {
-                calls: site.calls,
-                bytes: site.bytes,
-                frees: site.frees,
-                peak_live: site.peak_live,
-                live_at_end: site.live_at_end,
-                size_min: site.size_min,
-                size_max: site.size_max,
-                lifetime_ns: site.lifetime_ns,
-            },
+            counts: site.counts.clone(),
         });
     }
 
@@ -228,10 +225,12 @@ impl<'v> DataBuilder<'v> {
             }
             let node = at[cost.node.index()];
             let key = (object, tidx, node, instruction, offset);
-            match self.accesses.get(&key) {
-                Some(&i) => Cost::add_each(&mut self.section.accesses[i].costs, &costs),
-                None => {
-                    self.accesses.insert(key, self.section.accesses.len());
+            match self.accesses.entry(key) {
+                Entry::Occupied(e) => {
+                    Cost::add_each(&mut self.section.accesses[*e.get()].costs, &costs)
+                }
+                Entry::Vacant(e) => {
+                    e.insert(self.section.accesses.len());
                     self.section.accesses.push(DataAccess {
                         object,
                         thread: tidx,
@@ -257,16 +256,13 @@ impl<'v> DataBuilder<'v> {
         match *data {
             DataRef::Heap {
                 tid, site, offset, ..
-            } => {
-                let owner = input.profile.threads.iter().position(|th| th.tid == tid);
-                match owner {
-                    Some(o) => {
-                        let node = input.nodes.nodes[o][site.index()];
-                        (self.heap_object(db, node), Some(offset))
-                    }
-                    None => (self.region("<heap: block of an unknown thread>"), None),
+            } => match self.owners.get(&tid).copied() {
+                Some(o) => {
+                    let node = input.nodes.nodes[o][site.index()];
+                    (self.heap_object(db, node), Some(offset))
                 }
-            }
+                None => (self.region("<heap: block of an unknown thread>"), None),
+            },
             DataRef::Static { module, addr } => {
                 let module = input.map.modules[module.index()];
                 self.static_object(db, module, addr)
@@ -332,7 +328,7 @@ impl<'v> DataBuilder<'v> {
             _ => None,
         };
         if let Some((module, hit)) = found {
-            let key = ObjectKey::Local(Some(module), hit.name.clone());
+            let key = ObjectKey::Local(Some(module), hit.name.to_string());
             let offset = hit.offset;
             let object = self.named(db, key, ObjectKind::Stack, module, &hit);
             return (object, Some(offset));
@@ -374,18 +370,16 @@ impl<'v> DataBuilder<'v> {
         key: ObjectKey,
         kind: ObjectKind,
         module: DbModuleId,
-        hit: &VarHit,
+        hit: &VarHit<'_>,
     ) -> DataObjectId {
         if let Some(&id) = self.objects.get(&key) {
             return id;
         }
-        let file = hit
-            .file
-            .as_deref()
-            .map(|f| db.intern_file(&mut self.files, f));
+        let file = hit.file.map(|f| db.intern_file(&mut self.files, f));
+        let layout = hit.ty.and_then(|t| self.variables.parts(module, t));
         self.object(key, || DataObject {
             kind,
-            name: hit.name.clone(),
+            name: hit.name.to_string(),
             module: Some(module),
             file,
             line: hit.line,
@@ -393,7 +387,7 @@ impl<'v> DataBuilder<'v> {
             start: (kind == ObjectKind::Static).then_some(hit.start),
             site: None,
             receiver: None,
-            layout: hit.layout.clone(),
+            layout,
         })
     }
 

@@ -2,6 +2,7 @@
 //! allocation sites of heap objects. Written by `hpcprof-rs` from the data references in
 //! `profile.db` (`hpcrun-rs --data`); every data view of `hpcview-rs` is a projection of it.
 
+pub use profiler::dataref::SiteCounts;
 use profiler::db::Cost;
 use serde::{Deserialize, Serialize};
 
@@ -176,65 +177,6 @@ pub struct AllocStats {
     pub thread: ThreadIdx,
     /// What it allocated.
     pub counts: SiteCounts,
-}
-
-/// What was allocated at one site: counts, bytes, peak, lifetimes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SiteCounts {
-    /// Blocks allocated.
-    pub calls: u64,
-    /// Bytes allocated.
-    pub bytes: u64,
-    /// Blocks freed.
-    pub frees: u64,
-    /// The most bytes live at once (summed over threads: an upper bound across them).
-    pub peak_live: u64,
-    /// Bytes live when the run ended.
-    pub live_at_end: u64,
-    /// Smallest block.
-    pub size_min: u64,
-    /// Largest block.
-    pub size_max: u64,
-    /// Sum of the lifetimes of freed blocks, ns.
-    pub lifetime_ns: u64,
-}
-
-impl SiteCounts {
-    /// Nothing allocated yet (the smallest block is the largest number until one is).
-    pub fn empty() -> SiteCounts {
-        SiteCounts {
-            calls: 0,
-            bytes: 0,
-            frees: 0,
-            peak_live: 0,
-            live_at_end: 0,
-            size_min: u64::MAX,
-            size_max: 0,
-            lifetime_ns: 0,
-        }
-    }
-
-    /// Add `other`'s blocks (peaks add up: an upper bound of the combined peak).
-    pub fn add(&mut self, other: &SiteCounts) {
-        self.calls = self.calls.saturating_add(other.calls);
-        self.bytes = self.bytes.saturating_add(other.bytes);
-        self.frees = self.frees.saturating_add(other.frees);
-        self.peak_live = self.peak_live.saturating_add(other.peak_live);
-        self.live_at_end = self.live_at_end.saturating_add(other.live_at_end);
-        self.size_min = self.size_min.min(other.size_min);
-        self.size_max = self.size_max.max(other.size_max);
-        self.lifetime_ns = self.lifetime_ns.saturating_add(other.lifetime_ns);
-    }
-
-    /// Blocks live at the end of the run.
-    pub fn blocks_at_end(&self) -> u64 {
-        self.calls.saturating_sub(self.frees)
-    }
-
-    /// Mean lifetime of the freed blocks, ns; `None` when none was freed.
-    pub fn mean_lifetime_ns(&self) -> Option<u64> {
-        self.lifetime_ns.checked_div(self.frees)
-    }
 }
 
 /// What the measurements resolved, summed over profiles.

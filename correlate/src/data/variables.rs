@@ -3,6 +3,7 @@
 //! data builder asks of them: which static holds an address, which local a frame offset, which
 //! variable an allocation's pointer was stored into.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::path::Path;
 
@@ -14,11 +15,12 @@ use crate::cache::StructureCache;
 use crate::database::{ModuleDesc, StructureSource};
 use crate::ids::DbModuleId;
 
-/// A variable found for an address.
+/// A variable found for an address, borrowed from its module's layout. Its type's parts are
+/// worked out only when an object is made of it ([`Variables::parts`]), not for every touch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct VarHit {
+pub(crate) struct VarHit<'v> {
     /// Display name: `A`, `counter in f`, `deep::lbuf`.
-    pub(crate) name: String,
+    pub(crate) name: Cow<'v, str>,
     /// A static's link-time address; a local's offset from the CFA.
     pub(crate) start: u64,
     /// Bytes from the variable's start.
@@ -26,11 +28,11 @@ pub(crate) struct VarHit {
     /// Size in bytes.
     pub(crate) size: u64,
     /// Declaration file and line.
-    pub(crate) file: Option<String>,
+    pub(crate) file: Option<&'v str>,
     /// See [`VarHit::file`].
     pub(crate) line: Option<u32>,
-    /// Parts of its type.
-    pub(crate) layout: Option<Layout>,
+    /// Its type, in its module's layout.
+    pub(crate) ty: Option<TypeId>,
 }
 
 /// The modules' variables, each module read when first asked about (from the structure cache
@@ -88,34 +90,45 @@ impl Variables {
     }
 
     /// The static variable of `module` holding link-time address `addr`.
-    pub(crate) fn static_at(&self, module: DbModuleId, addr: Svma) -> Option<VarHit> {
+    pub(crate) fn static_at(&self, module: DbModuleId, addr: Svma) -> Option<VarHit<'_>> {
         let layout = self.layout(module)?;
         let (var, offset) = layout.static_at(addr)?;
         Some(VarHit {
-            name: var.name.clone(),
+            name: Cow::Borrowed(&var.name),
             start: var.addr.0,
             offset: offset as i64,
             size: var.size,
-            file: var.file.clone(),
+            file: var.file.as_deref(),
             line: (var.line != 0).then_some(var.line),
-            layout: var.ty.and_then(|t| parts(layout, t)),
+            ty: var.ty,
         })
     }
 
     /// The local of the function executing at `pc` in `module` whose slot covers
     /// `cfa_offset`, named `function::variable`.
-    pub(crate) fn local_at(&self, module: DbModuleId, pc: Svma, cfa_offset: i64) -> Option<VarHit> {
+    pub(crate) fn local_at(
+        &self,
+        module: DbModuleId,
+        pc: Svma,
+        cfa_offset: i64,
+    ) -> Option<VarHit<'_>> {
         let layout = self.layout(module)?;
         let hit = layout.local_at(pc, cfa_offset)?;
         Some(VarHit {
-            name: format!("{}::{}", hit.scope, hit.name),
+            name: Cow::Owned(format!("{}::{}", hit.scope, hit.name)),
             start: hit.start as u64,
             offset: hit.offset as i64,
             size: hit.size,
             file: None,
             line: None,
-            layout: hit.ty.and_then(|t| parts(layout, t)),
+            ty: hit.ty,
         })
+    }
+
+    /// The parts of type `ty` of `module`: a record's members, an array's elements (and their
+    /// members).
+    pub(crate) fn parts(&self, module: DbModuleId, ty: TypeId) -> Option<Layout> {
+        parts(self.layout(module)?, ty)
     }
 
     /// For each return address of an allocation call in `module`, the variable the returned

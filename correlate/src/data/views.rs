@@ -132,21 +132,6 @@ fn object_key(db: &Database, id: DataObjectId) -> NodeKey {
     }
 }
 
-/// The key of database node `id`, as it is, for a copy of it in another tree.
-fn copy_key(db: &Database, id: DbNodeId) -> NodeKey {
-    let n = &db.nodes[id.index()];
-    NodeKey {
-        kind: n.kind,
-        name: n.name.clone(),
-        module: n.module,
-        file: n.file,
-        line: n.line,
-        end_line: n.end_line,
-        call_file: n.call_file,
-        call_line: n.call_line,
-    }
-}
-
 /// A database with `db`'s tables and an empty tree, to build a data view's tree in.
 fn empty_like(db: &Database) -> Database {
     let mut out = Database::new(db.metrics.clone());
@@ -173,7 +158,7 @@ pub fn object_tree(db: &Database, selection: &Selection) -> ViewTree {
         }
         let mut at = copies.get(&(a.object, id)).copied().unwrap_or(top);
         for &n in path.iter().rev() {
-            at = tree.child(&mut index, at, copy_key(db, n));
+            at = tree.child(&mut index, at, db.nodes[n.index()].key());
             copies.insert((a.object, n), at);
         }
         tree.add_cost(at, a.thread, &a.costs);

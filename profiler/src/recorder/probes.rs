@@ -298,10 +298,10 @@ mod tests {
         let all: Vec<&AllocSite> = r.data.threads.iter().flat_map(|t| &t.allocs).collect();
         all.iter().fold((0, 0, 0, 0), |s, a| {
             (
-                s.0 + a.calls,
-                s.1 + a.bytes,
-                s.2 + a.frees,
-                s.3 + a.live_at_end,
+                s.0 + a.counts.calls,
+                s.1 + a.counts.bytes,
+                s.2 + a.counts.frees,
+                s.3 + a.counts.live_at_end,
             )
         })
     }
