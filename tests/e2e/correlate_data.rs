@@ -258,16 +258,16 @@ fn count_kind(node: &Value, kind: &str, n: &mut u64) {
     }
 }
 
-/// `data_fields.c` under `cpu-clock@f4000 --data`.
-fn fields_database() -> PathBuf {
-    let dir = scratch_dir("correlate-data-fields");
-    let exe = compile("data_fields.c", &dir, "fields", &["-O2", "-g"]);
-    let db = dir.join("fields.db");
+/// The database of fixture `source` (-O2 -g) run with `arg` under `cpu-clock@f4000 --data`.
+fn clock_database(source: &str, name: &str, arg: &str) -> PathBuf {
+    let dir = scratch_dir(&format!("correlate-data-{name}"));
+    let exe = compile(source, &dir, name, &["-O2", "-g"]);
+    let db = dir.join(format!("{name}.db"));
     let out = run(Command::new(tool("hpcrun-rs"))
         .args(["-e", "cpu-clock@f4000", "--data", "-o"])
         .arg(&db)
         .arg(&exe)
-        .arg("800"));
+        .arg(arg));
     assert!(
         out.status.success(),
         "{}",
@@ -278,7 +278,7 @@ fn fields_database() -> PathBuf {
 
 #[test]
 fn the_hot_field_takes_the_time_and_the_receiver_names_the_global() {
-    let database = fields_database();
+    let database = clock_database("data_fields.c", "fields", "800");
     let fields = view_json(&database, &["--data", "--fields", "cells"]);
     let parts = fields["parts"].as_array().unwrap();
     let of = |name: &str| {
@@ -306,20 +306,7 @@ fn the_hot_field_takes_the_time_and_the_receiver_names_the_global() {
 
 #[test]
 fn clock_time_splits_between_the_named_arrays_as_the_program_measured() {
-    let dir = scratch_dir("correlate-data-ea");
-    let exe = compile("ea_arrsum.c", &dir, "arrsum", &["-O2", "-g"]);
-    let db = dir.join("arrsum.db");
-    let out = run(Command::new(tool("hpcrun-rs"))
-        .args(["-e", "cpu-clock@f4000", "--data", "-o"])
-        .arg(&db)
-        .arg(&exe)
-        .arg("60"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let objs = objects(&correlate(&db));
+    let objs = objects(&clock_database("ea_arrsum.c", "arrsum", "60"));
     let (a, b) = (samples_of(&objs, "A") as f64, samples_of(&objs, "B") as f64);
     let split = a / b.max(1.0);
     assert!((2.6..=3.6).contains(&split), "A:B = {a}:{b} = {split:.2}");

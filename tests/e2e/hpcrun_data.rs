@@ -319,7 +319,7 @@ fn heap_faults_go_to_blocks_by_full_allocation_context_faults_inside_malloc_incl
     assert!(
         blocks
             .iter()
-            .filter(|s| s.calls == 1 && s.frees == 1)
+            .filter(|s| s.counts.calls == 1 && s.counts.frees == 1)
             .count()
             >= 2,
         "{blocks:?}"
@@ -372,6 +372,19 @@ fn a_touch_belongs_to_the_block_that_lived_at_the_address_at_that_moment() {
     );
 }
 
+/// `hpcrun-rs -e EVENT --data exe COUNTS` into `db`, the program writing its own counts of
+/// what it allocated to `counts`; the profile and hpcrun-rs's stderr.
+fn measure_counting(exe: &Path, db: &Path, counts: &Path, event: &str) -> (Profile, String) {
+    let out = run(Command::new(tool("hpcrun-rs"))
+        .args(["-e", event, "--data", "-o"])
+        .arg(db)
+        .arg(exe)
+        .arg(counts));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (Profile::read(db).unwrap(), stderr)
+}
+
 #[test]
 fn allocation_sites_count_each_threads_blocks_exactly_as_the_program_does() {
     let dir = scratch_dir("hpcrun-data-threads");
@@ -381,19 +394,8 @@ fn allocation_sites_count_each_threads_blocks_exactly_as_the_program_does() {
         "threads",
         &["-O2", "-g", "-pthread"],
     );
-    let db = dir.join("threads.db");
     let counts = dir.join("counts.txt");
-    let out = run(Command::new(tool("hpcrun-rs"))
-        .args(["-e", "cpu-clock@f1000", "--data", "-o"])
-        .arg(&db)
-        .arg(&exe)
-        .arg(&counts));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let profile = Profile::read(&db).unwrap();
+    let (profile, _) = measure_counting(&exe, &dir.join("threads.db"), &counts, "cpu-clock@f1000");
     assert_eq!(profile.data.stats.alloc_lost, 0);
     // The program's own counts: "PID TID FUNCTION OP COUNT".
     let mut expected = std::collections::BTreeMap::new();
@@ -414,7 +416,7 @@ fn allocation_sites_count_each_threads_blocks_exactly_as_the_program_does() {
             let leaf = namer.frame(&thread.cct.nodes[site.node.index()].frame);
             let function = leaf.rsplit(':').next().unwrap().to_string();
             if function.starts_with("work_") {
-                *found.entry((thread.tid, function)).or_insert(0) += site.calls;
+                *found.entry((thread.tid, function)).or_insert(0) += site.counts.calls;
             }
         }
     }
@@ -528,7 +530,7 @@ fn clock_samples_split_time_between_heap_blocks_by_their_allocation_paths() {
             .iter()
             .zip(&profile.data.threads)
             .find(|(t, _)| t.tid == tid)?;
-        Some(data.allocs.iter().find(|a| a.node == site)?.bytes)
+        Some(data.allocs.iter().find(|a| a.node == site)?.counts.bytes)
     };
     assert_time_split(&profile, "walk", truth, |data| match *data {
         DataRef::Heap { tid, site, .. } => match bytes(tid, site)? {
@@ -599,16 +601,9 @@ fn every_allocation_function_of_a_static_binary_is_probed_exactly_as_root() {
         "aligned",
         &["-O2", "-g", "-static"],
     );
-    let db = dir.join("aligned.db");
     let counts = dir.join("counts.txt");
-    let out = run(Command::new(tool("hpcrun-rs"))
-        .args(["-e", "cpu-clock@f100", "--data", "-o"])
-        .arg(&db)
-        .arg(&exe)
-        .arg(&counts));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let profile = Profile::read(&db).unwrap();
+    let (profile, stderr) =
+        measure_counting(&exe, &dir.join("aligned.db"), &counts, "cpu-clock@f100");
     assert_eq!(profile.stats.lost, 0, "{stderr}");
     assert_eq!(profile.data.stats.heap_unavailable, None, "{stderr}");
     // The program's own counts: "FUNCTION BLOCKS BYTES"; all of a function's blocks are live
@@ -641,11 +636,11 @@ fn every_allocation_function_of_a_static_binary_is_probed_exactly_as_root() {
             let caller = path.last().unwrap().clone();
             let e: &mut (u64, u64, u64, u64, u64) = found.entry(caller).or_default();
             *e = (
-                e.0 + site.calls,
-                e.1 + site.bytes,
-                e.2 + site.frees,
-                e.3 + site.peak_live,
-                e.4 + site.live_at_end,
+                e.0 + site.counts.calls,
+                e.1 + site.counts.bytes,
+                e.2 + site.counts.frees,
+                e.3 + site.counts.peak_live,
+                e.4 + site.counts.live_at_end,
             );
         }
     }
