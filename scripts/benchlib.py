@@ -94,6 +94,28 @@ def app_timer(report, work):
     return [exe, report]
 
 
+def quartiles(values):
+    """`median [first quartile-third quartile]` of values."""
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return f"{q2:.3f} [{q1:.3f}-{q3:.3f}]"
+
+
+def paired(title, results, column, floor):
+    """Print, for every run of `results`, ratios taken within each round, where the machine's
+    state is shared (this VM's bare runs drift by 15% over minutes): the run's `column` over
+    the bare run's, and its excess over the `floor` row in points (100 x (run - floor) / bare);
+    medians [quartiles] over the rounds."""
+    bare = [r[column] for r in results["bare"]]
+    base = [r[column] for r in results[floor]]
+    print(f"\n{title}")
+    print(f"{'run':<40}{'ratio to bare [quartiles]':>28}{'points above floor [quartiles]':>34}")
+    for name, runs in results.items():
+        mine = [r[column] for r in runs]
+        ratio = [m / b for m, b in zip(mine, bare)]
+        above = [100 * (m - f) / b for m, f, b in zip(mine, base, bare)]
+        print(f"{name:<40}{quartiles(ratio):>28}{quartiles(above):>34}")
+
+
 def read_app_time(report):
     """(wall s, cpu s, involuntary context switches) as `app_timer` wrote them to `report`."""
     with open(report) as f:

@@ -1,7 +1,7 @@
 //! The whole correlation: inputs in, database and summary out.
 //!
-//! [`correlate`] recognises its inputs by content, merges the profiles' metrics, modules and
-//! threads, finds each module's structure (a structure file matched by path, the on-disk cache,
+//! [`correlate`] recognises its inputs by content (a directory stands for the profiles in it),
+//! streams the profiles' metrics, modules and threads ([`crate::profiles`]), finds each module's structure (a structure file matched by path, the on-disk cache,
 //! or on-the-fly analysis, in parallel: [`crate::structures`]), enriches every calling context
 //! and returns the database with a [`Summary`].
 
@@ -9,19 +9,19 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fxhash::FxHashMap;
-use profiler::db::Profile;
+use profiler::trace::Traces;
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 use structure::ScopeTree;
 
 use crate::cache::StructureCache;
 use crate::data::{DataBuilder, ProfileInput, Variables};
 use crate::database::{Database, MetricDesc, ModuleDesc, StructureSource};
-use crate::enrich::{Enricher, NodeMaps, ProfileMapping};
+use crate::enrich::Enricher;
 use crate::error::CorrelateError;
-use crate::ids::DbModuleId;
-use crate::inputs::{self, InputKind, StructureFile};
-use crate::structures::{find_structures, module_addresses, Analyser};
+use crate::inputs::{self, StructureFile};
+use crate::profiles;
+use crate::structures::{find_structures, Analyser};
 
 /// What to correlate and how.
 pub struct Options<'a> {
@@ -52,6 +52,9 @@ pub struct Summary {
     pub data: Option<(usize, Duration)>,
     /// Things the user should know that did not stop the run.
     pub warnings: Vec<String>,
+    /// Files of a measurement directory left out of the database (unreadable, damaged, not
+    /// profiles), each with why: the database is incomplete.
+    pub skipped: Vec<String>,
     /// Wall-clock time taken.
     pub elapsed: Duration,
 }
@@ -72,52 +75,121 @@ impl Summary {
 }
 
 /// Correlate: read the inputs, find structure, enrich, and return the database and summary.
+/// The profiles are streamed ([`crate::profiles`]); a profile of a directory that does not
+/// read is skipped and named in [`Summary::skipped`].
 pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), CorrelateError> {
+    correlate_gathered(options, gather_share(&options.inputs, 0, 1)?)
+}
+
+/// The first pass over one share of the inputs: the union of its profiles' metrics and
+/// modules, their addresses and where each profile's tables go. What a process of a parallel
+/// correlation (`hpcprof-rs-mpi`) reduces before one of them calls [`correlate_gathered`].
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Partial {
+    gathered: profiles::Gathered,
+    /// Structure files among the inputs (share 0 only).
+    structures: Vec<PathBuf>,
+    /// Files of a measurement directory passed over when listing (share 0 only).
+    listed_skipped: Vec<String>,
+    #[serde(skip, default = "Instant::now")]
+    start: Instant,
+}
+
+/// Gather share `share` of `shares` of the profiles among `inputs` (consecutive profiles, in
+/// input order, so that merging the shares in order gives the serial tables). Every share
+/// lists the inputs; the first keeps the structure files and what listing passed over.
+pub fn gather_share(
+    inputs: &[PathBuf],
+    share: usize,
+    shares: usize,
+) -> Result<Partial, CorrelateError> {
     let start = Instant::now();
-    let mut profiles = Vec::new();
-    let mut structure_files = Vec::new();
-    for path in &options.inputs {
-        match inputs::classify(path)? {
-            InputKind::Profile => profiles.push(path.clone()),
-            InputKind::Structure => structure_files.push(path.clone()),
-        }
-    }
-    if profiles.is_empty() {
+    let mut listed = profiles::list(inputs)?;
+    if listed.profiles.is_empty() {
         return Err(CorrelateError::Unrecognised {
-            path: options.inputs.first().cloned().unwrap_or_default(),
+            path: inputs.first().cloned().unwrap_or_default(),
             what: "no profile.db among the inputs",
         });
     }
-    let read: Vec<Profile> = profiles
-        .par_iter()
-        .map(|p| profiler::db::Profile::read(p).map_err(CorrelateError::Profile))
-        .collect::<Result<_, _>>()?;
-    if let Some((first, second)) = repeated_measurement(&read) {
-        return Err(CorrelateError::Duplicate {
-            first: profiles[first].clone(),
-            second: profiles[second].clone(),
+    let n = listed.profiles.len();
+    let shares = shares.max(1);
+    let mine = &listed.profiles[n * share / shares..n * (share + 1) / shares];
+    let gathered = profiles::gather(mine)?;
+    if share != 0 {
+        listed.structures.clear();
+        listed.skipped.clear();
+    }
+    Ok(Partial {
+        gathered,
+        structures: listed.structures,
+        listed_skipped: listed.skipped,
+        start,
+    })
+}
+
+impl Partial {
+    /// Append `later`, the partial of the shares that follow this one's.
+    pub fn merge(&mut self, later: Partial) -> Result<(), CorrelateError> {
+        self.structures.extend(later.structures);
+        self.listed_skipped.extend(later.listed_skipped);
+        self.gathered.merge(later.gathered)
+    }
+
+    /// The partial as bytes (postcard), to send to another process.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("a partial always serializes")
+    }
+
+    /// A partial from [`Partial::to_bytes`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<Partial, CorrelateError> {
+        postcard::from_bytes(bytes).map_err(|e| CorrelateError::Unrecognised {
+            path: PathBuf::from("<partial from another process>"),
+            what: if e == postcard::Error::DeserializeUnexpectedEnd {
+                "a partial cut short"
+            } else {
+                "a damaged partial"
+            },
+        })
+    }
+}
+
+/// The rest of [`correlate`] once the first pass over every share is merged into `partial`:
+/// find structure, enrich (reading the profiles a second time), name data.
+pub fn correlate_gathered(
+    options: &Options<'_>,
+    partial: Partial,
+) -> Result<(Database, Summary), CorrelateError> {
+    let Partial {
+        mut gathered,
+        structures,
+        listed_skipped,
+        start,
+    } = partial;
+    if gathered.members.is_empty() {
+        return Err(CorrelateError::Unrecognised {
+            path: options.inputs.first().cloned().unwrap_or_default(),
+            what: "no profile among the inputs could be read",
         });
     }
-    let structure_files: Vec<StructureFile> = structure_files
+    let structure_files: Vec<StructureFile> = structures
         .par_iter()
         .map(|p| inputs::read_structure_file(p))
         .collect::<Result<_, _>>()?;
 
-    let (metrics, metric_maps) = merge_metrics(&read, &profiles)?;
-    let (modules, module_maps) = merge_modules(&read);
     let mut warnings = Vec::new();
-    let addresses = module_addresses(&read, &module_maps, modules.len());
     let found = find_structures(
-        &modules,
-        &addresses,
+        &gathered.modules,
+        &gathered.addresses,
         &structure_files,
         options.cache.as_ref(),
         options.analyser,
         &mut warnings,
     )?;
+    gathered.addresses = Vec::new();
     let analysed_procedures = found.iter().map(|f| f.analysed).sum();
 
-    let module_descs: Vec<ModuleDesc> = modules
+    let module_descs: Vec<ModuleDesc> = gathered
+        .modules
         .iter()
         .zip(&found)
         .map(|(m, f)| ModuleDesc {
@@ -127,49 +199,41 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
         })
         .collect();
     let trees: Vec<Option<&ScopeTree>> = found.iter().map(|f| f.tree.as_ref()).collect();
-    let mut enricher = Enricher::new(metrics, module_descs, &trees);
-    let maps: Vec<(ProfileMapping, NodeMaps)> = read
-        .iter()
-        .enumerate()
-        .map(|(i, profile)| {
-            let map = ProfileMapping {
-                profile: i as u32,
-                modules: module_maps[i].clone(),
-                metrics: metric_maps[i].clone(),
-            };
-            let nodes = enricher.add_profile(profile, &map);
-            (map, nodes)
-        })
-        .collect();
+    let mut enricher = Enricher::new(gathered.metrics.clone(), module_descs, &trees);
+    let mut traces = Traces::default();
+    let kept = profiles::enrich(&gathered, &mut enricher, &mut traces)?;
     let mut db = enricher.finish();
     let naming = Instant::now();
     let variables = Variables::new(&db.modules, options.cache.as_ref());
     let mut data = DataBuilder::new(&db, &variables);
-    for (profile, (map, nodes)) in read.iter().zip(&maps) {
-        data.add(
-            &mut db,
-            &ProfileInput {
-                profile,
-                map,
-                nodes,
-            },
-        );
+    for k in &kept {
+        let input = ProfileInput {
+            profile: &k.profile,
+            map: &gathered.members[k.member].map,
+            nodes: &k.nodes,
+        };
+        data.add(&mut db, &input);
     }
     db.data = data.finish(&db);
     db.data.instructions = crate::data::decode_accesses(&db);
-    db.data.elapsed_ns = read
-        .iter()
-        .map(|p| p.end_ns.saturating_sub(p.start_ns))
-        .sum();
+    db.data.elapsed_ns = gathered.elapsed_ns;
+    db.traces = traces;
     let data = (!db.data.is_empty()).then(|| (db.data.objects.len(), naming.elapsed()));
-    db.profiles = profiles.iter().map(|p| p.display().to_string()).collect();
-    db.command = read[0].command.clone();
-    for p in &read {
-        let stats = &mut db.stats;
-        stats.samples = stats.samples.saturating_add(p.stats.samples);
-        stats.lost = stats.lost.saturating_add(p.stats.lost);
-        stats.partial = stats.partial.saturating_add(p.stats.partial);
+    let members = &gathered.members;
+    db.profiles = members
+        .iter()
+        .map(|m| m.path.display().to_string())
+        .collect();
+    db.jobs = members.iter().map(|m| m.job.clone()).collect();
+    if members.iter().any(|m| !m.watch.is_empty()) {
+        db.watch = members.iter().map(|m| m.watch.clone()).collect();
     }
+    db.command = gathered.command.clone();
+    db.stats.samples = gathered.stats.samples;
+    db.stats.lost = gathered.stats.lost;
+    db.stats.partial = gathered.stats.partial;
+    let mut skipped = listed_skipped;
+    skipped.append(&mut gathered.skipped);
     let summary = Summary {
         modules: db
             .modules
@@ -183,80 +247,10 @@ pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), Correlate
         unknown_samples: db.stats.unknown_samples,
         data,
         warnings: distinct(warnings),
+        skipped,
         elapsed: start.elapsed(),
     };
     Ok((db, summary))
-}
-
-/// The union of the profiles' events (by name), and each profile's event -> metric map.
-fn merge_metrics(
-    profiles: &[Profile],
-    paths: &[PathBuf],
-) -> Result<(Vec<MetricDesc>, Vec<Vec<usize>>), CorrelateError> {
-    let mut metrics: Vec<MetricDesc> = Vec::new();
-    let mut maps = Vec::new();
-    for (profile, path) in profiles.iter().zip(paths) {
-        let mut map = Vec::new();
-        for event in &profile.events {
-            let found = metrics.iter().position(|m| m.name == event.name);
-            let index = match found {
-                Some(i) if metrics[i].unit != event.unit => {
-                    return Err(CorrelateError::Incompatible {
-                        path: path.clone(),
-                        why: format!(
-                            "event {} is in {}, another profile has it in {}",
-                            event.name, event.unit, metrics[i].unit
-                        ),
-                    })
-                }
-                Some(i) => i,
-                None => {
-                    metrics.push(MetricDesc::new(&event.name, &event.unit, event.sampling));
-                    metrics.len() - 1
-                }
-            };
-            map.push(index);
-        }
-        maps.push(map);
-    }
-    Ok((metrics, maps))
-}
-
-/// The union of the profiles' modules (by path and build-id), and each profile's map.
-fn merge_modules(profiles: &[Profile]) -> (Vec<profiler::db::ModuleInfo>, Vec<Vec<DbModuleId>>) {
-    let mut modules = Vec::new();
-    let mut index: FxHashMap<profiler::db::ModuleInfo, DbModuleId> = FxHashMap::default();
-    let maps = profiles
-        .iter()
-        .map(|p| {
-            p.modules
-                .iter()
-                .map(|m| {
-                    *index.entry(m.clone()).or_insert_with(|| {
-                        modules.push(m.clone());
-                        DbModuleId::from_index(modules.len() - 1)
-                    })
-                })
-                .collect()
-        })
-        .collect();
-    (modules, maps)
-}
-
-/// The first pair of profiles (indices) that record the same measurement: same host, start and
-/// end time and processes. A run's profile names its start to the nanosecond, so two runs
-/// never share one; the same file given twice, or a copy of it, always does.
-fn repeated_measurement(profiles: &[Profile]) -> Option<(usize, usize)> {
-    let mut seen = FxHashMap::default();
-    for (i, p) in profiles.iter().enumerate() {
-        let pids: Vec<u32> = p.processes.iter().map(|pr| pr.pid).collect();
-        let identity = (&p.host, p.start_ns, p.end_ns, pids);
-        if let Some(&first) = seen.get(&identity) {
-            return Some((first, i));
-        }
-        seen.insert(identity, i);
-    }
-    None
 }
 
 /// `warnings` without repeats (a cache directory that cannot be written is said once, not once
@@ -316,6 +310,9 @@ pub fn summary_text(summary: &Summary, output: &Path) -> String {
     }
     for w in &summary.warnings {
         text.push_str(&format!("\nwarning: {w}"));
+    }
+    for s in &summary.skipped {
+        text.push_str(&format!("\nwarning: skipped {s}"));
     }
     text
 }

@@ -1,16 +1,19 @@
 //! The correlated database (`*.hpcdb`): what `hpcprof-rs` writes and `hpcview-rs` reads.
 //!
 //! A file is one [`Database`] in the tools' common envelope ([`profiler::envelope`], magic
-//! `HPCPROFD`, version 3: the database, then its [data section](crate::DataSection); version 2
-//! is version 1 with a checksum and has no data section; all three read). It holds everything
-//! the views need:
+//! `HPCPROFD`, version 6: the database, its [data section](crate::DataSection), each profile's
+//! place in a parallel job ([`Database::jobs`]), its [traces](profiler::trace), then each
+//! profile's watchpoint results ([`Database::watch`]); version 5 ends before the watch part,
+//! version 4 before the traces, version 3 after the data section, version 2 is version 1 with a
+//! checksum and has no data section; all five read). It holds everything the views need:
 //!
 //! - the metric descriptors ([`MetricDesc`]: event name, unit, sampling, run total),
 //! - the module table ([`ModuleDesc`], with where each module's structure came from),
 //! - the source-file table ([`Database::files`], indexed by [`DbFileId`]),
 //! - the threads that were measured ([`ThreadDesc`], so a view can be restricted to one),
 //! - the enriched calling-context tree as an arena ([`Database::nodes`], node 0 the root),
-//! - the data objects, their accesses and allocation sites ([`Database::data`]).
+//! - the data objects, their accesses and allocation sites ([`Database::data`]),
+//! - per thread, the time line of sampled contexts ([`Database::traces`], `hpcrun-rs -t`).
 //!
 //! The tree is the one model: procedure frames, inlined frames, loops and statements
 //! ([`NodeKind`]). A call site is a statement node in the caller; the callee's procedure frame
@@ -25,6 +28,9 @@ use std::path::Path;
 use fxhash::FxHashMap;
 use profiler::db::{Cost, Sampling};
 use profiler::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
+use profiler::job::JobPlace;
+use profiler::trace::Traces;
+use profiler::watchdb::WatchProfile;
 use serde::{Deserialize, Serialize};
 
 use crate::data::DataSection;
@@ -35,7 +41,7 @@ use crate::node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
 /// The kind of file a database is.
 pub(crate) static DATABASE_FILE: FileKind = FileKind {
     magic: *b"HPCPROFD",
-    version: 3,
+    version: 6,
     oldest: 1,
     checked_since: 2,
     noun: "database",
@@ -65,6 +71,20 @@ pub struct Database {
     /// database in the file (format version 3), so older files read with an empty one.
     #[serde(skip)]
     pub data: DataSection,
+    /// Each profile's rank and job id (parallel to [`Database::profiles`]; empty in a file of
+    /// version 3 or older, whose profiles read as outside any job).
+    #[serde(skip)]
+    pub jobs: Vec<JobPlace>,
+    /// Per database thread, (time, database node) of every traced sample (`hpcrun-rs -t`):
+    /// each trace's `thread` is a [`ThreadIdx`], its contexts [`DbNodeId`]s. Stored last
+    /// (format version 5).
+    #[serde(skip)]
+    pub traces: Traces,
+    /// Per profile (parallel to [`Database::profiles`]; empty when no profile had `--watch`,
+    /// and in a file of version 5 or older), what `hpcrun-rs --watch` measured: producer/consumer bindings. Stored last
+    /// (format version 6).
+    #[serde(skip)]
+    pub watch: Vec<WatchProfile>,
 }
 
 /// A metric: one sampled event, with values in event units (samples x period).
@@ -183,6 +203,9 @@ impl Database {
             )],
             stats: DbStats::default(),
             data: DataSection::default(),
+            jobs: Vec::new(),
+            traces: Traces::default(),
+            watch: Vec::new(),
         }
     }
 
@@ -284,10 +307,40 @@ impl Database {
         let corrupt = |e| DATABASE_FILE.corrupt(path, e);
         let (mut db, rest): (Database, _) =
             postcard::take_from_bytes(body.bytes).map_err(corrupt)?;
+        let mut rest = rest;
         if body.version >= 3 {
-            db.data = postcard::from_bytes(rest).map_err(corrupt)?;
-        } else if !rest.is_empty() {
-            return Err(DATABASE_FILE.malformed(path, "bytes after the database".into()));
+            (db.data, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+        }
+        if body.version >= 4 {
+            (db.jobs, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+            if db.jobs.len() != db.profiles.len() {
+                let why = format!(
+                    "{} job places for {} profiles",
+                    db.jobs.len(),
+                    db.profiles.len()
+                );
+                return Err(DATABASE_FILE.malformed(path, why));
+            }
+        }
+        if body.version >= 5 {
+            (db.traces, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+        }
+        if body.version >= 6 {
+            (db.watch, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+            let count = db.watch.len();
+            let why = match count == 0 || count == db.profiles.len() {
+                false => Some(format!(
+                    "{count} watch parts for {} profiles",
+                    db.profiles.len()
+                )),
+                true => db.watch.iter().find_map(WatchProfile::malformation),
+            };
+            if let Some(why) = why {
+                return Err(DATABASE_FILE.malformed(path, why));
+            }
+        }
+        if !rest.is_empty() {
+            return Err(DATABASE_FILE.malformed(path, "bytes after the last part".into()));
         }
         if let Some(node) = db.first_bad_node() {
             let why = format!("node {node} refers to a missing node");
@@ -295,6 +348,10 @@ impl Database {
         }
         let (nodes, modules, files) = (db.nodes.len(), db.modules.len(), db.files.len());
         let (threads, metrics) = (db.threads.len(), db.metrics.len());
+        let nodes_of = |t: u32| ((t as usize) < db.threads.len()).then_some(db.nodes.len());
+        if let Some(why) = db.traces.malformation(nodes_of) {
+            return Err(DATABASE_FILE.malformed(path, why));
+        }
         match db
             .data
             .malformation(nodes, modules, files, threads, metrics)
@@ -307,7 +364,11 @@ impl Database {
     /// The file's bytes in the current format version.
     pub(crate) fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
         let db = postcard::to_stdvec(self)?;
-        DATABASE_FILE.encode_parts(&[&db, &postcard::to_stdvec(&self.data)?])
+        let data = postcard::to_stdvec(&self.data)?;
+        let jobs = postcard::to_stdvec(&self.jobs)?;
+        let traces = postcard::to_stdvec(&self.traces)?;
+        let watch = postcard::to_stdvec(&self.watch)?;
+        DATABASE_FILE.encode_parts(&[&db, &data, &jobs, &traces, &watch])
     }
 
     /// The first node whose links, module, file or thread references are out of range.
@@ -453,6 +514,83 @@ mod tests {
     }
 
     #[test]
+    fn watch_parts_round_trip_and_version_5_reads_without() {
+        use profiler::watchdb::{Binding, WatchMode};
+        let p = Path::new("x.hpcdb");
+        let mut db = sample_db();
+        let v5_kind = FileKind {
+            version: 5,
+            ..DATABASE_FILE
+        };
+        let parts = [
+            postcard::to_stdvec(&db).unwrap(),
+            postcard::to_stdvec(&db.data).unwrap(),
+            postcard::to_stdvec(&db.jobs).unwrap(),
+            postcard::to_stdvec(&db.traces).unwrap(),
+        ];
+        let refs: Vec<&[u8]> = parts.iter().map(|v| v.as_slice()).collect();
+        let v5 = v5_kind.encode_parts(&refs).unwrap();
+        assert_eq!(Database::from_bytes(&v5, p).unwrap(), db);
+        db.profiles = vec!["p.db".into()];
+        db.jobs = vec![JobPlace::default()];
+        db.watch = vec![WatchProfile {
+            mode: WatchMode::Variables(Vec::new()),
+            functions: vec!["produce".into(), "consume".into()],
+            bindings: vec![Binding {
+                producer: 0,
+                consumer: 1,
+                stack: false,
+                bytes: 8.0,
+                bytes_error: 0.0,
+                addresses: 8.0,
+                seen_bytes: 8,
+                seen_reads: 1,
+            }],
+            ..Default::default()
+        }];
+        let back = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap();
+        assert_eq!(back.watch, db.watch);
+        db.watch[0].bindings[0].producer = 7;
+        let err = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap_err();
+        assert!(err.to_string().contains("out of range"), "{err}");
+        db.watch.push(WatchProfile::default());
+        let err = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap_err();
+        assert!(
+            err.to_string().contains("2 watch parts for 1 profiles"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn ranks_round_trip_and_version_3_reads_outside_a_job() {
+        let p = Path::new("x.hpcdb");
+        let mut db = sample_db();
+        let v3_kind = FileKind {
+            version: 3,
+            ..DATABASE_FILE
+        };
+        let parts = [
+            postcard::to_stdvec(&db).unwrap(),
+            postcard::to_stdvec(&db.data).unwrap(),
+        ];
+        let v3 = v3_kind.encode_parts(&[&parts[0], &parts[1]]).unwrap();
+        assert_eq!(Database::from_bytes(&v3, p).unwrap(), db);
+        db.profiles = vec!["a-000003.db".into()];
+        db.jobs = vec![JobPlace {
+            rank: Some(3),
+            job: None,
+        }];
+        let back = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap();
+        assert_eq!(back.jobs, db.jobs);
+        db.jobs.clear();
+        let err = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap_err();
+        assert!(
+            err.to_string().contains("0 job places for 1 profiles"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_data_section_round_trips_and_a_dangling_access_is_refused() {
         use crate::data::{DataAccess, DataObject, DataObjectId, ObjectKind};
         let p = Path::new("x.hpcdb");
@@ -485,6 +623,24 @@ mod tests {
         db.data.accesses[0].node = DbNodeId(7);
         let err = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap_err();
         assert!(err.to_string().contains("data access 0"), "{err}");
+    }
+
+    #[test]
+    fn traces_round_trip_and_one_of_a_missing_thread_or_node_is_refused() {
+        use profiler::trace::ThreadTrace;
+        let p = Path::new("x.hpcdb");
+        let mut db = sample_db();
+        let mut trace = ThreadTrace::new(0);
+        trace.push(10, 1);
+        db.traces.threads.push(trace);
+        let back = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap();
+        assert_eq!(back.traces.threads[0].decode(2).unwrap(), [(10, 1)]);
+        db.traces.threads[0].push(20, 2);
+        let err = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap_err();
+        assert!(err.to_string().contains("context 2 of 2"), "{err}");
+        db.traces.threads[0] = ThreadTrace::new(1);
+        let err = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap_err();
+        assert!(err.to_string().contains("missing thread 1"), "{err}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::rc::Rc;
 use fxhash::{FxHashMap, FxHashSet};
 use profiler::addr::Svma;
 use profiler::db::{Cost, Frame, Profile};
+use serde::{Deserialize, Serialize};
 use structure::{ScopeId, ScopeKind, ScopeTree};
 
 use crate::database::{Database, MetricDesc, ModuleDesc, ThreadDesc};
@@ -22,7 +23,7 @@ use crate::label;
 use crate::node::{ChildIndex, NodeKey, NodeKind};
 
 /// How one profile's indices map into the database.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct ProfileMapping {
     /// Index of the profile in [`Database::profiles`].
     pub(crate) profile: u32,
@@ -421,6 +422,9 @@ mod tests {
             }],
             stats: Stats::default(),
             data: Default::default(),
+            job: Default::default(),
+            traces: Default::default(),
+            watch: Default::default(),
         }
     }
 

@@ -86,6 +86,20 @@ pub enum CorrelateError {
     },
 }
 
+impl CorrelateError {
+    /// Whether the error is the user's input's fault (the tools' exit status 2) rather than
+    /// ours or the system's (1).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            CorrelateError::Binary { .. } => false,
+            CorrelateError::Database(d) => {
+                matches!(d, profiler::envelope::EnvelopeError::Exists { .. })
+            }
+            _ => true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,8 +17,10 @@
 //! semantics (exclusive of a procedure includes its inlined code and loops but not its calls;
 //! in the callers and flat views only the outermost instance of a recursive procedure counts).
 //! Every scope is named once, by hpcviewer's rules (`[I] name`, `loop at file: line`, ...).
-//! The renderers ([`text`], [`json`], [`folded`], [`source`]) only present a view; they compute
-//! nothing and name nothing.
+//! The renderers ([`text`], [`json`], [`csv`], [`folded`], [`source`], and [`html_report`],
+//! one self-contained interactive HTML page of all three views) only present a view; they
+//! compute nothing and name nothing. [`focus`], [`hide`], [`sort_by`] and [`keep_top`] shape a
+//! view before it is presented.
 //!
 //! ## Metrics and views
 //!
@@ -63,27 +65,42 @@
 //! on-the-fly analysis), `correlation` (the whole `hpcprof-rs` run), `enrich` (expanding
 //! addresses into static contexts), `database` (the `*.hpcdb` file), `node` (its tree's node
 //! model), `ids` (its tables' index types), `projection` (the three views), `view` (the view
-//! model), `label` (how scopes are named), `render` (the output formats).
+//! model), `label` (how scopes are named), `render` (the output formats), `profiles` (the
+//! profiles streamed in two passes), `stats` (statistics across ranks and threads), `export`
+//! (the database as speedscope and pprof files), `diff` (two databases compared scope by scope),
+//! `hpctoolkit` (HPCToolkit's own database format, written and read), `report` (the HTML
+//! report: its data, page, script and styles), `shape` (focus, hide, sort, top).
 
 #![deny(missing_docs)]
 
+pub mod bindings;
 mod cache;
 mod correlation;
 mod data;
 mod database;
+mod diff;
 mod enrich;
 mod error;
+mod export;
+pub mod hpctoolkit;
 mod ids;
 mod inputs;
 mod label;
 mod node;
+mod profiles;
 mod projection;
 mod render;
+mod report;
+mod shape;
+mod stats;
 mod structures;
+mod time;
 mod view;
 
 pub use cache::StructureCache;
-pub use correlation::{correlate, summary_text, Options, Summary};
+pub use correlation::{
+    correlate, correlate_gathered, gather_share, summary_text, Options, Partial, Summary,
+};
 pub use data::{
     alloc_notice, alloc_view, delinquent_notice, delinquent_view, AllocRow, AllocView,
     DelinquentRow, DelinquentView, Instruction, MemoryOp,
@@ -93,17 +110,27 @@ pub use data::{
     DataObject, DataObjectId, DataSection, Field, FieldTable, Layout, ObjectKind, ObjectRow,
     ObjectTable, PartRow, SiteCounts, DEFAULT_ROWS,
 };
+pub use data::{footprint, FootprintRow, REGIONS};
 pub use database::{
     Database, DatabaseError, DbStats, MetricDesc, ModuleDesc, Selection, StructureSource,
     ThreadDesc,
 };
+pub use diff::{diff, Diff, DiffError, DiffOptions, DiffRow, Normalise, SideCost, CONTEXT_KEPT};
 pub use error::CorrelateError;
+pub use export::{pprof, speedscope};
 pub use ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 pub use inputs::{classify, InputKind};
 pub use node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
 pub use projection::{callers, flat, top_down};
-pub use render::{alloc, delinquent, dhat};
-pub use render::{data as data_render, folded, json, source, text};
+pub use render::timeline as timeline_render;
+pub use render::{alloc, delinquent, dhat, diff as diff_render};
+pub use render::{csv, data as data_render, folded, json, source, stats as stats_render, text};
+pub use render::{footprint as footprint_render, raster, slices as slices_render};
+pub use report::{render as html_report, ReportSummary, SourceLimits};
+pub use shape::{focus, hide, keep_top, sort_by, SortKey};
+pub use stats::{scope_stats, Group, Over, ScopeStats, StatsTable};
 pub use structure::one_line;
 pub use structures::Analyser;
+pub use time::{slices, Phase, SliceRow, Slices};
+pub use time::{timeline, Lane, Timeline, TimelineOptions};
 pub use view::{MetricInfo, ViewKind, ViewNode, ViewTree};

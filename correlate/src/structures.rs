@@ -2,7 +2,7 @@
 //! cache, or on-the-fly analysis (in parallel over modules).
 //!
 //! On-the-fly analysis is focused: the analyser gets the addresses the enrichment will look up
-//! in the module ([`module_addresses`]: sampled IPs, and `ra - 1` of return addresses) and
+//! in the module (gathered by [`crate::profiles`]: sampled IPs, and `ra - 1` of return addresses) and
 //! recovers only the procedures holding them (`structure::analyze_focused`), which answers
 //! those lookups exactly as a whole-module analysis would. See [`crate::cache`] for how such
 //! trees are reused.
@@ -11,7 +11,6 @@ use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 
 use profiler::addr::Svma;
-use profiler::db::Profile;
 use rayon::prelude::*;
 use structure::{Analysis, Coverage, ScopeTree, StructureError};
 use tempfile::TempDir;
@@ -19,36 +18,11 @@ use tempfile::TempDir;
 use crate::cache::StructureCache;
 use crate::database::StructureSource;
 use crate::error::CorrelateError;
-use crate::ids::DbModuleId;
 use crate::inputs::{self, StructureFile};
 
 /// Recovers a binary's structure on the fly, at least for the given link-time addresses
 /// (sorted, distinct): normally `structure::analyze_focused`.
 pub type Analyser<'a> = dyn Fn(&Path, &[Svma]) -> Result<Analysis, StructureError> + Sync + 'a;
-
-/// Per database module, the addresses the enrichment will look up in it (sorted, distinct):
-/// what an on-the-fly analysis must answer for.
-pub(crate) fn module_addresses(
-    profiles: &[Profile],
-    module_maps: &[Vec<DbModuleId>],
-    modules: usize,
-) -> Vec<Vec<Svma>> {
-    let mut out = vec![Vec::new(); modules];
-    for (profile, map) in profiles.iter().zip(module_maps) {
-        for node in profile.threads.iter().flat_map(|t| &t.cct.nodes) {
-            if let profiler::db::Frame::Code { module, addr, kind } = node.frame {
-                if let Some(&m) = map.get(module.index()) {
-                    out[m.index()].push(kind.lookup(addr));
-                }
-            }
-        }
-    }
-    for a in &mut out {
-        a.sort_unstable();
-        a.dedup();
-    }
-    out
-}
 
 /// A module's structure: where it came from, the tree, and how many procedures were analysed
 /// on the fly for it.

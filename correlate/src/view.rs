@@ -239,7 +239,8 @@ impl ViewTree {
     }
 
     /// The order of siblings: inclusive value of the first metric, descending; ties by name,
-    /// begin line, samples (descending) and label, so that output is deterministic.
+    /// begin line, samples (descending), label, then call site, module and file, so that output
+    /// is deterministic (not dependent on the order the nodes were made in).
     fn display_order(&self, a: &ViewNode, b: &ViewNode) -> Ordering {
         let first = |n: &ViewNode| n.incl.first().copied().unwrap_or_default();
         let (ca, cb) = (first(a), first(b));
@@ -249,6 +250,8 @@ impl ViewTree {
             .then_with(|| a.line.cmp(&b.line))
             .then_with(|| cb.samples.cmp(&ca.samples))
             .then_with(|| a.label().cmp(&b.label()))
+            .then_with(|| (&a.call_file, a.call_line).cmp(&(&b.call_file, b.call_line)))
+            .then_with(|| (&a.module, &a.file).cmp(&(&b.module, &b.file)))
     }
 }
 

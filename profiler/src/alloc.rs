@@ -356,7 +356,8 @@ fn receive_one(sock: &OwnedFd) -> Option<(Message, Option<OwnedFd>)> {
     Some((if whole { msg } else { Message::default() }, fd))
 }
 
-fn monotonic_ns() -> u64 {
+/// CLOCK_MONOTONIC in ns, the clock the perf samples (and the watchpoints' traps) carry.
+pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

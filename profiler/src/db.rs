@@ -1,10 +1,14 @@
 //! The `profile.db` format: what one `hpcrun-rs` run measured.
 //!
 //! A file is one [`Profile`] in the tools' common [envelope](crate::envelope) (magic
-//! `HPCRUNRS`, version 4: checksummed, then four postcard parts one after the other: the
-//! profile, the module checksums, the [data references](crate::dataref), and the data-source
+//! `HPCRUNRS`, version 7: checksummed, then seven postcard parts one after the other: the
+//! profile, the module checksums, the [data references](crate::dataref), the data-source
 //! histograms of precise memory samples ([`crate::dataref::MemorySources`], attached to their
-//! [`crate::dataref::DataCost::sources`] when read). Version 3 files end after the data
+//! [`crate::dataref::DataCost::sources`] when read), the run's place in a parallel job
+//! ([`JobPlace`]), the [traces](crate::trace) (`-t`) and the [watchpoint
+//! results](crate::watchdb) (`--watch`). Version 6 files end before the watch part, version 5
+//! files before the traces,
+//! version 4 files after the histograms, version 3 files after the data
 //! references, version 2 files have no data references, version 1 files neither these nor
 //! checksums; all still read). It is the contract between `hpcrun-rs` (writer) and `hpcprof-rs`
 //! (reader): every address in it is module-relative at link time ([`Svma`]), so the correlator
@@ -19,6 +23,9 @@ use serde::{Deserialize, Serialize};
 use crate::addr::{Address, Avma, Svma};
 use crate::dataref::{DataProfile, MemorySources};
 use crate::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
+use crate::job::JobPlace;
+use crate::trace::Traces;
+use crate::watchdb::WatchProfile;
 
 /// The first eight bytes of every `profile.db`: how readers tell one from other files.
 pub const PROFILE_MAGIC: [u8; 8] = *b"HPCRUNRS";
@@ -29,7 +36,7 @@ pub const PROFILE_MAGIC: [u8; 8] = *b"HPCRUNRS";
 /// one-part `write` and `decode`.
 pub(crate) static PROFILE_FILE: FileKind = FileKind {
     magic: PROFILE_MAGIC,
-    version: 4,
+    version: 7,
     oldest: 1,
     checked_since: 2,
     noun: "profile.db",
@@ -80,6 +87,17 @@ pub struct Profile {
     /// (version 4), not inside the profile.
     #[serde(skip)]
     pub data: DataProfile,
+    /// The run's rank and job id under an MPI launcher or batch system (none for a run outside
+    /// one). Stored after the histograms (format version 5); older files read without.
+    #[serde(skip)]
+    pub job: JobPlace,
+    /// Per thread, (time, tree node) of every sample of the first event (`hpcrun-rs -t`;
+    /// empty otherwise). Stored last (format version 6).
+    #[serde(skip)]
+    pub traces: Traces,
+    /// What `hpcrun-rs --watch` measured (empty otherwise). Stored last (format version 7).
+    #[serde(skip)]
+    pub watch: WatchProfile,
 }
 
 /// How an event was sampled.
@@ -372,6 +390,24 @@ impl Profile {
                 }
                 rest = after;
             }
+            if body.version >= 5 {
+                let (job, after): (JobPlace, _) =
+                    postcard::take_from_bytes(rest).map_err(corrupt)?;
+                profile.job = job;
+                rest = after;
+            }
+            if body.version >= 6 {
+                let (traces, after): (Traces, _) =
+                    postcard::take_from_bytes(rest).map_err(corrupt)?;
+                profile.traces = traces;
+                rest = after;
+            }
+            if body.version >= 7 {
+                let (watch, after): (WatchProfile, _) =
+                    postcard::take_from_bytes(rest).map_err(corrupt)?;
+                profile.watch = watch;
+                rest = after;
+            }
             if !rest.is_empty() {
                 return Err(PROFILE_FILE.malformed(path, "bytes after the last part".into()));
             }
@@ -387,6 +423,23 @@ impl Profile {
         if let Some(why) = profile.data.malformation(&trees, events, modules) {
             return Err(PROFILE_FILE.malformed(path, why));
         }
+        let nodes_of = |tid| {
+            Some(
+                profile
+                    .threads
+                    .iter()
+                    .find(|t| t.tid == tid)?
+                    .cct
+                    .nodes
+                    .len(),
+            )
+        };
+        if let Some(why) = profile.traces.malformation(nodes_of) {
+            return Err(PROFILE_FILE.malformed(path, why));
+        }
+        if let Some(why) = profile.watch.malformation() {
+            return Err(PROFILE_FILE.malformed(path, why));
+        }
         Ok(profile)
     }
 
@@ -397,7 +450,10 @@ impl Profile {
         let sums = postcard::to_stdvec(&sums)?;
         let data = postcard::to_stdvec(&self.data)?;
         let sources = postcard::to_stdvec(&self.data.memory_sources())?;
-        PROFILE_FILE.encode_parts(&[&profile, &sums, &data, &sources])
+        let job = postcard::to_stdvec(&self.job)?;
+        let traces = postcard::to_stdvec(&self.traces)?;
+        let watch = postcard::to_stdvec(&self.watch)?;
+        PROFILE_FILE.encode_parts(&[&profile, &sums, &data, &sources, &job, &traces, &watch])
     }
 
     /// Read a `profile.db` file (see [`Profile::from_bytes`]).
@@ -459,6 +515,9 @@ pub(crate) mod tests {
             }],
             stats: Stats::default(),
             data: DataProfile::default(),
+            job: JobPlace::default(),
+            traces: Default::default(),
+            watch: Default::default(),
         }
     }
 
@@ -525,10 +584,10 @@ pub(crate) mod tests {
         assert_eq!(&v3[8..12], &3u32.to_le_bytes());
         assert_eq!(Profile::from_bytes(&v3, p).unwrap(), old);
 
-        // Version 4 round trips the histograms.
+        // Version 4 and later round trip the histograms.
         let new = profile_with_data(true);
         let bytes = new.to_bytes().unwrap();
-        assert_eq!(&bytes[8..12], &4u32.to_le_bytes());
+        assert_eq!(&bytes[8..12], &PROFILE_FILE.version.to_le_bytes());
         let back = Profile::from_bytes(&bytes, p).unwrap();
         assert_eq!(back, new);
         let h = &back.data.threads[0].costs[0].sources[0];
@@ -554,6 +613,65 @@ pub(crate) mod tests {
                 .contains("2 data-source histograms for 1 events"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn watch_results_round_trip_and_version_6_files_read_without() {
+        use crate::watchdb::{Binding, WatchAccess, WatchMode, WatchProfile, WatchedVar};
+        let p = Path::new("p.db");
+        let mut new = small_profile();
+        new.watch = WatchProfile {
+            mode: WatchMode::Variables(vec![WatchedVar {
+                name: "buf".into(),
+                address: 0x4040,
+                size: 4096,
+                watched: 8,
+            }]),
+            functions: vec!["produce".into(), "consume1".into()],
+            accesses: vec![WatchAccess {
+                var: 0,
+                function: 1,
+                reads: 2000,
+                writes: 0,
+            }],
+            bindings: vec![Binding {
+                producer: 0,
+                consumer: 1,
+                stack: false,
+                bytes: 16000.0,
+                bytes_error: 0.0,
+                addresses: 8.0,
+                seen_bytes: 16000,
+                seen_reads: 2000,
+            }],
+            traps: 3000,
+            lost: 0,
+        };
+        let back = Profile::from_bytes(&new.to_bytes().unwrap(), p).unwrap();
+        assert_eq!(back, new);
+        // A version-6 file: every part but the watch results.
+        let old = small_profile();
+        let v6_kind = FileKind {
+            version: 6,
+            ..PROFILE_FILE
+        };
+        let sums: Vec<Option<u32>> = old.modules.iter().map(|m| m.checksum).collect();
+        let parts = [
+            postcard::to_stdvec(&old).unwrap(),
+            postcard::to_stdvec(&sums).unwrap(),
+            postcard::to_stdvec(&old.data).unwrap(),
+            postcard::to_stdvec(&old.data.memory_sources()).unwrap(),
+            postcard::to_stdvec(&old.job).unwrap(),
+            postcard::to_stdvec(&old.traces).unwrap(),
+        ];
+        let refs: Vec<&[u8]> = parts.iter().map(|v| v.as_slice()).collect();
+        let v6 = v6_kind.encode_parts(&refs).unwrap();
+        assert_eq!(Profile::from_bytes(&v6, p).unwrap(), old);
+        // Out-of-range function indexes are refused.
+        let mut bad = new.clone();
+        bad.watch.bindings[0].consumer = 9;
+        let err = Profile::from_bytes(&bad.to_bytes().unwrap(), p).unwrap_err();
+        assert!(err.to_string().contains("out of range"), "{err}");
     }
 
     #[test]

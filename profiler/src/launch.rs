@@ -89,6 +89,25 @@ pub fn spawn_blocked_with(
     env: &[(OsString, OsString)],
     keep: &[BorrowedFd<'_>],
 ) -> Result<Blocked, LaunchError> {
+    spawn(argv, env, keep, false)
+}
+
+/// [`spawn_blocked_with`], the child stopping (ptrace, `SIGTRAP`) right after a successful
+/// `exec`, where its load map is known: [`Blocked::release_stopped`] lets it go.
+pub fn spawn_blocked_stopping(
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    keep: &[BorrowedFd<'_>],
+) -> Result<Blocked, LaunchError> {
+    spawn(argv, env, keep, true)
+}
+
+fn spawn(
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    keep: &[BorrowedFd<'_>],
+    stop_at_exec: bool,
+) -> Result<Blocked, LaunchError> {
     let name = argv
         .first()
         .map(|a| a.to_string_lossy().into_owned())
@@ -108,8 +127,8 @@ pub fn spawn_blocked_with(
     let keep: Vec<i32> = keep.iter().map(|fd| fd.as_raw_fd()).collect();
     let (go_r, go_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    // SAFETY: the child only calls async-signal-safe functions (prctl, read, fcntl, write, execvp,
-    // execvpe, _exit) on data prepared before the fork.
+    // SAFETY: the child only calls async-signal-safe functions (prctl, read, fcntl, ptrace, write,
+    // execvp, execvpe, _exit) on data prepared before the fork.
     match unsafe { fork()? } {
         ForkResult::Child => unsafe {
             libc::close(go_w.as_raw_fd());
@@ -123,6 +142,9 @@ pub fn spawn_blocked_with(
             }
             for &fd in &keep {
                 libc::fcntl(fd, libc::F_SETFD, 0);
+            }
+            if stop_at_exec && libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
+                libc::_exit(125);
             }
             if envs.is_some() {
                 libc::execvpe(ptrs[0], ptrs.as_ptr(), env_ptrs.as_ptr());
@@ -183,10 +205,49 @@ impl Blocked {
         Ok(pid)
     }
 
+    /// [`Blocked::release`] for a child from [`spawn_blocked_stopping`]: returns once it is
+    /// stopped after its `exec`; `at_exec` runs then (on failure the child is killed), and the
+    /// child is let go.
+    pub fn release_stopped<T, E>(
+        self,
+        name: &str,
+        at_exec: impl FnOnce(Pid) -> Result<T, E>,
+    ) -> Result<Result<(Pid, T), E>, LaunchError> {
+        let pid = self.release(name)?;
+        match waitpid(pid, None) {
+            Ok(nix::sys::wait::WaitStatus::Stopped(_, _)) => {}
+            Ok(_) => {
+                return Err(LaunchError::System(nix::errno::Errno::ESRCH));
+            }
+            Err(e) => return Err(LaunchError::System(e)),
+        }
+        match at_exec(pid) {
+            Ok(t) => {
+                detach(pid).map_err(LaunchError::System)?;
+                Ok(Ok((pid, t)))
+            }
+            Err(e) => {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = detach(pid);
+                let _ = waitpid(pid, None);
+                Ok(Err(e))
+            }
+        }
+    }
+
     /// Give up: kill the blocked child and reap it.
     pub fn abandon(self) {
         let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
         let _ = waitpid(self.pid, None);
+    }
+}
+
+/// Let a ptrace-stopped child of ours go on, no longer traced.
+fn detach(pid: Pid) -> Result<(), nix::Error> {
+    // SAFETY: PTRACE_DETACH takes no pointers; the signal argument 0 delivers none.
+    match unsafe { libc::ptrace(libc::PTRACE_DETACH, pid.as_raw(), 0, 0) } {
+        0 => Ok(()),
+        _ => Err(nix::errno::Errno::last()),
     }
 }
 

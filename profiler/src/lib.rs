@@ -40,7 +40,9 @@
 //!     target: Target::Launch(vec!["./app".into()]),
 //!     data: false,
 //!     alloc_min: 4096,
+//!     trace: None,
 //!     notify: |notice| eprintln!("{notice}"),
+//!     watch: None,
 //! };
 //! let measurement = session::run(&opts).expect("measured");
 //! let profile = session::into_profile(measurement);
@@ -60,7 +62,10 @@ mod arena;
 pub mod dataref;
 pub mod db;
 pub mod envelope;
+pub mod job;
+pub mod trace;
 pub mod vdso;
+pub mod watchdb;
 
 // The sampler (feature `sampler`, on by default): perf_event_open, unwinding, hpcrun-rs.
 #[cfg(feature = "sampler")]
@@ -79,6 +84,8 @@ mod image;
 pub mod launch;
 #[cfg(feature = "sampler")]
 mod loadmap;
+#[cfg(feature = "sampler")]
+pub mod measurements;
 #[cfg(feature = "sampler")]
 mod open_events;
 #[cfg(feature = "sampler")]
@@ -109,3 +116,5 @@ mod streams;
 mod unwind;
 #[cfg(feature = "sampler")]
 mod uprobes;
+#[cfg(feature = "sampler")]
+pub mod watch;

@@ -1,7 +1,7 @@
 //! `hpcrun-rs`: measure a command (or a running process) with sampled call paths.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -9,6 +9,8 @@ use clap::Parser;
 
 use profiler::db::Profile;
 use profiler::events::{self, EventSpec};
+use profiler::job::JobPlace;
+use profiler::measurements::{self, Destination};
 use profiler::output::{Output, Placement};
 use profiler::perf::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE};
 use profiler::report::{self, Notice};
@@ -35,12 +37,14 @@ struct Cli {
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     events: Vec<String>,
 
-    /// Where to write the profile. An existing file is kept as FILE.old; if another run
-    /// writes FILE meanwhile (several runs with one output, as under mpirun), this profile goes
-    /// to the first free numbered name beside it (profile.1.db, profile.2.db, ...; stderr
-    /// names it), never over another run's
-    #[arg(short, long, value_name = "FILE", default_value = "profile.db")]
-    output: PathBuf,
+    /// Where to write the profile [default: profile.db; under an MPI launcher or Slurm,
+    /// hpctoolkit-rs-APP-measurements[-JOBID]/APP-RANK-HOST-PID.db]. A directory (an existing
+    /// one, a name ending in /, or under a launcher any name but *.db) is a measurement
+    /// directory: one file per process in it. An existing file is kept as FILE.old; if another
+    /// run writes FILE meanwhile, this profile goes to the first free numbered name beside it
+    /// (profile.1.db, ...; stderr names it), never over another run's
+    #[arg(short, long, value_name = "FILE|DIR")]
+    output: Option<PathBuf>,
 
     /// Bytes of user stack copied with each sample, for unwinding (8..=65528)
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_STACK_SIZE)]
@@ -60,6 +64,23 @@ struct Cli {
     /// free); 0 tracks every block
     #[arg(long, value_name = "BYTES", default_value_t = 4096, requires = "data")]
     alloc_min: u64,
+
+    /// Also record a trace: per thread, the time and calling context of every sample of the
+    /// first event (for hpcview-rs --timeline), about 5 bytes a sample
+    #[arg(short = 't', long)]
+    trace: bool,
+
+    /// With -t: the most memory (and file space) the traces may take, in MiB; samples past it
+    /// are counted as dropped
+    #[arg(long, value_name = "MIB", default_value_t = 256, requires = "trace")]
+    trace_max_mib: usize,
+
+    /// Watch data with hardware watchpoints for producer/consumer bindings (hpcview-rs
+    /// --bindings): `VAR[,VAR]` watches up to 4 named statics of the executable exactly
+    /// (reads and writes by function); `sample[@HZ]` moves one watchpoint over its static data
+    /// HZ times a second (default 100) and estimates the bindings of the whole run
+    #[arg(long, value_name = "VAR|sample[@HZ]")]
+    watch: Vec<String>,
 
     /// No summary at the end
     #[arg(short, long)]
@@ -140,6 +161,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         return print_listing(&report::show(&profile, 10));
     }
     let events = parse_events(&cli.events).map_err(usage)?;
+    let watch =
+        profiler::watch::WatchRequest::parse(&cli.watch).map_err(|e| usage(anyhow::anyhow!(e)))?;
     if !cli.stack_size.is_multiple_of(8) || !(8..=MAX_STACK_SIZE).contains(&cli.stack_size) {
         return Err(usage(anyhow::anyhow!(
             "--stack-size must be a multiple of 8 between 8 and {MAX_STACK_SIZE}"
@@ -163,7 +186,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             )))
         }
     };
-    let output = Output::prepare(&cli.output).map_err(|e| usage(e.into()))?;
+    let job = JobPlace::from_env();
+    let output = prepare_output(cli.output.as_deref(), &target, &job)?;
     let opts = Options {
         events,
         stack_size: cli.stack_size,
@@ -171,7 +195,9 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         target,
         data: cli.data,
         alloc_min: cli.alloc_min,
+        trace: cli.trace.then_some(cli.trace_max_mib << 20),
         notify: if cli.quiet { notify_quiet } else { notify },
+        watch,
     };
     let measurement = session::run(&opts).map_err(|e| match e {
         RunError::Launch(l) => Failure {
@@ -201,7 +227,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         ));
     }
     notes.push(own_cpu_note(measurement.attached_cpu));
-    let profile = session::into_profile(measurement);
+    let mut profile = session::into_profile(measurement);
+    profile.job = job;
+    if cli.trace {
+        notes.push(profile.traces.summary());
+    }
     let written = write_output(&profile, &output, &mut notes)?;
     if !cli.quiet {
         say!(
@@ -268,6 +298,36 @@ fn parse_events(texts: &[String]) -> Result<Vec<EventSpec>> {
     }
     events::check_together(&specs, profiler::pmu::machine())?;
     Ok(specs)
+}
+
+/// Decide where the profile goes ([`measurements::destination`]), create the measurement
+/// directory if it is one, and check that the profile can be written there.
+fn prepare_output(
+    output: Option<&Path>,
+    target: &Target,
+    job: &JobPlace,
+) -> Result<Output, Failure> {
+    let program = match target {
+        Target::Launch(command) => command.first().map(|c| c.to_string_lossy()),
+        Target::Attach(_) => None,
+    };
+    let app = measurements::app_name(program.as_deref());
+    let path = match measurements::destination(output, &app, job) {
+        Destination::File(path) => path,
+        Destination::Directory(dir) => {
+            measurements::create(&dir).map_err(|e| usage(e.into()))?;
+            let host = nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            dir.join(measurements::file_name(
+                &app,
+                job,
+                &host,
+                std::process::id(),
+            ))
+        }
+    };
+    Output::prepare(&path).map_err(|e| usage(e.into()))
 }
 
 /// Write the profile (see [`profiler::output`]) and say where it went when that is not where

@@ -26,6 +26,7 @@ use crate::perf::{REG_BP, REG_IP, REG_SP};
 use crate::pmu::MemOp;
 use crate::ring::RingRecord;
 use crate::sample::{is_kept, level_of, SampleFields, SampleLayout};
+use crate::trace::{TraceLog, Traces};
 use crate::unwind::{walk, RawFrame, StackSample, WalkEnd};
 
 /// A frame of a thread's last complete path, kept to complete later truncated paths.
@@ -113,6 +114,8 @@ pub struct Recorder {
     calls_in_progress: FxHashMap<u32, Vec<probes::CallInProgress>>,
     /// The smallest block whose allocation is recorded (`--alloc-min`).
     alloc_min: u64,
+    /// The traces (`-t`).
+    trace: Option<TraceLog>,
 }
 
 /// What a finished recording holds, ready to be written to `profile.db`.
@@ -127,6 +130,8 @@ pub struct Recording {
     pub stats: Stats,
     /// Data references and allocation sites (`--data`).
     pub data: DataProfile,
+    /// Per-thread traces (`-t`).
+    pub traces: Traces,
 }
 
 impl Recorder {
@@ -154,7 +159,13 @@ impl Recorder {
             probes: FxHashMap::default(),
             calls_in_progress: FxHashMap::default(),
             alloc_min: 0,
+            trace: None,
         }
+    }
+
+    /// Also trace every sample of the first event, in at most `budget` bytes (`-t`).
+    pub fn trace(&mut self, budget: usize) {
+        self.trace = Some(TraceLog::new(budget));
     }
 
     /// The record's timestamp (ordering key across rings); records without one sort first.
@@ -344,6 +355,9 @@ impl Recorder {
             leaf
         };
         thread.cct.charge(node, event, period);
+        if let Some(trace) = self.trace.as_mut().filter(|_| event == 0) {
+            trace.record(tid, s.timestamp.unwrap_or(0), node.index() as u32);
+        }
         if let Some(addr) = self.data_address(s, event, pid, in_kernel, precise.as_ref()) {
             let access = Access {
                 addr,
@@ -532,6 +546,7 @@ impl Recorder {
             threads,
             stats: self.stats,
             data,
+            traces: self.trace.map(TraceLog::finish).unwrap_or_default(),
         }
     }
 }

@@ -296,6 +296,9 @@ fn a_recording_survives_a_profile_db_round_trip() {
         threads: r.threads,
         stats: r.stats,
         data: r.data,
+        job: Default::default(),
+        traces: r.traces,
+        watch: Default::default(),
     };
     let bytes = profile.to_bytes().unwrap();
     let back = crate::db::Profile::from_bytes(&bytes, std::path::Path::new("p.db")).unwrap();

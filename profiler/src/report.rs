@@ -185,6 +185,51 @@ fn precise_status(name: &str) -> String {
     }
 }
 
+/// `--show`'s lines for a `--watch` run: what was watched, accesses and bindings.
+fn show_watch(out: &mut String, w: &crate::watchdb::WatchProfile) {
+    use crate::watchdb::WatchMode;
+    let name = |f: u32| w.functions.get(f as usize).map_or("?", |s| s.as_str());
+    match &w.mode {
+        WatchMode::None => return,
+        WatchMode::Variables(vars) => {
+            for (i, v) in vars.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "watch {}: {} of {} bytes at {:#x}",
+                    v.name, v.watched, v.size, v.address
+                );
+                for a in w.accesses.iter().filter(|a| a.var as usize == i) {
+                    let f = name(a.function);
+                    let _ = writeln!(out, "  {f}: {} reads, {} writes", a.reads, a.writes);
+                }
+            }
+        }
+        WatchMode::Sampled(s) => {
+            let _ = writeln!(
+                out,
+                "watch sample@{}: {} windows over {} bytes of static data, scale x{:.1}",
+                s.hz,
+                s.windows,
+                s.region_bytes,
+                s.scale()
+            );
+        }
+    }
+    let _ = writeln!(out, "watch traps {}  lost {}", w.traps, w.lost);
+    for b in &w.bindings {
+        let _ = writeln!(
+            out,
+            "binding {} -> {}: {:.0} bytes (+- {:.0}), {:.0} addresses, {} reads seen",
+            name(b.producer),
+            name(b.consumer),
+            b.bytes,
+            b.bytes_error,
+            b.addresses,
+            b.seen_reads
+        );
+    }
+}
+
 /// A readable dump of a profile: header, modules, threads, and each thread's hottest paths.
 pub fn show(profile: &Profile, top: usize) -> String {
     let mut out = String::new();
@@ -196,6 +241,10 @@ pub fn show(profile: &Profile, top: usize) -> String {
         profile.end_ns.saturating_sub(profile.start_ns) as f64 / 1e9,
         profile.kernel_included
     );
+    if let Some(rank) = profile.job.rank {
+        let job = profile.job.job.as_deref().unwrap_or("-");
+        let _ = writeln!(out, "rank: {rank}   job: {job}");
+    }
     for (i, e) in profile.events.iter().enumerate() {
         let (samples, value) = profile.threads.iter().fold((0, 0), |(s, v), t| {
             let c = t.cct.total(i);
@@ -208,12 +257,16 @@ pub fn show(profile: &Profile, top: usize) -> String {
             e.unit
         );
     }
+    show_watch(&mut out, &profile.watch);
     let s = &profile.stats;
     let _ = writeln!(
         out,
         "samples {}  lost {}  partial {}  stitched {}  throttled {}",
         s.samples, s.lost, s.partial, s.stitched, s.throttled
     );
+    if !profile.traces.threads.is_empty() {
+        let _ = writeln!(out, "{}", profile.traces.summary());
+    }
     let _ = writeln!(out, "\nmodules:");
     for (i, m) in profile.modules.iter().enumerate() {
         let id = m.build_id.as_deref().map(hex).unwrap_or_else(|| "-".into());

@@ -21,6 +21,8 @@ use crate::report::Notice;
 use crate::sample::SampleLayout;
 use crate::signals::SignalPipe;
 use crate::streams::{self, HeapSource};
+use crate::watch::{WatchPlan, WatchRequest, Watcher};
+use crate::watchdb::WatchProfile;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -46,8 +48,12 @@ pub struct Options {
     pub data: bool,
     /// `--data`: the smallest heap block whose allocation and free are tracked.
     pub alloc_min: u64,
+    /// `-t`: trace every sample of the first event in at most this many bytes.
+    pub trace: Option<usize>,
     /// Where notices go that cannot wait for the end of the run ([`Notice`]).
     pub notify: fn(Notice),
+    /// `--watch`: hardware watchpoints for producer/consumer bindings ([`crate::watch`]).
+    pub watch: Option<WatchRequest>,
 }
 
 /// Why a measurement could not be made.
@@ -90,6 +96,8 @@ pub struct Measurement {
     /// CPU seconds (user + system) the attached process used while it was measured (attach
     /// mode; a launched command's are its rusage).
     pub attached_cpu: Option<f64>,
+    /// What the watchpoints saw (`--watch`).
+    pub watch: WatchProfile,
 }
 
 /// Data pages per ring (8 MiB) when allocator probes write into the rings.
@@ -249,9 +257,14 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     let mut tracker = None;
     let mut probes = Vec::new();
     let mut heap_unavailable = None;
+    let mut watch_plan = None;
     let (child, tasks, command) = match &opts.target {
         Target::Launch(argv) => {
             let program = launch::resolve(&argv[0])?;
+            if let Some(request) = &opts.watch {
+                watch_plan =
+                    Some(WatchPlan::new(&program, request.clone()).map_err(RunError::Event)?);
+            }
             if data {
                 match streams::heap_tracking(argv, &program, opts.alloc_min) {
                     Ok(HeapSource::Shim(t)) => tracker = Some(t),
@@ -259,9 +272,13 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
                     Err(why) => heap_unavailable = Some(why),
                 }
             }
-            let blocked = match &tracker {
-                Some(t) => launch::spawn_blocked_with(argv, &t.child_env(), &t.fds_to_keep())?,
-                None => launch::spawn_blocked(argv)?,
+            let (env, keep) = match &tracker {
+                Some(t) => (t.child_env(), t.fds_to_keep().to_vec()),
+                None => (Vec::new(), Vec::new()),
+            };
+            let blocked = match watch_plan.is_some() {
+                true => launch::spawn_blocked_stopping(argv, &env, &keep)?,
+                false => launch::spawn_blocked_with(argv, &env, &keep)?,
             };
             let pid = blocked.pid.as_raw();
             (
@@ -273,6 +290,13 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
             )
         }
         Target::Attach(pid) => {
+            if opts.watch.is_some() {
+                return Err(RunError::Event(
+                    "--watch needs a command to run, not -p (the watchpoints are placed at its \
+                     start)"
+                        .into(),
+                ));
+            }
             if data {
                 match streams::heap_tracking_attached(*pid) {
                     Ok(p) => probes = p,
@@ -374,14 +398,25 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         open.event_of_id.clone(),
     );
     recorder.add_probes(probe_ids, opts.alloc_min);
+    if let Some(budget) = opts.trace {
+        recorder.trace(budget);
+    }
     let start_ns = now_ns();
     let started = Instant::now();
-    let child_pid = match child {
-        Some(c) => {
+    let mut watcher = None;
+    let child_pid = match (child, watch_plan) {
+        (Some(c), Some(plan)) => {
+            let name = command.first().cloned().unwrap_or_default();
+            let start = |pid: Pid| Watcher::start(pid.as_raw(), plan, &cpus);
+            let (pid, w) = c.release_stopped(&name, start)?.map_err(RunError::System)?;
+            watcher = Some(w);
+            Some(pid)
+        }
+        (Some(c), None) => {
             let name = command.first().cloned().unwrap_or_default();
             Some(c.release(&name)?)
         }
-        None => {
+        (None, _) => {
             if let Target::Attach(pid) = opts.target {
                 recorder.adopt_process(pid);
             }
@@ -403,6 +438,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         opts.notify,
         &tasks,
         &mut attached_cpu,
+        watcher.as_mut(),
     );
     recorder.heap_tracking(heap_unavailable, tracker.as_ref().map_or(0, |t| t.lost()));
     Ok(Measurement {
@@ -420,6 +456,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         duration: started.elapsed(),
         command,
         attached_cpu: attached_cpu.used(),
+        watch: watcher.map(Watcher::finish).unwrap_or_default(),
     })
 }
 
@@ -472,6 +509,7 @@ fn record_loop(
     notify: fn(Notice),
     tasks: &[i32],
     attached_cpu: &mut AttachedCpu,
+    mut watcher: Option<&mut Watcher>,
 ) -> Option<Ended> {
     if child.is_none() {
         attached_cpu.update(tasks[0]);
@@ -498,7 +536,13 @@ fn record_loop(
                     .as_ref()
                     .map(|t| PollFd::new(t.poll_fd(), PollFlags::POLLIN)),
             );
-            let _ = poll(&mut fds, PollTimeout::from(50u8));
+            fds.extend(
+                (watcher.iter())
+                    .flat_map(|w| w.poll_fds())
+                    .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
+            );
+            let wait = watcher.as_ref().map_or(50, |w| w.sleep_ms().min(50));
+            let _ = poll(&mut fds, PollTimeout::from(wait));
             for (k, &i) in live.iter().enumerate() {
                 if fds[k + 1]
                     .revents()
@@ -521,6 +565,9 @@ fn record_loop(
             }
         }
         streams::drain(&mut open.rings, tracker.as_deref_mut(), recorder, false);
+        if let Some(w) = watcher.as_deref_mut() {
+            w.tick();
+        }
         match child {
             Some(pid) => match launch::poll_child(pid) {
                 ChildState::Ended(ended) => break Some(ended),
@@ -558,5 +605,8 @@ pub fn into_profile(m: Measurement) -> crate::db::Profile {
         threads: m.recording.threads,
         stats: m.recording.stats,
         data: m.recording.data,
+        job: Default::default(),
+        traces: m.recording.traces,
+        watch: m.watch,
     }
 }

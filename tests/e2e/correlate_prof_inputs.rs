@@ -63,6 +63,9 @@ fn synthetic(module: &str, ips: &[(u64, u64)]) -> Profile {
         }],
         stats: Stats::default(),
         data: Default::default(),
+        job: Default::default(),
+        traces: Default::default(),
+        watch: Default::default(),
     }
 }
 

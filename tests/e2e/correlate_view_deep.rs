@@ -322,6 +322,9 @@ fn deep_profile(app: &Path) -> Profile {
         }],
         stats: Stats::default(),
         data: Default::default(),
+        job: Default::default(),
+        traces: Default::default(),
+        watch: Default::default(),
     }
 }
 

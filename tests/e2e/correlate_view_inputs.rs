@@ -139,6 +139,9 @@ fn write_profile(path: &Path, start_ns: u64) {
         }],
         stats: Stats::default(),
         data: Default::default(),
+        job: Default::default(),
+        traces: Default::default(),
+        watch: Default::default(),
     };
     profile.write(path).expect("write the profile");
 }

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::correlate_view_support::{
-    check_consistency, check_labels_cli, check_schema, folded_lines, inferno_svg, run_view, ViewRun,
+    check_consistency, check_labels_cli, check_schema, find, folded_lines, inferno_svg, run_view,
+    ViewRun,
 };
 use crate::support::{compile, run_ok, scratch_dir, tool};
 use correlate::{Database, Selection, ViewKind, ViewTree};
@@ -54,14 +55,6 @@ fn ratio_near(a: u64, b: u64, expected: f64, tolerance: f64) -> bool {
 
 fn children(node: &Value) -> &Vec<Value> {
     node["children"].as_array().expect("children")
-}
-
-/// Depth-first search for the first node satisfying `pred`.
-fn find<'a>(node: &'a Value, pred: &dyn Fn(&Value) -> bool) -> Option<&'a Value> {
-    if pred(node) {
-        return Some(node);
-    }
-    children(node).iter().find_map(|c| find(c, pred))
 }
 
 fn incl(node: &Value) -> u64 {

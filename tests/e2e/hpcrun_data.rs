@@ -2,6 +2,7 @@
 //! fixtures whose objects are touched a known number of times (every page once), so page-fault
 //! samples give exact counts per object.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::Command;
 
@@ -558,7 +559,7 @@ fn a_process_attached_to_is_probed_as_root() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let db = dir.join("attach.db");
-    let hpcrun = Command::new(tool("hpcrun-rs"))
+    let mut hpcrun = Command::new(tool("hpcrun-rs"))
         .args([
             "-e",
             "page-faults@1",
@@ -573,13 +574,19 @@ fn a_process_attached_to_is_probed_as_root() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Let the events and probes open before the program allocates.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Let the events and probes open before the program allocates: hpcrun-rs says when they
+    // are (a fixed wait was too short on a loaded machine).
+    let mut err = BufReader::new(hpcrun.stderr.take().unwrap());
+    let mut stderr = String::new();
+    while !stderr.contains("sampling process") {
+        if err.read_line(&mut stderr).unwrap() == 0 {
+            break;
+        }
+    }
     std::fs::write(&go, "").unwrap();
     assert!(target.wait().unwrap().success());
-    let out = hpcrun.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    err.read_to_string(&mut stderr).unwrap();
+    assert!(hpcrun.wait().unwrap().success(), "{stderr}");
     let profile = Profile::read(&db).unwrap();
     assert_eq!(profile.stats.lost, 0, "{stderr}");
     assert_eq!(profile.data.stats.heap_unavailable, None, "{stderr}");

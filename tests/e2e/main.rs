@@ -4,10 +4,14 @@
 //! (addr2line, gdb, perf, the ELF symbol table, counts built into the fixtures). One test
 //! binary, one module per area; `support` holds what they share.
 
+mod browser;
 mod correlate_prof_common;
 mod correlate_view_support;
+mod export_support;
+mod firefox;
 mod structure_support;
 mod support;
+mod synthetic_db;
 
 mod alloc_shim;
 mod correlate_data;
@@ -20,14 +24,24 @@ mod correlate_prof_stlmap;
 mod correlate_prof_vdso;
 mod correlate_view_cli;
 mod correlate_view_deep;
+mod correlate_view_html;
+mod correlate_view_html_panes;
+mod correlate_view_html_synthetic;
 mod correlate_view_inputs;
 mod correlate_view_pipeline;
+mod correlate_view_shape;
+mod export_diff;
+mod export_formats;
 mod fuzz_regressions;
 mod hpcrun;
 mod hpcrun_data;
 mod hpcrun_layouts;
 mod hpcrun_output;
 mod hpcrun_threads;
+mod hpctoolkit_db;
+mod memory_footprint;
+mod parallel_jobs;
+mod parallel_jobs_mpi;
 mod structure_aliens;
 mod structure_cli;
 mod structure_fixtures;
@@ -38,3 +52,5 @@ mod structure_output;
 mod structure_robustness;
 mod structure_variables;
 mod structure_xml;
+mod trace_timeline;
+mod watch_bindings;

@@ -456,7 +456,7 @@ fn call_return(
 }
 
 /// The nearest procedure or inlined frame at or above `id`.
-fn enclosing_frame(db: &Database, mut id: DbNodeId) -> Option<DbNodeId> {
+pub(super) fn enclosing_frame(db: &Database, mut id: DbNodeId) -> Option<DbNodeId> {
     loop {
         let node = &db.nodes[id.index()];
         if node.kind.is_frame() {

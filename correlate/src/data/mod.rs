@@ -6,13 +6,14 @@
 //! `model` holds what the database stores, `build` makes it from profiles during correlation
 //! (`heap_name` names heap objects, `variables` reads the modules' variables, `instructions`
 //! decodes what the accessing instructions do with memory). `views`, `fields`,
-//! `delinquent` (instructions ranked by data cost) and `alloc` (allocation sites) are the
-//! views.
+//! `delinquent` (instructions ranked by data cost), `alloc` (allocation sites) and
+//! `footprint` (distinct pages and regions per procedure) are the views.
 
 mod alloc;
 mod build;
 mod delinquent;
 mod fields;
+mod footprint;
 mod heap_name;
 mod instructions;
 mod model;
@@ -23,6 +24,7 @@ pub use alloc::{alloc_notice, alloc_view, AllocRow, AllocView};
 pub(crate) use build::{DataBuilder, ProfileInput};
 pub use delinquent::{delinquent_notice, delinquent_view, DelinquentRow, DelinquentView};
 pub use fields::{fields, find_objects, FieldTable, PartRow, DEFAULT_ROWS};
+pub use footprint::{footprint, FootprintRow, REGIONS};
 pub(crate) use instructions::decode_accesses;
 pub use model::{
     AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, Field, Instruction,

@@ -123,7 +123,7 @@ fn value(out: &mut dyn Write, v: &impl Serialize) -> io::Result<()> {
 
 /// The contract's kinds: `<kernel>` is a procedure, `<partial call paths>` an unknown scope
 /// (it has no structure).
-fn contract_kind(kind: NodeKind) -> &'static str {
+pub(crate) fn contract_kind(kind: NodeKind) -> &'static str {
     match kind {
         NodeKind::Root => "root",
         NodeKind::Procedure | NodeKind::Kernel => "procedure",

@@ -6,7 +6,9 @@
 //! - [`source`]: source lines annotated with their costs;
 //! - [`data`]: the data views' tables (objects, an object's fields);
 //! - [`delinquent`], [`alloc`]: the delinquent instructions (text, CSV, JSON) and the
-//!   allocation sites (text, JSON); [`dhat`]: the allocation sites as a DHAT file.
+//!   allocation sites (text, JSON); [`dhat`]: the allocation sites as a DHAT file;
+//! - [`stats`]: statistics across ranks or threads per scope (text, JSON).
+//! - [`diff`]: two databases compared (text, JSON, folded stacks with two counts).
 //!
 //! Every scope's name comes from the view ([`crate::label`]'s rules); renderers only lay it out.
 //! Every renderer walks the tree with an explicit stack, so a view as deep as the deepest
@@ -18,14 +20,21 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 pub mod alloc;
+pub mod csv;
 pub mod data;
 pub mod delinquent;
 pub mod dhat;
+pub mod diff;
 pub mod folded;
+pub mod footprint;
 pub mod json;
+pub mod raster;
+pub mod slices;
 pub mod source;
+pub mod stats;
 mod table;
 pub mod text;
+pub mod timeline;
 
 /// Nesting levels that get their own indentation in the text and JSON outputs; deeper levels
 /// are indented as this one (the text view then writes the depth before the label).

@@ -139,7 +139,7 @@ fn line_in(n: &ViewNode, path: &str) -> Option<u32> {
 /// the enclosing scopes counted for it), so code inlined into itself from one line (recursive
 /// templates) is not counted once per level. The walk uses an explicit stack, so views of any
 /// depth are handled.
-fn add_line_costs(view: &ViewTree, path: &str, lines: &mut BTreeMap<u32, LineCost>) {
+pub(crate) fn add_line_costs(view: &ViewTree, path: &str, lines: &mut BTreeMap<u32, LineCost>) {
     let metrics = view.metrics.len();
     let mut open: HashMap<u32, u32> = HashMap::new();
     // (node, entering?) pairs: a node's exit closes the line it opened.

@@ -278,3 +278,14 @@ pub fn inferno_svg(folded: &str, svg: &Path) -> String {
     assert!(text.contains("<svg"), "inferno wrote an SVG");
     text
 }
+
+/// Depth-first search of a `--json` view for the first node satisfying `pred`.
+pub fn find<'a>(node: &'a Value, pred: &dyn Fn(&Value) -> bool) -> Option<&'a Value> {
+    if pred(node) {
+        return Some(node);
+    }
+    node["children"]
+        .as_array()?
+        .iter()
+        .find_map(|c| find(c, pred))
+}

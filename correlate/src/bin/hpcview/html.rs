@@ -1,0 +1,58 @@
+//! `--html FILE`: the database as one self-contained interactive HTML report (the three views
+//! as tree tables, a flame graph, a source pane, per-thread costs), written atomically.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::anyhow;
+use correlate::{Database, SourceLimits};
+use profiler::envelope::{write_atomically_with, Replace};
+
+use crate::Failure;
+
+/// The report's flag.
+#[derive(Debug, clap::Args)]
+pub(crate) struct HtmlArgs {
+    /// Write an interactive HTML report (all three views, flame graph, sources, threads, and
+    /// data objects and a timeline where measured) to FILE: one file, no network needed to
+    /// view it; an existing FILE is replaced
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "csv", "folded", "source", "data", "code_data", "delinquent", "alloc", "output"])]
+    pub(crate) html: Option<PathBuf>,
+}
+
+/// Write the report of `db` (database `path`) with the metrics at `metrics` to `file`; returns
+/// the summary line.
+pub(crate) fn write_report(
+    db: &Database,
+    path: &Path,
+    metrics: &[usize],
+    file: &Path,
+) -> Result<String, Failure> {
+    let mut summary = None;
+    write_atomically_with(file, Replace::Allowed, |out| {
+        summary = Some(correlate::html_report(
+            db,
+            metrics,
+            SourceLimits::default(),
+            out,
+        )?);
+        Ok(())
+    })
+    .map_err(|e| Failure::Other(anyhow!(e).context("writing the HTML report")))?;
+    let s = summary.unwrap_or_default();
+    let mut panes = String::new();
+    if s.objects > 0 {
+        panes += &format!(", {} data objects", s.objects);
+    }
+    if s.timeline {
+        panes += ", a timeline";
+    }
+    Ok(format!(
+        "report of {} in {}: {} scopes in 3 views{panes}, {} of {} source files embedded, {:.1} MiB",
+        path.display(),
+        file.display(),
+        s.scopes,
+        s.embedded,
+        s.files,
+        s.bytes as f64 / (1 << 20) as f64
+    ))
+}

@@ -1,0 +1,114 @@
+//! What the command line names, checked against the database: the database file, threads,
+//! metrics and percentages; and the short lists used in the error messages.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context};
+use correlate::{Database, Selection};
+
+use crate::{bad, Failure};
+
+pub(crate) fn check_percent(flag: &str, value: f64, zero_ok: bool) -> Result<(), Failure> {
+    let low_ok = if zero_ok { value >= 0.0 } else { value > 0.0 };
+    if low_ok && value <= 100.0 {
+        Ok(())
+    } else {
+        Err(bad(anyhow!(
+            "{flag} {value}: expected a percentage in (0, 100]"
+        )))
+    }
+}
+
+/// The database to open: the one given, or the only `*.hpcdb` file in the current directory.
+pub(crate) fn database_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.to_path_buf());
+    }
+    let mut found: Vec<PathBuf> = fs::read_dir(".")
+        .context("listing the current directory")?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "hpcdb") && p.is_file())
+        .collect();
+    found.sort();
+    match found.len() {
+        0 => bail!("no *.hpcdb database in the current directory; name one (hpcprof-rs writes it)"),
+        1 => {
+            let p = found.remove(0);
+            eprintln!("hpcview-rs: opened {}", p.display());
+            Ok(p)
+        }
+        _ => bail!(
+            "several databases in the current directory ({}); name one",
+            list(found.iter().map(|p| p.display().to_string()))
+        ),
+    }
+}
+
+/// The threads `--thread` selects (all when none is given).
+pub(crate) fn thread_selection(
+    db: &Database,
+    tids: &[u32],
+    path: &Path,
+) -> anyhow::Result<Selection> {
+    if tids.is_empty() {
+        return Ok(Selection::All);
+    }
+    let mut chosen = Vec::new();
+    for &tid in tids {
+        let found = db.threads_with_tid(tid);
+        if found.is_empty() {
+            let known = db.threads.iter().map(|t| format!("{} ({})", t.tid, t.comm));
+            bail!(
+                "{}: no thread {tid}; threads: {}",
+                path.display(),
+                list(known)
+            );
+        }
+        chosen.extend(found);
+    }
+    Ok(Selection::Threads(chosen))
+}
+
+/// Indices of the metrics `--metric` names, in that order (all metrics when none is given).
+pub(crate) fn metric_indices(
+    db: &Database,
+    names: &[String],
+    path: &Path,
+) -> anyhow::Result<Vec<usize>> {
+    if names.is_empty() {
+        return Ok((0..db.metrics.len()).collect());
+    }
+    names
+        .iter()
+        .map(|name| {
+            db.metrics
+                .iter()
+                .position(|m| &m.name == name)
+                .ok_or_else(|| {
+                    let known = db.metrics.iter().map(|m| m.name.clone());
+                    anyhow!(
+                        "{}: no metric '{name}'; metrics: {}",
+                        path.display(),
+                        list(known)
+                    )
+                })
+        })
+        .collect()
+}
+
+/// At most ten items joined by `, `, then how many more.
+pub(crate) fn list(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    let shown = items
+        .iter()
+        .take(10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    match items.len() {
+        0 => "none".to_string(),
+        n if n > 10 => format!("{shown}, ... ({} more)", n - 10),
+        _ => shown,
+    }
+}

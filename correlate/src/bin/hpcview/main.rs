@@ -1,0 +1,221 @@
+//! `hpcview-rs`: read a database written by `hpcprof-rs` in a terminal (hpcviewer's top-down,
+//! callers and flat views), or export it as JSON, folded stacks for flame graphs, or annotated
+//! source. All computation lives in the `correlate` library; this binary parses arguments, picks
+//! the renderer, and turns failures into one-line errors with exit codes scripts can trust.
+
+mod args;
+mod bindings;
+mod data;
+mod export;
+mod hpctoolkit;
+mod html;
+mod inputs;
+mod memory;
+mod output;
+mod ranks;
+mod shape;
+mod time;
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::anyhow;
+use clap::Parser;
+use correlate::{csv, folded, json, source, text, ViewKind, ViewTree};
+
+use args::{Args, ColorChoice};
+use inputs::{check_percent, database_path, metric_indices, thread_selection};
+
+/// How a run failed: bad input (exit 2) or anything else (exit 1).
+pub(crate) enum Failure {
+    BadInput(anyhow::Error),
+    Other(anyhow::Error),
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::Other(anyhow!(e).context("writing the output"))
+    }
+}
+
+pub(crate) fn bad(e: impl Into<anyhow::Error>) -> Failure {
+    Failure::BadInput(e.into())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(summary) => {
+            eprintln!("hpcview-rs: {summary}");
+            ExitCode::SUCCESS
+        }
+        Err(Failure::BadInput(e)) => {
+            eprintln!("hpcview-rs: error: {}", correlate::one_line(e.chain()));
+            ExitCode::from(2)
+        }
+        Err(Failure::Other(e)) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(Failure::Other(e)) => {
+            eprintln!("hpcview-rs: error: {}", correlate::one_line(e.chain()));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A reader that stopped reading (`hpcview-rs | head`) is not a failure.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Do what `args` ask; returns the summary line for stderr.
+fn run(args: &Args) -> Result<String, Failure> {
+    if let Some(done) = export::run(args) {
+        return done;
+    }
+    check_percent("--threshold", args.threshold, true)?;
+    check_percent("--expand-hot", args.expand_hot, false)?;
+    let path = database_path(args.database.as_deref()).map_err(bad)?;
+    let db = hpctoolkit::open(&path).map_err(bad)?;
+    let selection = thread_selection(&db, &args.threads, &path).map_err(bad)?;
+    let selection = ranks::narrow(&db, &args.ranks, &path, selection)?;
+    let metrics = metric_indices(&db, &args.metrics, &path).map_err(bad)?;
+    if let Some(file) = &args.report.html {
+        return html::write_report(&db, &path, &metrics, file);
+    }
+    if args.data || args.code_data {
+        return data::run_data(args, &db, &selection, &metrics, &path);
+    }
+    if args.binding.bindings {
+        return bindings::run(&args.binding, args.json, &db, &path);
+    }
+    if args.memory.footprint {
+        return memory::run(&args.memory, args.json, &db, &path);
+    }
+    if args.time.timeline || args.time.slices {
+        return time::run(args, &db, &path);
+    }
+    if args.delinquent || args.alloc {
+        return data::data_view(args, &db, &path, &selection, &metrics);
+    }
+    let kind = match (args.flat || args.source.is_some(), args.callers) {
+        (true, _) => ViewKind::Flat,
+        (_, true) => ViewKind::Callers,
+        _ => ViewKind::TopDown,
+    };
+    if let Some(over) = args.ranks.stats {
+        return ranks::run_stats(args, &db, &metrics, kind, over, &path);
+    }
+    let mut view = ViewTree::from_database(&db, kind, &selection);
+    view.select_metrics(&metrics);
+    shape::apply(&args.shape, &mut view)?;
+    if view.metrics.iter().all(|m| m.samples == 0 && m.total == 0) {
+        eprintln!(
+            "hpcview-rs: {}: no samples (the measured program recorded no events); the view is empty",
+            path.display()
+        );
+    }
+
+    let mut out = output::Sink::open(&args.output);
+    let colour = out.colour(args.color);
+    let what = format!("{} view of {}", kind.name(), path.display());
+    let summary = if let Some(spec) = &args.source {
+        let lines = show_source(&view, spec, args.absolute, &mut out)?;
+        format!(
+            "{lines} lines with samples in {spec} (from {})",
+            path.display()
+        )
+    } else if args.folded {
+        let written = folded::render(&view, 0, &mut out)?;
+        format!(
+            "{what}: {} folded stacks, {} samples of {}",
+            written.stacks,
+            written.samples,
+            view.metrics
+                .first()
+                .map_or("no metric", |m| m.name.as_str())
+        )
+    } else {
+        render_tree(args, &view, colour, &mut out, &what)?
+    };
+    out.finish()?;
+    Ok(summary)
+}
+
+/// Print a tree view as JSON, CSV or text; returns the summary line.
+pub(crate) fn render_tree(
+    args: &Args,
+    view: &ViewTree,
+    colour: bool,
+    out: &mut dyn Write,
+    what: &str,
+) -> Result<String, Failure> {
+    if args.json {
+        json::render(view, out)?;
+        return Ok(format!("{what}: {} scopes as JSON", view.nodes.len()));
+    }
+    if args.csv {
+        let rows = csv::render(view, out)?;
+        return Ok(format!("{what}: {rows} scopes as CSV"));
+    }
+    let shown = text::render(view, &text_options(args, colour), out)?;
+    let mut summary = format!("{what}: {} rows", shown.rows);
+    if shown.folded > 0 {
+        summary.push_str(&format!(
+            ", {} scopes folded below {}% (--threshold 0 shows all)",
+            shown.folded, args.threshold
+        ));
+    }
+    Ok(summary)
+}
+
+/// How the text outputs are laid out.
+pub(crate) fn text_options(args: &Args, colour: bool) -> text::TextOptions {
+    text::TextOptions {
+        threshold_pct: args.threshold,
+        depth: args.depth,
+        expand_hot_pct: args.expand_hot,
+        absolute: args.absolute,
+        color: colour,
+        name_width: (!args.full_names).then_some(70),
+    }
+}
+
+/// Print the `--source` view; returns the number of lines with samples.
+fn show_source(
+    view: &ViewTree,
+    spec: &str,
+    absolute: bool,
+    out: &mut dyn Write,
+) -> Result<usize, Failure> {
+    let (file, range) = source::parse_spec(spec).map_err(bad)?;
+    let costs = source::file_costs(view, &file).map_err(bad)?;
+    // The file as named on the command line, else where the profile says it was compiled from.
+    let text = [Path::new(&file), Path::new(&costs.path)]
+        .iter()
+        .find_map(|p| fs::read_to_string(p).ok());
+    if text.is_none() {
+        eprintln!(
+            "hpcview-rs: cannot read {} (nor {file}); showing costs only",
+            costs.path
+        );
+    }
+    source::render(&costs, &view.metrics, text.as_deref(), range, absolute, out)?;
+    Ok(costs.lines.len())
+}
+
+/// Colour only for a terminal, unless asked otherwise; `NO_COLOR` and `TERM=dumb` turn it off.
+pub(crate) fn use_colour(choice: ColorChoice, terminal: bool) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            terminal
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && std::env::var("TERM").map_or(true, |t| t != "dumb")
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! `hpcview-rs --timeline` and `--slices`: the traces (`hpcrun-rs -t`) as threads x time,
+//! coloured by procedure, in the terminal and as an SVG or PNG image; or cut into time slices
+//! with per-procedure samples, activity spans and phases.
+
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use anyhow::anyhow;
+use correlate::raster::{system_font, write_png};
+use correlate::timeline_render::{draw, render_json, render_text, write_svg, Layout};
+use correlate::{slices, slices_render, timeline, Database, TimelineOptions};
+use profiler::envelope::{write_atomically_with, Replace};
+
+use crate::args::Args;
+use crate::inputs::thread_selection;
+use crate::{bad, Failure};
+
+/// The time views' flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TimeArgs {
+    /// Threads x time, coloured by the procedure each thread was in (databases of runs with
+    /// `hpcrun-rs -t`); --depth N colours by the procedure N calls deep instead of the
+    /// innermost
+    #[arg(long)]
+    pub(crate) timeline: bool,
+
+    /// With --timeline: also draw it as an SVG image in FILE
+    #[arg(long, value_name = "FILE", requires = "timeline")]
+    pub(crate) svg: Option<std::path::PathBuf>,
+
+    /// With --timeline: also draw it as a PNG image in FILE
+    #[arg(long, value_name = "FILE", requires = "timeline")]
+    pub(crate) png: Option<std::path::PathBuf>,
+
+    /// With --timeline: columns of the text rendering (images get 8 pixel columns per text
+    /// column)
+    #[arg(long, value_name = "N", default_value_t = 100, requires = "timeline")]
+    pub(crate) columns: usize,
+
+    /// Per procedure per time slice: samples, activity span and the run's phases (databases of
+    /// runs with `hpcrun-rs -t`); procedures at --depth N as for --timeline
+    #[arg(long, conflicts_with = "timeline")]
+    pub(crate) slices: bool,
+
+    /// With --slices: the slice length in ms [default: a round length giving at most 11]
+    #[arg(long, value_name = "MS", requires = "slices")]
+    pub(crate) slice: Option<f64>,
+}
+
+/// `--timeline` or `--slices`; returns the summary line.
+pub(crate) fn run(args: &Args, db: &Database, path: &Path) -> Result<String, Failure> {
+    match args.time.slices {
+        true => run_slices(args, db, path),
+        false => run_timeline(args, db, path),
+    }
+}
+
+/// Print the timeline and write the images asked for; returns the summary line.
+fn run_timeline(args: &Args, db: &Database, path: &Path) -> Result<String, Failure> {
+    if args.time.columns == 0 || args.time.columns > 10_000 {
+        return Err(bad(anyhow!("--columns must be 1 to 10000")));
+    }
+    let threads = thread_selection(db, &args.threads, path).map_err(bad)?;
+    let options = |columns| TimelineOptions {
+        depth: args.depth,
+        columns,
+        threads: threads.clone(),
+    };
+    let no_trace = || no_traces(path);
+    let text = timeline(db, &options(args.time.columns)).ok_or_else(no_trace)?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    match args.json {
+        true => render_json(&text, db, &mut out)?,
+        false => render_text(&text, &mut out)?,
+    }
+    out.flush()?;
+    let images = [(&args.time.svg, false), (&args.time.png, true)];
+    for (file, png) in images
+        .iter()
+        .filter_map(|(f, png)| Some((f.as_ref()?, *png)))
+    {
+        let grid = timeline(db, &options(args.time.columns * 8)).ok_or_else(no_trace)?;
+        let (shapes, size) = draw(&grid, &Layout::new(args.time.columns * 8));
+        let mut bytes = Vec::new();
+        match png {
+            true => {
+                let font = system_font();
+                if font.is_none() {
+                    let why = "no font found (HPCVIEW_FONT=FILE.ttf names one)";
+                    eprintln!(
+                        "hpcview-rs: {}: {why}; the PNG has no labels",
+                        file.display()
+                    );
+                }
+                write_png(&shapes, size, font.as_ref(), &mut bytes)?
+            }
+            false => write_svg(&shapes, size, &mut bytes)?,
+        }
+        write_atomically_with(file, Replace::Allowed, |w| w.write_all(&bytes))
+            .map_err(|e| Failure::Other(anyhow!(e)))?;
+    }
+    let samples: u64 = text.procedures.iter().map(|p| p.1).sum();
+    Ok(format!(
+        "timeline of {}: {} threads, {samples} samples, {} procedures",
+        path.display(),
+        text.lanes.len(),
+        text.procedures.len()
+    ))
+}
+
+/// The error for a database without traces.
+fn no_traces(path: &Path) -> Failure {
+    let why = "has no traces (measure with `hpcrun-rs -t`)";
+    bad(anyhow!("{}: {why}", path.display()))
+}
+
+/// Print the slice table and phases; returns the summary line.
+fn run_slices(args: &Args, db: &Database, path: &Path) -> Result<String, Failure> {
+    let slice_ns = match args.time.slice {
+        Some(ms) if !(ms.is_finite() && ms > 0.0 && ms <= 1e9) => {
+            return Err(bad(anyhow!("--slice must be a positive number of ms")))
+        }
+        ms => ms.map(|ms| (ms * 1e6).max(1.0) as u64),
+    };
+    let threads = thread_selection(db, &args.threads, path).map_err(bad)?;
+    let s = slices(db, &threads, args.depth, slice_ns).ok_or_else(|| no_traces(path))?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    match args.json {
+        true => slices_render::render_json(&s, &mut out)?,
+        false => slices_render::render(&s, &mut out)?,
+    }
+    out.flush()?;
+    Ok(format!(
+        "slices of {}: {} procedures, {} phases",
+        path.display(),
+        s.rows.len(),
+        s.phases.len()
+    ))
+}

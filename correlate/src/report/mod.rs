@@ -1,0 +1,96 @@
+//! `hpcview-rs --html`: a database as one self-contained HTML page, hpcviewer's tree tables
+//! (top-down, callers, flat), a flame graph, a source pane and per-thread costs, and where the
+//! database has them a data objects' table and a timeline, for a laptop, a ticket or a CI
+//! artefact, with no server and no network.
+//!
+//! The page is `report.html` with three things put in: the styles (`report.css`), the script
+//! (`report.js`, plain hand-written JavaScript, no framework) and the data ([`payload`]) as JSON
+//! in a `<script type="application/json">` element. The script renders lazily: only the rows of
+//! expanded scopes are in the document, so a database of 100,000 scopes opens fast.
+
+mod panes;
+mod payload;
+
+use std::io::{self, Write};
+
+pub use payload::SourceLimits;
+
+use crate::database::Database;
+
+const PAGE: &str = include_str!("report.html");
+const STYLE: &str = include_str!("report.css");
+const SCRIPT: &str = include_str!("report.js");
+
+/// What a report holds, for the tool's summary line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReportSummary {
+    /// Scopes over the three views.
+    pub scopes: usize,
+    /// Source files named by the views, and how many of them have their text embedded.
+    pub files: usize,
+    /// Source files with their text embedded.
+    pub embedded: usize,
+    /// Data objects in the data objects' pane (none: no pane).
+    pub objects: usize,
+    /// Whether the timeline pane is there.
+    pub timeline: bool,
+    /// Bytes written.
+    pub bytes: usize,
+}
+
+/// Write the report of `db` (the metrics at `metrics`, in that order) to `out`.
+pub fn render(
+    db: &Database,
+    metrics: &[usize],
+    limits: SourceLimits,
+    out: &mut dyn Write,
+) -> io::Result<ReportSummary> {
+    let data = payload::build(db, metrics, limits);
+    let mut views = String::new();
+    for (i, v) in data.views.iter().enumerate() {
+        views.push_str(&format!(
+            "<script type=\"application/json\" id=\"view-{i}\">{}</script>\n",
+            script_json(v)?
+        ));
+    }
+    let page = PAGE
+        .replace("/*STYLE*/", STYLE)
+        .replace("/*SCRIPT*/", SCRIPT)
+        .replace("{{DATA}}", &script_json(&data)?)
+        .replace("{{VIEWS}}", &views);
+    out.write_all(page.as_bytes())?;
+    Ok(ReportSummary {
+        scopes: data.views.iter().map(|v| v.nodes.len()).sum(),
+        files: data.files.len(),
+        embedded: data.files.iter().filter(|f| f.text.is_some()).count(),
+        objects: data.objects.as_ref().map_or(0, Vec::len),
+        timeline: data.timeline.is_some(),
+        bytes: page.len(),
+    })
+}
+
+/// `value` as JSON to put inside a `<script>` element (see [`script_safe`]).
+fn script_json(value: &impl serde::Serialize) -> io::Result<String> {
+    let json = serde_json::to_string(value).map_err(io::Error::from)?;
+    Ok(script_safe(&json))
+}
+
+/// JSON that cannot end the `<script>` element holding it: every `<` is written as the JSON
+/// escape `\u003c`, which reads back as the same string.
+fn script_safe(json: &str) -> String {
+    json.replace('<', "\\u003c")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_json_cannot_close_its_script_element() {
+        let json = serde_json::to_string("a</script><b>").unwrap();
+        let safe = script_safe(&json);
+        assert!(!safe.contains('<'));
+        let back: String = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back, "a</script><b>");
+    }
+}

@@ -1,0 +1,78 @@
+//! The report's two panes beside the tree views, present when the database has what they show:
+//! the data objects of `hpcrun-rs --data` (the `--data` view as a sortable table) and the
+//! timeline of `hpcrun-rs -t` (the `--timeline --svg` picture, inline).
+
+use serde::Serialize;
+
+use crate::data::objects;
+use crate::database::{Database, Selection};
+use crate::render::data::{bytes, object_label};
+use crate::render::timeline::{draw, write_svg, Layout};
+use crate::time::{timeline, TimelineOptions};
+
+/// Time columns of the report's timeline (one pixel each).
+const TIMELINE_COLUMNS: usize = 800;
+
+/// One data object's row.
+#[derive(Serialize)]
+pub(crate) struct ObjectData {
+    /// The label, as the `--data` view prints it.
+    n: String,
+    /// Kind: static, heap, stack, region, unknown.
+    k: &'static str,
+    /// Size for people, where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<String>,
+    /// Heap objects: blocks allocated.
+    b: u64,
+    /// Data samples per metric.
+    s: Vec<u64>,
+    /// Share of the metric's data samples' cost, in percent.
+    p: Vec<f64>,
+}
+
+/// The data objects of `db` with the metrics at `metrics`, most costly first; `None` when it has
+/// none.
+pub(crate) fn object_rows(db: &Database, metrics: &[usize]) -> Option<Vec<ObjectData>> {
+    let mut table = objects(db, &Selection::All);
+    if table.rows.is_empty() {
+        return None;
+    }
+    table.select_metrics(metrics);
+    let rows = table.rows.iter().map(|r| {
+        let o = db.data.object(r.object);
+        let share = table
+            .metrics
+            .iter()
+            .zip(&r.costs)
+            .map(|(m, c)| match m.total {
+                0 => 0.0,
+                t => c.value as f64 * 100.0 / t as f64,
+            });
+        ObjectData {
+            n: object_label(o),
+            k: o.kind.name(),
+            size: o.size.map(bytes),
+            b: r.blocks,
+            s: r.costs.iter().map(|c| c.samples).collect(),
+            p: share.collect(),
+        }
+    });
+    Some(rows.collect())
+}
+
+/// The timeline of every thread of `db` as SVG; `None` without traces.
+pub(crate) fn timeline_svg(db: &Database) -> Option<String> {
+    let options = TimelineOptions {
+        depth: None,
+        columns: TIMELINE_COLUMNS,
+        threads: Selection::All,
+    };
+    let grid = timeline(db, &options)?;
+    let (shapes, size) = draw(&grid, &Layout::new(TIMELINE_COLUMNS));
+    let mut svg = Vec::new();
+    write_svg(&shapes, size, &mut svg).ok()?;
+    // Inline in HTML the SVG namespace is implied: the page names no web address.
+    let svg = String::from_utf8(svg).ok()?;
+    Some(svg.replacen(r#" xmlns="http://www.w3.org/2000/svg""#, "", 1))
+}

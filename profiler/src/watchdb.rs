@@ -1,0 +1,189 @@
+//! What `hpcrun-rs --watch` measured with hardware watchpoints, as stored in `profile.db`
+//! (format version 7, the last part) and carried unchanged into the database.
+//!
+//! Two modes. `--watch VAR[,VAR...]` watches up to four named statics for the whole run: every
+//! access of each watched word traps, so [`WatchProfile::accesses`] (reads and writes by
+//! function) and [`WatchProfile::bindings`] are exact for those words. `--watch sample[@HZ]`
+//! moves one watchpoint over the executable's static data HZ times a second; its bindings are
+//! estimates for the whole region and the whole run ([`SampledWatch`] says how they were scaled
+//! and each [`Binding`] carries its standard error).
+//!
+//! A binding P -> C exists when function C reads a watched word whose last writer was P
+//! (P != C): QUAD's producer/consumer relation, seen through the watched words only.
+
+use serde::{Deserialize, Serialize};
+
+/// What a `--watch` run measured (empty when the run had no `--watch`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WatchProfile {
+    /// How the words were chosen.
+    pub mode: WatchMode,
+    /// Function names that [`WatchAccess`] and [`Binding`] refer to by index: the symbol
+    /// of the accessing instruction in the executable, or `<lib.so>` for code elsewhere.
+    pub functions: Vec<String>,
+    /// Reads and writes of each watched variable by each function (`--watch VAR`).
+    pub accesses: Vec<WatchAccess>,
+    /// Producer -> consumer pairs.
+    pub bindings: Vec<Binding>,
+    /// Traps taken (watchpoint samples read).
+    pub traps: u64,
+    /// Traps the kernel could not record (ring full): an exact count is exact only at 0.
+    pub lost: u64,
+}
+
+/// How the watched words were chosen.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub enum WatchMode {
+    /// No `--watch`.
+    #[default]
+    None,
+    /// `--watch VAR`: these variables, for the whole run.
+    Variables(Vec<WatchedVar>),
+    /// `--watch sample[@HZ]`.
+    Sampled(SampledWatch),
+}
+
+/// One variable watched by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchedVar {
+    /// The symbol's name.
+    pub name: String,
+    /// Its link-time address in the executable.
+    pub address: u64,
+    /// The variable's size in bytes (symbol table).
+    pub size: u64,
+    /// Bytes watched from its start (1, 2, 4 or 8).
+    pub watched: u8,
+}
+
+/// How a sampled watch was scaled to an estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampledWatch {
+    /// Windows per second requested.
+    pub hz: u64,
+    /// Windows armed.
+    pub windows: u64,
+    /// Bytes of static data targets were drawn from (uniformly, in 8-byte words).
+    pub region_bytes: u64,
+    /// Bytes watched per window.
+    pub word: u8,
+    /// Ns the watchpoint was armed, summed over windows.
+    pub watched_ns: u64,
+    /// Ns from the first window's start to the end of the last.
+    pub span_ns: u64,
+}
+
+impl SampledWatch {
+    /// The factor from what the windows saw to the estimate for the whole region and span:
+    /// (region bytes / word) x (span / watched time).
+    pub fn scale(&self) -> f64 {
+        if self.watched_ns == 0 || self.word == 0 {
+            return 0.0;
+        }
+        (self.region_bytes as f64 / self.word as f64)
+            * (self.span_ns as f64 / self.watched_ns as f64)
+    }
+}
+
+/// Accesses of one watched variable by one function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchAccess {
+    /// Index in [`WatchMode::Variables`].
+    pub var: u32,
+    /// Index in [`WatchProfile::functions`].
+    pub function: u32,
+    /// Read traps.
+    pub reads: u64,
+    /// Write traps (a read-modify-write counts as both).
+    pub writes: u64,
+}
+
+/// One producer -> consumer pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Binding {
+    /// Index in [`WatchProfile::functions`] of the last writer.
+    pub producer: u32,
+    /// Index in [`WatchProfile::functions`] of the reader.
+    pub consumer: u32,
+    /// Whether the words were on a stack (QUAD's `--no-stack` drops these).
+    pub stack: bool,
+    /// Bytes the consumer read that the producer wrote: exact for watched variables, the
+    /// estimate for the whole run when sampled.
+    pub bytes: f64,
+    /// Standard error of [`Binding::bytes`] (0 when exact).
+    pub bytes_error: f64,
+    /// Unique byte addresses involved (estimated when sampled).
+    pub addresses: f64,
+    /// Bytes actually seen in the watched words (before scaling).
+    pub seen_bytes: u64,
+    /// Read traps that made up [`Binding::seen_bytes`].
+    pub seen_reads: u64,
+}
+
+impl WatchProfile {
+    /// Whether the run had no `--watch`.
+    pub fn is_empty(&self) -> bool {
+        self.mode == WatchMode::None
+    }
+
+    /// What makes the profile inconsistent (an index out of range), if anything.
+    pub fn malformation(&self) -> Option<String> {
+        let functions = self.functions.len();
+        let vars = match &self.mode {
+            WatchMode::Variables(v) => v.len(),
+            _ => 0,
+        };
+        if let Some(a) = self
+            .accesses
+            .iter()
+            .find(|a| a.var as usize >= vars || a.function as usize >= functions)
+        {
+            return Some(format!(
+                "watch access of variable {} by function {} out of range",
+                a.var, a.function
+            ));
+        }
+        self.bindings
+            .iter()
+            .find(|b| b.producer as usize >= functions || b.consumer as usize >= functions)
+            .map(|b| {
+                format!(
+                    "watch binding {} -> {} out of range",
+                    b.producer, b.consumer
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_is_region_words_times_span_over_watched_time() {
+        let s = SampledWatch {
+            hz: 50,
+            windows: 10,
+            region_bytes: 4096,
+            word: 8,
+            watched_ns: 1_000,
+            span_ns: 4_000,
+        };
+        assert_eq!(s.scale(), 512.0 * 4.0);
+        let bad = WatchProfile {
+            functions: vec!["f".into()],
+            bindings: vec![Binding {
+                producer: 0,
+                consumer: 1,
+                stack: false,
+                bytes: 1.0,
+                bytes_error: 0.0,
+                addresses: 1.0,
+                seen_bytes: 1,
+                seen_reads: 1,
+            }],
+            ..Default::default()
+        };
+        assert!(bad.malformation().unwrap().contains("0 -> 1"));
+    }
+}
