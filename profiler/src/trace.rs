@@ -244,7 +244,7 @@ mod tests {
             [(5_000, 1), (6_000, 1)]
         );
 
-        // Version 5: the same parts less the traces.
+        // Version 5: the same parts less the traces (and the later watch results).
         let v5 = FileKind {
             version: 5,
             ..PROFILE_FILE
@@ -253,9 +253,9 @@ mod tests {
         // The current file is magic, version, checksum (16 bytes), then the parts.
         let parts = old.to_bytes().unwrap();
         let no_traces = postcard::to_stdvec(&Traces::default()).unwrap();
-        let v5_bytes = v5
-            .encode_parts(&[&parts[16..parts.len() - no_traces.len()]])
-            .unwrap();
+        let no_watch = postcard::to_stdvec(&old.watch).unwrap();
+        let tail = no_traces.len() + no_watch.len();
+        let v5_bytes = v5.encode_parts(&[&parts[16..parts.len() - tail]]).unwrap();
         assert_eq!(Profile::from_bytes(&v5_bytes, p).unwrap(), old);
 
         // A trace naming a node its tree does not have is refused.
