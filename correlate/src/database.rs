@@ -1,11 +1,13 @@
 //! The correlated database (`*.hpcdb`): what `hpcprof-rs` writes and `hpcview-rs` reads.
 //!
 //! A file is one [`Database`] in the tools' common envelope ([`profiler::envelope`], magic
-//! `HPCPROFD`, version 6: the database, its [data section](crate::DataSection), each profile's
-//! place in a parallel job ([`Database::jobs`]), its [traces](profiler::trace), then each
-//! profile's watchpoint results ([`Database::watch`]); version 5 ends before the watch part,
-//! version 4 before the traces, version 3 after the data section, version 2 is version 1 with a
-//! checksum and has no data section; all five read). It holds everything the views need:
+//! `HPCPROFD`, version 7: the database, its [data section](crate::DataSection), each profile's
+//! place in a parallel job ([`Database::jobs`]), its [traces](profiler::trace), each
+//! profile's watchpoint results ([`Database::watch`]), then the data section's traces
+//! ([`crate::DataSection::traces`]); version 6 ends before the data traces, version 5 before
+//! the watch part, version 4 before the traces, version 3 after the data section, version 2
+//! is version 1 with a
+//! checksum and has no data section; all of them read). It holds everything the views need:
 //!
 //! - the metric descriptors ([`MetricDesc`]: event name, unit, sampling, run total),
 //! - the module table ([`ModuleDesc`], with where each module's structure came from),
@@ -41,7 +43,7 @@ use crate::node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
 /// The kind of file a database is.
 pub(crate) static DATABASE_FILE: FileKind = FileKind {
     magic: *b"HPCPROFD",
-    version: 6,
+    version: 7,
     oldest: 1,
     checked_since: 2,
     noun: "database",
@@ -339,6 +341,9 @@ impl Database {
                 return Err(DATABASE_FILE.malformed(path, why));
             }
         }
+        if body.version >= 7 {
+            (db.data.traces, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+        }
         if !rest.is_empty() {
             return Err(DATABASE_FILE.malformed(path, "bytes after the last part".into()));
         }
@@ -352,6 +357,12 @@ impl Database {
         if let Some(why) = db.traces.malformation(nodes_of) {
             return Err(DATABASE_FILE.malformed(path, why));
         }
+        let accesses = db.data.accesses.len();
+        let accesses_of = |t: u32| ((t as usize) < db.threads.len()).then_some(accesses);
+        if let Some(why) = db.data.traces.malformation(accesses_of) {
+            let why = format!("data trace: {why}");
+            return Err(DATABASE_FILE.malformed(path, why));
+        }
         match db
             .data
             .malformation(nodes, modules, files, threads, metrics)
@@ -363,12 +374,37 @@ impl Database {
 
     /// The file's bytes in the current format version.
     pub(crate) fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
-        let db = postcard::to_stdvec(self)?;
-        let data = postcard::to_stdvec(&self.data)?;
-        let jobs = postcard::to_stdvec(&self.jobs)?;
-        let traces = postcard::to_stdvec(&self.traces)?;
-        let watch = postcard::to_stdvec(&self.watch)?;
-        DATABASE_FILE.encode_parts(&[&db, &data, &jobs, &traces, &watch])
+        let parts = self.parts()?;
+        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        DATABASE_FILE.encode_parts(&refs)
+    }
+
+    /// The file's parts in order, each encoded; a file of format version `v` > 2 holds the
+    /// first `v - 1` of them (the tests write older versions this way).
+    fn parts(&self) -> Result<Vec<Vec<u8>>, postcard::Error> {
+        Ok(vec![
+            postcard::to_stdvec(self)?,
+            postcard::to_stdvec(&self.data)?,
+            postcard::to_stdvec(&self.jobs)?,
+            postcard::to_stdvec(&self.traces)?,
+            postcard::to_stdvec(&self.watch)?,
+            postcard::to_stdvec(&self.data.traces)?,
+        ])
+    }
+
+    /// The bytes of this database as a file of the older format `version` (3 or later).
+    #[cfg(test)]
+    fn to_version(&self, version: u32) -> Vec<u8> {
+        let parts = self.parts().unwrap();
+        let refs: Vec<&[u8]> = parts[..version as usize - 1]
+            .iter()
+            .map(Vec::as_slice)
+            .collect();
+        let kind = FileKind {
+            version,
+            ..DATABASE_FILE
+        };
+        kind.encode_parts(&refs).unwrap()
     }
 
     /// The first node whose links, module, file or thread references are out of range.
@@ -518,19 +554,7 @@ mod tests {
         use profiler::watchdb::{Binding, WatchMode};
         let p = Path::new("x.hpcdb");
         let mut db = sample_db();
-        let v5_kind = FileKind {
-            version: 5,
-            ..DATABASE_FILE
-        };
-        let parts = [
-            postcard::to_stdvec(&db).unwrap(),
-            postcard::to_stdvec(&db.data).unwrap(),
-            postcard::to_stdvec(&db.jobs).unwrap(),
-            postcard::to_stdvec(&db.traces).unwrap(),
-        ];
-        let refs: Vec<&[u8]> = parts.iter().map(|v| v.as_slice()).collect();
-        let v5 = v5_kind.encode_parts(&refs).unwrap();
-        assert_eq!(Database::from_bytes(&v5, p).unwrap(), db);
+        assert_eq!(Database::from_bytes(&db.to_version(5), p).unwrap(), db);
         db.profiles = vec!["p.db".into()];
         db.jobs = vec![JobPlace::default()];
         db.watch = vec![WatchProfile {
@@ -565,16 +589,7 @@ mod tests {
     fn ranks_round_trip_and_version_3_reads_outside_a_job() {
         let p = Path::new("x.hpcdb");
         let mut db = sample_db();
-        let v3_kind = FileKind {
-            version: 3,
-            ..DATABASE_FILE
-        };
-        let parts = [
-            postcard::to_stdvec(&db).unwrap(),
-            postcard::to_stdvec(&db.data).unwrap(),
-        ];
-        let v3 = v3_kind.encode_parts(&[&parts[0], &parts[1]]).unwrap();
-        assert_eq!(Database::from_bytes(&v3, p).unwrap(), db);
+        assert_eq!(Database::from_bytes(&db.to_version(3), p).unwrap(), db);
         db.profiles = vec!["a-000003.db".into()];
         db.jobs = vec![JobPlace {
             rank: Some(3),
@@ -620,6 +635,18 @@ mod tests {
         });
         let back = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap();
         assert_eq!(back.data, db.data);
+        // Data traces: kept, absent from version 6, refused where they name a missing access.
+        let mut trace = profiler::trace::ThreadTrace::new(0);
+        trace.push(10, 0);
+        db.data.traces.threads.push(trace);
+        let back = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap();
+        assert_eq!(back.data.traces, db.data.traces);
+        let v6 = Database::from_bytes(&db.to_version(6), p).unwrap();
+        assert!(v6.data.traces.threads.is_empty());
+        db.data.traces.threads[0].push(20, 1);
+        let err = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap_err();
+        assert!(err.to_string().contains("data trace"), "{err}");
+        db.data.traces = Default::default();
         db.data.accesses[0].node = DbNodeId(7);
         let err = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap_err();
         assert!(err.to_string().contains("data access 0"), "{err}");

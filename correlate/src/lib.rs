@@ -111,6 +111,7 @@ pub use data::{
     ObjectTable, PartRow, SiteCounts, DEFAULT_ROWS,
 };
 pub use data::{footprint, FootprintRow, REGIONS};
+pub use data::{memmap, MapObject, MapRow, MemMap};
 pub use database::{
     Database, DatabaseError, DbStats, MetricDesc, ModuleDesc, Selection, StructureSource,
     ThreadDesc,
@@ -122,6 +123,7 @@ pub use ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 pub use inputs::{classify, InputKind};
 pub use node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
 pub use projection::{callers, flat, top_down};
+pub use render::memmap as memmap_render;
 pub use render::timeline as timeline_render;
 pub use render::{alloc, delinquent, dhat, diff as diff_render};
 pub use render::{csv, data as data_render, folded, json, source, stats as stats_render, text};

@@ -14,6 +14,7 @@ use crate::dataref::{
     AllocSite, DataCost, DataProfile, DataRef, DataStats, MemLevel, SiteCounts, SourceHist,
     ThreadData,
 };
+use crate::datatrace::DataTraceLog;
 use crate::db::{CctNodeId, Cost, ThreadProfile};
 use crate::loadmap::AddressSpace;
 use crate::unwind::RawFrame;
@@ -151,6 +152,8 @@ pub(crate) type Source = (MemLevel, u64);
 /// The costs of one (accessing context, data reference) as they accumulate.
 #[derive(Default)]
 struct CostBuilder {
+    /// Its number in the thread, in the order first met (the data trace's key).
+    key: u32,
     costs: Vec<Cost>,
     /// Per event, once a precise memory sample came.
     sources: Vec<SourceHist>,
@@ -177,6 +180,8 @@ struct Recent {
     event: usize,
     period: u64,
     source: Option<Source>,
+    /// Its position in the thread's data trace, where it was traced.
+    traced: Option<usize>,
 }
 
 /// The most samples kept per thread for [`ThreadBuilder::recent`]; older ones are forgotten
@@ -194,6 +199,8 @@ pub(crate) struct DataRecorder {
     events: usize,
     threads: FxHashMap<u32, ThreadBuilder>,
     stats: DataStats,
+    /// The data trace, with `-t`.
+    trace: Option<DataTraceLog>,
 }
 
 impl DataRecorder {
@@ -203,7 +210,14 @@ impl DataRecorder {
             events,
             threads: FxHashMap::default(),
             stats: DataStats::default(),
+            trace: None,
         }
+    }
+
+    /// Also trace the data samples of the first event, in at most `budget` bytes while
+    /// recording (`-t`).
+    pub(crate) fn trace(&mut self, budget: usize) {
+        self.trace = Some(DataTraceLog::new(budget));
     }
 
     /// The run-wide counters, to be updated by the sources (EA recovery, allocation records).
@@ -222,6 +236,11 @@ impl DataRecorder {
         period: u64,
         source: Option<Source>,
     ) {
+        let key = self.add(access.tid, (node, data), event, period, source, true);
+        let traced = match self.trace.as_mut() {
+            Some(log) if event == 0 => log.record(access.tid, access.time, key),
+            _ => None,
+        };
         let thread = self.threads.entry(access.tid).or_default();
         if !matches!(data, DataRef::Heap { .. }) && thread.recent.len() < RECENT_MAX {
             thread.recent.push(Recent {
@@ -232,12 +251,13 @@ impl DataRecorder {
                 event,
                 period,
                 source,
+                traced,
             });
         }
-        self.add(access.tid, (node, data), event, period, source, true);
     }
 
-    /// Add one sample of `period` of `event` at `key`, or take one back (`add` false).
+    /// Add one sample of `period` of `event` at `key`, or take one back (`add` false);
+    /// returns the key's number in the thread.
     fn add(
         &mut self,
         tid: u32,
@@ -246,16 +266,18 @@ impl DataRecorder {
         period: u64,
         source: Option<Source>,
         add: bool,
-    ) {
+    ) -> u32 {
         let class = &mut self.stats.by_class[key.1.class()];
         let events = self.events;
         let thread = self.threads.entry(tid).or_default();
+        let next = thread.costs.len() as u32;
         let entry = thread.costs.entry(key).or_insert_with(|| CostBuilder {
+            key: next,
             costs: vec![Cost::default(); events],
             sources: Vec::new(),
         });
         let Some(c) = entry.costs.get_mut(event) else {
-            return;
+            return entry.key;
         };
         if add {
             *class += 1;
@@ -278,6 +300,7 @@ impl DataRecorder {
                 false => h.remove(level, latency),
             }
         }
+        entry.key
     }
 
     /// Move the samples of thread `tid` that touched the block `[ptr - header, ptr + size)`
@@ -308,7 +331,10 @@ impl DataRecorder {
                 offset: r.addr.wrapping_sub(ptr) as i64,
                 during_alloc: true,
             };
-            self.add(tid, (r.node, heap), r.event, r.period, r.source, true);
+            let key = self.add(tid, (r.node, heap), r.event, r.period, r.source, true);
+            if let (Some(log), Some(at)) = (self.trace.as_mut(), r.traced) {
+                log.move_to(tid, at, key);
+            }
         }
     }
 
@@ -378,39 +404,61 @@ impl DataRecorder {
 
     /// The data half of the profile, parallel to `threads` (the recording's, in file order).
     pub(crate) fn finish(mut self, threads: &[ThreadProfile]) -> DataProfile {
+        let mut keys: FxHashMap<u32, Vec<Option<u32>>> = FxHashMap::default();
         let threads = threads
             .iter()
             .map(|t| {
                 let b = self.threads.remove(&t.tid).unwrap_or_default();
-                let mut costs: Vec<DataCost> = b
-                    .costs
-                    .into_iter()
-                    .filter(|(_, c)| c.costs.iter().any(|c| c.samples > 0))
-                    .map(|((node, data), c)| DataCost {
-                        node,
-                        data,
-                        costs: c.costs,
-                        sources: c.sources,
-                    })
-                    .collect();
-                costs.sort_by_key(|c| (c.node, c.data.class()));
-                let mut allocs: Vec<AllocSite> = b
-                    .sites
-                    .into_values()
-                    .map(|mut s| {
-                        s.site.counts.live_at_end = s.live;
-                        s.site
-                    })
-                    .collect();
-                allocs.sort_by_key(|a| a.node);
-                ThreadData { costs, allocs }
+                let (data, index) = thread_data(b);
+                keys.insert(t.tid, index);
+                data
             })
             .collect();
+        let traces = self
+            .trace
+            .map(|log| log.finish(|tid| keys.remove(&tid).unwrap_or_default()))
+            .unwrap_or_default();
         DataProfile {
             threads,
             stats: self.stats,
+            traces,
         }
     }
+}
+
+/// One thread's data as the profile stores it, and where each of its keys went in its costs.
+fn thread_data(b: ThreadBuilder) -> (ThreadData, Vec<Option<u32>>) {
+    let mut keyed: Vec<(u32, DataCost)> = b
+        .costs
+        .into_iter()
+        .filter(|(_, c)| c.costs.iter().any(|c| c.samples > 0))
+        .map(|((node, data), c)| {
+            let cost = DataCost {
+                node,
+                data,
+                costs: c.costs,
+                sources: c.sources,
+            };
+            (c.key, cost)
+        })
+        .collect();
+    keyed.sort_by_key(|(key, c)| (c.node, c.data.class(), *key));
+    let keys = keyed.iter().map(|&(key, _)| key as usize).max();
+    let mut index = vec![None; keys.map_or(0, |k| k + 1)];
+    for (i, (key, _)) in keyed.iter().enumerate() {
+        index[*key as usize] = Some(i as u32);
+    }
+    let costs = keyed.into_iter().map(|(_, c)| c).collect();
+    let mut allocs: Vec<AllocSite> = b
+        .sites
+        .into_values()
+        .map(|mut s| {
+            s.site.counts.live_at_end = s.live;
+            s.site
+        })
+        .collect();
+    allocs.sort_by_key(|a| a.node);
+    (ThreadData { costs, allocs }, index)
 }
 
 #[cfg(test)]

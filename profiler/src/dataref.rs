@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::Svma;
 use crate::db::{Cct, CctNodeId, Cost, ProfileModuleId};
+use crate::trace::Traces;
 
 /// The data half of a profile: one entry per thread of [`crate::db::Profile::threads`] (same
 /// order), and run-wide counts. Empty for runs without `--data` and for files older than
@@ -26,6 +27,11 @@ pub struct DataProfile {
     pub threads: Vec<ThreadData>,
     /// What was resolved, and what could not be.
     pub stats: DataStats,
+    /// With `-t`, per thread, the time of each data sample of the first event and the index
+    /// of its [`DataCost`] in the thread's [`ThreadData::costs`] (the trace's context ids).
+    /// Stored in the file's eighth part (format version 8), not here.
+    #[serde(skip)]
+    pub traces: Traces,
 }
 
 /// One thread's data references and allocation sites.
@@ -426,6 +432,13 @@ impl DataProfile {
         events: usize,
         modules: usize,
     ) -> Option<String> {
+        let costs_of = |tid: u32| {
+            let i = trees.iter().position(|(t, _)| *t == tid)?;
+            Some(self.threads.get(i)?.costs.len())
+        };
+        if let Some(why) = self.traces.malformation(costs_of) {
+            return Some(format!("data trace: {why}"));
+        }
         if self.is_empty() {
             return None;
         }

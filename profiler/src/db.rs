@@ -1,13 +1,14 @@
 //! The `profile.db` format: what one `hpcrun-rs` run measured.
 //!
 //! A file is one [`Profile`] in the tools' common [envelope](crate::envelope) (magic
-//! `HPCRUNRS`, version 7: checksummed, then seven postcard parts one after the other: the
+//! `HPCRUNRS`, version 8: checksummed, then eight postcard parts one after the other: the
 //! profile, the module checksums, the [data references](crate::dataref), the data-source
 //! histograms of precise memory samples ([`crate::dataref::MemorySources`], attached to their
 //! [`crate::dataref::DataCost::sources`] when read), the run's place in a parallel job
-//! ([`JobPlace`]), the [traces](crate::trace) (`-t`) and the [watchpoint
-//! results](crate::watchdb) (`--watch`). Version 6 files end before the watch part, version 5
-//! files before the traces,
+//! ([`JobPlace`]), the [traces](crate::trace) (`-t`), the [watchpoint
+//! results](crate::watchdb) (`--watch`) and the data traces
+//! ([`crate::dataref::DataProfile::traces`], `-t --data`). Version 7 files end before the
+//! data traces, version 6 files before the watch part, version 5 files before the traces,
 //! version 4 files after the histograms, version 3 files after the data
 //! references, version 2 files have no data references, version 1 files neither these nor
 //! checksums; all still read). It is the contract between `hpcrun-rs` (writer) and `hpcprof-rs`
@@ -36,7 +37,7 @@ pub const PROFILE_MAGIC: [u8; 8] = *b"HPCRUNRS";
 /// one-part `write` and `decode`.
 pub(crate) static PROFILE_FILE: FileKind = FileKind {
     magic: PROFILE_MAGIC,
-    version: 7,
+    version: 8,
     oldest: 1,
     checked_since: 2,
     noun: "profile.db",
@@ -95,7 +96,8 @@ pub struct Profile {
     /// empty otherwise). Stored last (format version 6).
     #[serde(skip)]
     pub traces: Traces,
-    /// What `hpcrun-rs --watch` measured (empty otherwise). Stored last (format version 7).
+    /// What `hpcrun-rs --watch` measured (empty otherwise). Stored after the traces (format
+    /// version 7).
     #[serde(skip)]
     pub watch: WatchProfile,
 }
@@ -408,6 +410,12 @@ impl Profile {
                 profile.watch = watch;
                 rest = after;
             }
+            if body.version >= 8 {
+                let (traces, after): (Traces, _) =
+                    postcard::take_from_bytes(rest).map_err(corrupt)?;
+                profile.data.traces = traces;
+                rest = after;
+            }
             if !rest.is_empty() {
                 return Err(PROFILE_FILE.malformed(path, "bytes after the last part".into()));
             }
@@ -445,15 +453,41 @@ impl Profile {
 
     /// The file's bytes in the current format version.
     pub fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
+        let parts = self.parts()?;
+        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        PROFILE_FILE.encode_parts(&refs)
+    }
+
+    /// The file's parts in order, each encoded; a file of format version `v` > 1 holds the
+    /// first `v` of them (the tests write older versions this way).
+    pub(crate) fn parts(&self) -> Result<Vec<Vec<u8>>, postcard::Error> {
         let sums: Vec<Option<u32>> = self.modules.iter().map(|m| m.checksum).collect();
-        let profile = postcard::to_stdvec(self)?;
-        let sums = postcard::to_stdvec(&sums)?;
-        let data = postcard::to_stdvec(&self.data)?;
-        let sources = postcard::to_stdvec(&self.data.memory_sources())?;
-        let job = postcard::to_stdvec(&self.job)?;
-        let traces = postcard::to_stdvec(&self.traces)?;
-        let watch = postcard::to_stdvec(&self.watch)?;
-        PROFILE_FILE.encode_parts(&[&profile, &sums, &data, &sources, &job, &traces, &watch])
+        Ok(vec![
+            postcard::to_stdvec(self)?,
+            postcard::to_stdvec(&sums)?,
+            postcard::to_stdvec(&self.data)?,
+            postcard::to_stdvec(&self.data.memory_sources())?,
+            postcard::to_stdvec(&self.job)?,
+            postcard::to_stdvec(&self.traces)?,
+            postcard::to_stdvec(&self.watch)?,
+            postcard::to_stdvec(&self.data.traces)?,
+        ])
+    }
+
+    /// The bytes of this profile as a file of the older format `version` (2 or later) writes
+    /// it: its first `version` parts.
+    #[cfg(test)]
+    pub(crate) fn to_version(&self, version: u32) -> Vec<u8> {
+        let parts = self.parts().unwrap();
+        let refs: Vec<&[u8]> = parts[..version as usize]
+            .iter()
+            .map(Vec::as_slice)
+            .collect();
+        let kind = FileKind {
+            version,
+            ..PROFILE_FILE
+        };
+        kind.encode_parts(&refs).unwrap()
     }
 
     /// Read a `profile.db` file (see [`Profile::from_bytes`]).
@@ -559,6 +593,7 @@ pub(crate) mod tests {
                 by_class: [0, 0, 0, 0, 2],
                 ..Default::default()
             },
+            traces: Default::default(),
         };
         profile
     }
@@ -567,20 +602,8 @@ pub(crate) mod tests {
     fn version_3_files_still_read_and_version_4_keeps_the_data_sources() {
         let p = Path::new("p.db");
         // A version-3 file: the profile, the checksums, the data references, nothing after.
-        let v3_kind = FileKind {
-            version: 3,
-            ..PROFILE_FILE
-        };
         let old = profile_with_data(false);
-        let sums: Vec<Option<u32>> = old.modules.iter().map(|m| m.checksum).collect();
-        let parts = [
-            postcard::to_stdvec(&old).unwrap(),
-            postcard::to_stdvec(&sums).unwrap(),
-            postcard::to_stdvec(&old.data).unwrap(),
-        ];
-        let v3 = v3_kind
-            .encode_parts(&[&parts[0], &parts[1], &parts[2]])
-            .unwrap();
+        let v3 = old.to_version(3);
         assert_eq!(&v3[8..12], &3u32.to_le_bytes());
         assert_eq!(Profile::from_bytes(&v3, p).unwrap(), old);
 
@@ -651,22 +674,7 @@ pub(crate) mod tests {
         assert_eq!(back, new);
         // A version-6 file: every part but the watch results.
         let old = small_profile();
-        let v6_kind = FileKind {
-            version: 6,
-            ..PROFILE_FILE
-        };
-        let sums: Vec<Option<u32>> = old.modules.iter().map(|m| m.checksum).collect();
-        let parts = [
-            postcard::to_stdvec(&old).unwrap(),
-            postcard::to_stdvec(&sums).unwrap(),
-            postcard::to_stdvec(&old.data).unwrap(),
-            postcard::to_stdvec(&old.data.memory_sources()).unwrap(),
-            postcard::to_stdvec(&old.job).unwrap(),
-            postcard::to_stdvec(&old.traces).unwrap(),
-        ];
-        let refs: Vec<&[u8]> = parts.iter().map(|v| v.as_slice()).collect();
-        let v6 = v6_kind.encode_parts(&refs).unwrap();
-        assert_eq!(Profile::from_bytes(&v6, p).unwrap(), old);
+        assert_eq!(Profile::from_bytes(&old.to_version(6), p).unwrap(), old);
         // Out-of-range function indexes are refused.
         let mut bad = new.clone();
         bad.watch.bindings[0].consumer = 9;

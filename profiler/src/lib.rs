@@ -75,6 +75,8 @@ mod cct;
 #[cfg(feature = "sampler")]
 mod datarec;
 #[cfg(feature = "sampler")]
+mod datatrace;
+#[cfg(feature = "sampler")]
 mod ea;
 #[cfg(feature = "sampler")]
 pub mod events;

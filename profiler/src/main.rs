@@ -66,12 +66,13 @@ struct Cli {
     alloc_min: u64,
 
     /// Also record a trace: per thread, the time and calling context of every sample of the
-    /// first event (for hpcview-rs --timeline), about 5 bytes a sample
+    /// first event (for hpcview-rs --timeline), about 5 bytes a sample; with --data also the
+    /// time and data reference of its data samples (for hpcview-rs --memmap)
     #[arg(short = 't', long)]
     trace: bool,
 
-    /// With -t: the most memory (and file space) the traces may take, in MiB; samples past it
-    /// are counted as dropped
+    /// With -t: the most memory (and file space) the trace may take, in MiB, and with --data
+    /// the data trace as much again; samples past it are counted as dropped
     #[arg(long, value_name = "MIB", default_value_t = 256, requires = "trace")]
     trace_max_mib: usize,
 
@@ -230,7 +231,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let mut profile = session::into_profile(measurement);
     profile.job = job;
     if cli.trace {
-        notes.push(profile.traces.summary());
+        notes.push(profile.traces.summary("trace"));
+        if !profile.data.traces.threads.is_empty() {
+            notes.push(profile.data.traces.summary("data trace"));
+        }
     }
     let written = write_output(&profile, &output, &mut notes)?;
     if !cli.quiet {

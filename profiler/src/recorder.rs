@@ -163,9 +163,13 @@ impl Recorder {
         }
     }
 
-    /// Also trace every sample of the first event, in at most `budget` bytes (`-t`).
+    /// Also trace every sample of the first event, in at most `budget` bytes (`-t`), and
+    /// with data addresses its data samples, in at most `budget` bytes more.
     pub fn trace(&mut self, budget: usize) {
         self.trace = Some(TraceLog::new(budget));
+        if let Some(d) = self.data.as_mut() {
+            d.trace(budget);
+        }
     }
 
     /// The record's timestamp (ordering key across rings); records without one sort first.

@@ -265,7 +265,10 @@ pub fn show(profile: &Profile, top: usize) -> String {
         s.samples, s.lost, s.partial, s.stitched, s.throttled
     );
     if !profile.traces.threads.is_empty() {
-        let _ = writeln!(out, "{}", profile.traces.summary());
+        let _ = writeln!(out, "{}", profile.traces.summary("trace"));
+    }
+    if !profile.data.traces.threads.is_empty() {
+        let _ = writeln!(out, "{}", profile.data.traces.summary("data trace"));
     }
     let _ = writeln!(out, "\nmodules:");
     for (i, m) in profile.modules.iter().enumerate() {

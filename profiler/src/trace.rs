@@ -37,13 +37,14 @@ impl Traces {
             })
     }
 
-    /// One line for the run's summary: samples, threads, bytes per sample, drops.
-    pub fn summary(&self) -> String {
+    /// One line for the run's summary: samples, threads, bytes per sample, drops; `noun`
+    /// names the trace (`trace`, `data trace`).
+    pub fn summary(&self, noun: &str) -> String {
         let samples: u64 = self.threads.iter().map(|t| t.samples).sum();
         let bytes: usize = self.threads.iter().map(|t| t.bytes.len()).sum();
         let per = bytes as f64 / samples.max(1) as f64;
         let mut line = format!(
-            "trace: {samples} samples of {} threads in {bytes} bytes ({per:.2} bytes a sample)",
+            "{noun}: {samples} samples of {} threads in {bytes} bytes ({per:.2} bytes a sample)",
             self.threads.len()
         );
         if self.dropped > 0 {
@@ -226,8 +227,7 @@ fn take_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
 mod tests {
     use super::*;
     use crate::db::tests::profile_with_data;
-    use crate::db::{Profile, PROFILE_FILE};
-    use crate::envelope::FileKind;
+    use crate::db::Profile;
     use std::path::Path;
 
     #[test]
@@ -244,19 +244,9 @@ mod tests {
             [(5_000, 1), (6_000, 1)]
         );
 
-        // Version 5: the same parts less the traces (and the later watch results).
-        let v5 = FileKind {
-            version: 5,
-            ..PROFILE_FILE
-        };
+        // Version 5: the same parts less the traces.
         let old = profile_with_data(true);
-        // The current file is magic, version, checksum (16 bytes), then the parts.
-        let parts = old.to_bytes().unwrap();
-        let no_traces = postcard::to_stdvec(&Traces::default()).unwrap();
-        let no_watch = postcard::to_stdvec(&old.watch).unwrap();
-        let tail = no_traces.len() + no_watch.len();
-        let v5_bytes = v5.encode_parts(&[&parts[16..parts.len() - tail]]).unwrap();
-        assert_eq!(Profile::from_bytes(&v5_bytes, p).unwrap(), old);
+        assert_eq!(Profile::from_bytes(&old.to_version(5), p).unwrap(), old);
 
         // A trace naming a node its tree does not have is refused.
         profile.traces.threads[0].push(7_000, 9);

@@ -20,23 +20,23 @@ const NP: u64 = 256;
 /// `hpcrun-rs -e page-faults@1 --data` on `exe` with a ring large enough for the start-up
 /// burst of faults; a run that lost records is tried once more, then fails.
 pub(crate) fn measure_faults(exe: &Path, db: &Path) -> Profile {
+    measure_faults_with(exe, db, &[]).0
+}
+
+/// [`measure_faults`] with more hpcrun-rs options `extra`; also returns the program's output.
+pub(crate) fn measure_faults_with(exe: &Path, db: &Path, extra: &[&str]) -> (Profile, String) {
     for _ in 0..2 {
         let out = run(Command::new(tool("hpcrun-rs"))
-            .args([
-                "-e",
-                "page-faults@1",
-                "--data",
-                "--buffer-kib",
-                "32768",
-                "-o",
-            ])
+            .args(["-e", "page-faults@1", "--data", "--buffer-kib", "32768"])
+            .args(extra)
+            .arg("-o")
             .arg(db)
             .arg(exe));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "hpcrun-rs failed:\n{stderr}");
         let profile = Profile::read(db).expect("profile.db readable");
         if profile.stats.lost == 0 {
-            return profile;
+            return (profile, String::from_utf8_lossy(&out.stdout).into_owned());
         }
         eprintln!("lost {} records, measuring again", profile.stats.lost);
     }

@@ -40,6 +40,7 @@ mod hpcrun_output;
 mod hpcrun_threads;
 mod hpctoolkit_db;
 mod memory_footprint;
+mod memory_map;
 mod parallel_jobs;
 mod parallel_jobs_mpi;
 mod structure_aliens;

@@ -98,12 +98,32 @@ impl<'v> DataBuilder<'v> {
         for (t, thread) in input.profile.threads.iter().enumerate().rev() {
             self.owners.insert(thread.tid, t);
         }
+        let mut landed = Vec::with_capacity(data.threads.len());
         for (t, (thread, tdata)) in input.profile.threads.iter().zip(&data.threads).enumerate() {
             let tidx = ThreadIdx::from_index(input.nodes.first_thread.index() + t);
             for site in &tdata.allocs {
                 self.add_site(db, input, t, tidx, site);
             }
-            self.add_costs(db, input, &thread.cct, t, tidx, tdata);
+            landed.push(self.add_costs(db, input, &thread.cct, t, tidx, tdata));
+        }
+        self.add_traces(input, &landed);
+    }
+
+    /// Add the profile's data traces, their samples' costs now the accesses `landed` says
+    /// (per profile thread, the access each of its costs went to). Profiles were checked when
+    /// read, so every trace decodes.
+    fn add_traces(&mut self, input: &ProfileInput<'_>, landed: &[Vec<u32>]) {
+        let traces = &input.profile.data.traces;
+        let out = &mut self.section.traces;
+        out.dropped += traces.dropped;
+        for trace in &traces.threads {
+            let Some(&t) = self.owners.get(&trace.thread) else {
+                continue;
+            };
+            let thread = (input.nodes.first_thread.index() + t) as u32;
+            let costs = &landed[t];
+            let remapped = trace.remap(thread, costs.len(), |c| costs[c as usize]);
+            out.threads.extend(remapped.ok());
         }
     }
 
@@ -208,9 +228,10 @@ impl<'v> DataBuilder<'v> {
         t: usize,
         tidx: ThreadIdx,
         tdata: &ThreadData,
-    ) {
+    ) -> Vec<u32> {
         let at = &input.nodes.nodes[t];
         let metrics = db.metrics.len();
+        let mut landed = Vec::with_capacity(tdata.costs.len());
         for cost in &tdata.costs {
             let (object, offset) = self.resolve(db, input, (cct, at), cost.node, &cost.data);
             let instruction = match cct.nodes[cost.node.index()].frame {
@@ -225,9 +246,10 @@ impl<'v> DataBuilder<'v> {
             }
             let node = at[cost.node.index()];
             let key = (object, tidx, node, instruction, offset);
-            match self.accesses.entry(key) {
+            let access = match self.accesses.entry(key) {
                 Entry::Occupied(e) => {
-                    Cost::add_each(&mut self.section.accesses[*e.get()].costs, &costs)
+                    Cost::add_each(&mut self.section.accesses[*e.get()].costs, &costs);
+                    *e.get()
                 }
                 Entry::Vacant(e) => {
                     e.insert(self.section.accesses.len());
@@ -239,9 +261,12 @@ impl<'v> DataBuilder<'v> {
                         offset,
                         costs,
                     });
+                    self.section.accesses.len() - 1
                 }
-            }
+            };
+            landed.push(access as u32);
         }
+        landed
     }
 
     /// The object a reference touched, and the offset in it.

@@ -7,7 +7,8 @@
 //! (`heap_name` names heap objects, `variables` reads the modules' variables, `instructions`
 //! decodes what the accessing instructions do with memory). `views`, `fields`,
 //! `delinquent` (instructions ranked by data cost), `alloc` (allocation sites) and
-//! `footprint` (distinct pages and regions per procedure) are the views.
+//! `footprint` (distinct pages and regions per procedure) and `memmap` (the traced data
+//! samples by time slice, object and page) are the views.
 
 mod alloc;
 mod build;
@@ -16,6 +17,7 @@ mod fields;
 mod footprint;
 mod heap_name;
 mod instructions;
+mod memmap;
 mod model;
 mod variables;
 mod views;
@@ -26,6 +28,7 @@ pub use delinquent::{delinquent_notice, delinquent_view, DelinquentRow, Delinque
 pub use fields::{fields, find_objects, FieldTable, PartRow, DEFAULT_ROWS};
 pub use footprint::{footprint, FootprintRow, REGIONS};
 pub(crate) use instructions::decode_accesses;
+pub use memmap::{memmap, MapObject, MapRow, MemMap};
 pub use model::{
     AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, Field, Instruction,
     Layout, MemoryOp, ObjectKind, SiteCounts,

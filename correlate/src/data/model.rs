@@ -4,6 +4,7 @@
 
 pub use profiler::dataref::SiteCounts;
 use profiler::db::Cost;
+use profiler::trace::Traces;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
@@ -30,6 +31,11 @@ pub struct DataSection {
     pub instructions: Vec<Instruction>,
     /// Wall-clock time the profiles measured, summed, ns.
     pub elapsed_ns: u64,
+    /// Per database thread, (time, access) of every traced data sample (`hpcrun-rs -t
+    /// --data`): each trace's `thread` is a [`ThreadIdx`], its contexts indices in
+    /// [`DataSection::accesses`]. Stored in the database's last part (format version 7).
+    #[serde(skip)]
+    pub traces: Traces,
 }
 
 /// An accessing instruction and what it does with memory.

@@ -9,6 +9,8 @@
 //!   allocation sites (text, JSON); [`dhat`]: the allocation sites as a DHAT file;
 //! - [`stats`]: statistics across ranks or threads per scope (text, JSON).
 //! - [`diff`]: two databases compared (text, JSON, folded stacks with two counts).
+//! - [`timeline`], [`memmap`]: the traces as threads x time and the data traces as time x
+//!   pages (text, JSON, CSV, SVG and PNG through [`raster`]).
 //!
 //! Every scope's name comes from the view ([`crate::label`]'s rules); renderers only lay it out.
 //! Every renderer walks the tree with an explicit stack, so a view as deep as the deepest
@@ -28,6 +30,7 @@ pub mod diff;
 pub mod folded;
 pub mod footprint;
 pub mod json;
+pub mod memmap;
 pub mod raster;
 pub mod slices;
 pub mod source;

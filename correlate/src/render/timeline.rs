@@ -107,7 +107,7 @@ pub fn render_json(t: &Timeline, db: &crate::Database, out: &mut dyn Write) -> i
 }
 
 /// Seconds with three decimals.
-fn seconds(ns: u64) -> String {
+pub(crate) fn seconds(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1e9)
 }
 
@@ -176,7 +176,6 @@ impl Layout {
 /// The drawing of `t` laid out by `layout`, and its size (width, height).
 pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
     let mut shapes = Vec::new();
-    let black = [0, 0, 0];
     for (i, lane) in t.lanes.iter().enumerate() {
         let y = layout.lane_top(i);
         let text = printable(&lane.label).into_owned();
@@ -208,37 +207,8 @@ pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
         }
     }
     let axis = layout.lane_top(t.lanes.len());
-    shapes.push(Shape::Rect {
-        x: layout.left,
-        y: axis,
-        w: layout.plot_width,
-        h: 1,
-        rgb: black,
-    });
-    let span = (t.end_ns - t.start_ns).max(1);
-    let step = crate::time::round_step(span);
-    for k in 0..=span / step {
-        let x = layout.left + ((k * step) as f64 / span as f64 * layout.plot_width as f64) as u32;
-        shapes.push(Shape::Rect {
-            x,
-            y: axis,
-            w: 1,
-            h: 6,
-            rgb: black,
-        });
-        let text = format!(
-            "{} s",
-            seconds(k * step)
-                .trim_end_matches('0')
-                .trim_end_matches('.')
-        );
-        shapes.push(Shape::Text {
-            x,
-            y: axis + 20,
-            text,
-            centred: true,
-        });
-    }
+    let span = t.end_ns - t.start_ns;
+    time_axis(&mut shapes, (layout.left, axis), layout.plot_width, span);
     let legend = axis + 36;
     for (i, (name, samples)) in t.procedures.iter().enumerate() {
         let y = legend + i as u32 * 20;
@@ -259,6 +229,44 @@ pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
     }
     let height = legend + t.procedures.len() as u32 * 20 + 10;
     (shapes, (layout.left + layout.plot_width + 40, height))
+}
+
+/// Draw a time axis of `width` pixels for `span` ns with its top left at `at`: a line, ticks
+/// at round times and their labels (20 pixels below the line).
+pub(crate) fn time_axis(shapes: &mut Vec<Shape>, at: (u32, u32), width: u32, span: u64) {
+    let (left, y) = at;
+    let black = [0, 0, 0];
+    shapes.push(Shape::Rect {
+        x: left,
+        y,
+        w: width,
+        h: 1,
+        rgb: black,
+    });
+    let span = span.max(1);
+    let step = crate::time::round_step(span);
+    for k in 0..=span / step {
+        let x = left + ((k * step) as f64 / span as f64 * width as f64) as u32;
+        shapes.push(Shape::Rect {
+            x,
+            y,
+            w: 1,
+            h: 6,
+            rgb: black,
+        });
+        let text = format!(
+            "{} s",
+            seconds(k * step)
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+        );
+        shapes.push(Shape::Text {
+            x,
+            y: y + 20,
+            text,
+            centred: true,
+        });
+    }
 }
 
 /// Write the drawing as an SVG document.

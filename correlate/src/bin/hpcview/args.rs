@@ -36,6 +36,8 @@ Examples:
   hpcview-rs --timeline --depth 4 --svg t.svg   the same by the procedure 4 calls deep
   hpcview-rs --slices --slice 50      samples per procedure per 50 ms, activity spans, phases
   hpcview-rs --footprint              distinct data pages and samples by region per procedure
+  hpcview-rs --memmap --png m.png     which objects' pages were touched when (hpcrun-rs -t --data)
+  hpcview-rs --memmap --csv -o m.csv  the same per slice, thread, procedure, object and page
 
 Exit status: 0 ok, 2 bad arguments or bad database, 1 other failure (e.g. writing output) or,
 with --diff --fail-above, a regression.";
@@ -44,6 +46,8 @@ with --diff --fail-above, a regression.";
 /// folded stacks.
 #[derive(Debug, Parser)]
 #[command(name = "hpcview-rs", version, after_help = EXAMPLES)]
+#[command(group(clap::ArgGroup::new("pictured").args(["timeline", "memmap"])))]
+#[command(group(clap::ArgGroup::new("sliced").args(["slices", "memmap"])))]
 pub(crate) struct Args {
     /// Database written by hpcprof-rs, or an HPCToolkit database directory (v4) [default: the
     /// only *.hpcdb in the current directory]

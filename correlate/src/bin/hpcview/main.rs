@@ -95,7 +95,7 @@ fn run(args: &Args) -> Result<String, Failure> {
     if args.memory.footprint {
         return memory::run(&args.memory, args.json, &db, &path);
     }
-    if args.time.timeline || args.time.slices {
+    if args.time.timeline || args.time.slices || args.time.memmap {
         return time::run(args, &db, &path);
     }
     if args.delinquent || args.alloc {

@@ -1,19 +1,24 @@
-//! `hpcview-rs --timeline` and `--slices`: the traces (`hpcrun-rs -t`) as threads x time,
-//! coloured by procedure, in the terminal and as an SVG or PNG image; or cut into time slices
-//! with per-procedure samples, activity spans and phases.
+//! `hpcview-rs --timeline`, `--slices` and `--memmap`: the traces (`hpcrun-rs -t`) as
+//! threads x time, coloured by procedure, in the terminal and as an SVG or PNG image; cut into
+//! time slices with per-procedure samples, activity spans and phases; and the data traces
+//! (`hpcrun-rs -t --data`) as time x object pages, in text, CSV, JSON and images.
 
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use anyhow::anyhow;
+use correlate::memmap_render::{self, MapLayout};
 use correlate::raster::{system_font, write_png};
-use correlate::timeline_render::{draw, render_json, render_text, write_svg, Layout};
-use correlate::{slices, slices_render, timeline, Database, TimelineOptions};
+use correlate::timeline_render::{draw, render_json, render_text, write_svg, Layout, Shape};
+use correlate::{memmap, slices, slices_render, timeline, Database, TimelineOptions};
 use profiler::envelope::{write_atomically_with, Replace};
 
 use crate::args::Args;
 use crate::inputs::thread_selection;
-use crate::{bad, Failure};
+use crate::{bad, output, Failure};
+
+/// Shapes to draw and the picture's size.
+type Drawing = (Vec<Shape>, (u32, u32));
 
 /// The time views' flags.
 #[derive(Debug, clap::Args)]
@@ -24,17 +29,17 @@ pub(crate) struct TimeArgs {
     #[arg(long)]
     pub(crate) timeline: bool,
 
-    /// With --timeline: also draw it as an SVG image in FILE
-    #[arg(long, value_name = "FILE", requires = "timeline")]
+    /// With --timeline or --memmap: also draw it as an SVG image in FILE
+    #[arg(long, value_name = "FILE", requires = "pictured")]
     pub(crate) svg: Option<std::path::PathBuf>,
 
-    /// With --timeline: also draw it as a PNG image in FILE
-    #[arg(long, value_name = "FILE", requires = "timeline")]
+    /// With --timeline or --memmap: also draw it as a PNG image in FILE
+    #[arg(long, value_name = "FILE", requires = "pictured")]
     pub(crate) png: Option<std::path::PathBuf>,
 
-    /// With --timeline: columns of the text rendering (images get 8 pixel columns per text
-    /// column)
-    #[arg(long, value_name = "N", default_value_t = 100, requires = "timeline")]
+    /// With --timeline: columns of the text rendering; images (also --memmap's) get 8 pixel
+    /// columns per text column
+    #[arg(long, value_name = "N", default_value_t = 100, requires = "pictured")]
     pub(crate) columns: usize,
 
     /// Per procedure per time slice: samples, activity span and the run's phases (databases of
@@ -42,24 +47,33 @@ pub(crate) struct TimeArgs {
     #[arg(long, conflicts_with = "timeline")]
     pub(crate) slices: bool,
 
-    /// With --slices: the slice length in ms [default: a round length giving at most 11]
-    #[arg(long, value_name = "MS", requires = "slices")]
+    /// With --slices or --memmap: the slice length in ms [default: a round length giving at
+    /// most 11]
+    #[arg(long, value_name = "MS", requires = "sliced")]
     pub(crate) slice: Option<f64>,
+
+    /// Which data objects' pages were touched when (databases of runs with `hpcrun-rs -t
+    /// --data`; exact first touches with `-e page-faults@1`): per time slice and object the
+    /// samples and a bar over its pages; --csv gives one record per slice, thread, procedure,
+    /// object and page; --svg/--png draw time x pages
+    #[arg(long, conflicts_with_all = ["timeline", "slices"])]
+    pub(crate) memmap: bool,
 }
 
-/// `--timeline` or `--slices`; returns the summary line.
+/// `--timeline`, `--slices` or `--memmap`; returns the summary line.
 pub(crate) fn run(args: &Args, db: &Database, path: &Path) -> Result<String, Failure> {
-    match args.time.slices {
-        true => run_slices(args, db, path),
-        false => run_timeline(args, db, path),
+    if args.time.columns == 0 || args.time.columns > 10_000 {
+        return Err(bad(anyhow!("--columns must be 1 to 10000")));
+    }
+    match (args.time.slices, args.time.memmap) {
+        (true, _) => run_slices(args, db, path),
+        (_, true) => run_memmap(args, db, path),
+        _ => run_timeline(args, db, path),
     }
 }
 
 /// Print the timeline and write the images asked for; returns the summary line.
 fn run_timeline(args: &Args, db: &Database, path: &Path) -> Result<String, Failure> {
-    if args.time.columns == 0 || args.time.columns > 10_000 {
-        return Err(bad(anyhow!("--columns must be 1 to 10000")));
-    }
     let threads = thread_selection(db, &args.threads, path).map_err(bad)?;
     let options = |columns| TimelineOptions {
         depth: args.depth,
@@ -74,13 +88,30 @@ fn run_timeline(args: &Args, db: &Database, path: &Path) -> Result<String, Failu
         false => render_text(&text, &mut out)?,
     }
     out.flush()?;
+    write_images(args, || {
+        let grid = timeline(db, &options(args.time.columns * 8)).ok_or_else(no_trace)?;
+        Ok(draw(&grid, &Layout::new(args.time.columns * 8)))
+    })?;
+    let samples: u64 = text.procedures.iter().map(|p| p.1).sum();
+    Ok(format!(
+        "timeline of {}: {} threads, {samples} samples, {} procedures",
+        path.display(),
+        text.lanes.len(),
+        text.procedures.len()
+    ))
+}
+
+/// Draw what `drawing` makes into the SVG and PNG files the arguments name, if any.
+fn write_images(
+    args: &Args,
+    drawing: impl Fn() -> Result<Drawing, Failure>,
+) -> Result<(), Failure> {
     let images = [(&args.time.svg, false), (&args.time.png, true)];
     for (file, png) in images
         .iter()
         .filter_map(|(f, png)| Some((f.as_ref()?, *png)))
     {
-        let grid = timeline(db, &options(args.time.columns * 8)).ok_or_else(no_trace)?;
-        let (shapes, size) = draw(&grid, &Layout::new(args.time.columns * 8));
+        let (shapes, size) = drawing()?;
         let mut bytes = Vec::new();
         match png {
             true => {
@@ -99,13 +130,7 @@ fn run_timeline(args: &Args, db: &Database, path: &Path) -> Result<String, Failu
         write_atomically_with(file, Replace::Allowed, |w| w.write_all(&bytes))
             .map_err(|e| Failure::Other(anyhow!(e)))?;
     }
-    let samples: u64 = text.procedures.iter().map(|p| p.1).sum();
-    Ok(format!(
-        "timeline of {}: {} threads, {samples} samples, {} procedures",
-        path.display(),
-        text.lanes.len(),
-        text.procedures.len()
-    ))
+    Ok(())
 }
 
 /// The error for a database without traces.
@@ -114,14 +139,54 @@ fn no_traces(path: &Path) -> Failure {
     bad(anyhow!("{}: {why}", path.display()))
 }
 
+/// The `--slice` length in ns, if given.
+fn slice_ns(args: &Args) -> Result<Option<u64>, Failure> {
+    match args.time.slice {
+        Some(ms) if !(ms.is_finite() && ms > 0.0 && ms <= 1e9) => {
+            Err(bad(anyhow!("--slice must be a positive number of ms")))
+        }
+        ms => Ok(ms.map(|ms| (ms * 1e6).max(1.0) as u64)),
+    }
+}
+
+/// Print the memory map (text, CSV or JSON, to -o FILE or standard output) and write the
+/// images asked for; returns the summary line.
+fn run_memmap(args: &Args, db: &Database, path: &Path) -> Result<String, Failure> {
+    let slice_ns = slice_ns(args)?;
+    let threads = thread_selection(db, &args.threads, path).map_err(bad)?;
+    let map = memmap(db, &threads, slice_ns).ok_or_else(|| {
+        let why = "has no data traces (measure with `hpcrun-rs -t --data`)";
+        bad(anyhow!("{}: {why}", path.display()))
+    })?;
+    let mut out = output::Sink::open(&args.output);
+    match (args.json, args.csv) {
+        (true, _) => memmap_render::render_json(&map, db, &mut out)?,
+        (_, true) => drop(memmap_render::render_csv(&map, db, &mut out)?),
+        _ => memmap_render::render_text(&map, &mut out)?,
+    }
+    out.finish()?;
+    let width = args.time.columns as u32 * 8;
+    write_images(args, || {
+        Ok(memmap_render::draw(&map, &MapLayout::new(width)))
+    })?;
+    let samples = map.points.len();
+    let mut summary = format!(
+        "memory map of {}: {samples} data samples, {} objects, {} slices of {} ms",
+        path.display(),
+        map.objects.len(),
+        map.slices(),
+        map.slice_ns as f64 / 1e6
+    );
+    if db.data.traces.dropped > 0 {
+        let dropped = db.data.traces.dropped;
+        summary += &format!("; {dropped} data samples past the trace budget not traced");
+    }
+    Ok(summary)
+}
+
 /// Print the slice table and phases; returns the summary line.
 fn run_slices(args: &Args, db: &Database, path: &Path) -> Result<String, Failure> {
-    let slice_ns = match args.time.slice {
-        Some(ms) if !(ms.is_finite() && ms > 0.0 && ms <= 1e9) => {
-            return Err(bad(anyhow!("--slice must be a positive number of ms")))
-        }
-        ms => ms.map(|ms| (ms * 1e6).max(1.0) as u64),
-    };
+    let slice_ns = slice_ns(args)?;
     let threads = thread_selection(db, &args.threads, path).map_err(bad)?;
     let s = slices(db, &threads, args.depth, slice_ns).ok_or_else(|| no_traces(path))?;
     let mut out = BufWriter::new(io::stdout().lock());
