@@ -64,7 +64,10 @@ pub fn render_text(map: &MemMap, out: &mut dyn Write) -> io::Result<()> {
         if busy.len() > LISTED_OBJECTS {
             let rest = &busy[LISTED_OBJECTS..];
             let samples: u64 = rest.iter().map(|&i| per_object[i]).sum();
-            let more = format!("({} more objects)", rest.len());
+            let more = match rest.len() {
+                1 => "(1 more object)".to_string(),
+                n => format!("({n} more objects)"),
+            };
             writeln!(out, "{at:>9}  {samples:>8}  {:>6}  {more}", "")?;
         }
     }
