@@ -243,7 +243,8 @@ pub fn draw(map: &MemMap, layout: &MapLayout) -> (Vec<Shape>, (u32, u32)) {
         let pages = o
             .pages
             .map_or(String::new(), |(lo, hi)| format!(", pages {lo} to {hi}"));
-        let text = format!("{}  ({} samples{pages})", printable(&o.label), o.samples);
+        let name = shortened(&printable(&o.label), LEGEND_CHARS);
+        let text = format!("{name}  ({} samples{pages})", o.samples);
         shapes.push(Shape::Text {
             x: layout.left + 22,
             y: y + 12,
@@ -278,9 +279,21 @@ pub fn drawn(map: &MemMap) -> usize {
     big.clamp(1, DRAWN_OBJECTS).min(map.objects.len())
 }
 
+/// Characters of an object's name in the legend and beside its band.
+const LEGEND_CHARS: usize = 90;
+const BAND_CHARS: usize = 30;
+
+/// `text`, cut to `chars` characters with an ellipsis where it was longer.
+fn shortened(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
 /// The band's label: the object's name (shortened) and its kind.
 fn label(shapes: &mut Vec<Shape>, o: &MapObject, x: u32, y: u32) {
-    let name: String = printable(&o.label).chars().take(30).collect();
+    let name = shortened(&printable(&o.label), BAND_CHARS);
     shapes.push(Shape::Text {
         x,
         y: y + 26,
