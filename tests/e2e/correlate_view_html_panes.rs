@@ -1,8 +1,8 @@
 //! `hpcview-rs --html` on a database with data objects and traces (`hpcrun-rs -t --data` on the
 //! footprint fixture, whose functions touch 768 pages of `A`, 256 of `B` and 32 of `C`, in that
-//! order): the report gets a data objects' tab and a timeline tab, opened in headless Chromium
-//! and checked against `hpcview-rs --data --json` and the CLI's timeline picture; and the same
-//! report used in headless Firefox.
+//! order): the report gets a data objects' tab, a timeline tab and a memory map tab, opened in
+//! headless Chromium and checked against `hpcview-rs --data --json` and the CLI's timeline and
+//! memory map pictures; and the same report used in headless Firefox.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -49,7 +49,8 @@ fn traced_data_report(test: &str) -> (PathBuf, PathBuf, PathBuf) {
         &["--html", html.to_str().unwrap()],
     );
     assert!(
-        made.stderr.contains("data objects, a timeline,"),
+        made.stderr
+            .contains("data objects, a timeline, a memory map,"),
         "{}",
         made.stderr
     );
@@ -100,7 +101,7 @@ fn data_objects_and_timeline_panes_in_chromium() {
     let mut b = Browser::launch(&chromium, &dir, 1400, 900);
     b.open(&html, "document.body.dataset.ready === 'true'");
     let hidden = "[...document.querySelectorAll('.tab[data-pane]')].map((t) => t.hidden)";
-    assert_eq!(b.eval(hidden), serde_json::json!([false, false]));
+    assert_eq!(b.eval(hidden), serde_json::json!([false, false, false]));
 
     // Data objects: the rows of --data --json, most samples first, A leading.
     b.click(".tab[data-pane=\"objects\"]");
@@ -113,28 +114,48 @@ fn data_objects_and_timeline_panes_in_chromium() {
 
     // Timeline: the picture `hpcview-rs --timeline --svg` draws at 100 text columns (800
     // pixels; tested in trace_timeline), inline without its namespace, and shown.
-    let svg_file = dir.join("t.svg");
+    check_picture(&mut b, &dir, &db, "timeline", "touch_a");
+    // Memory map: the picture `hpcview-rs --memmap --svg` draws, A's band first.
+    check_picture(
+        &mut b,
+        &dir,
+        &db,
+        "memmap",
+        "A  (768 samples, pages 0 to 767)",
+    );
+
+    // Back to a view: the tree is shown again, the panes hidden.
+    b.click(".tab[data-view=\"0\"]");
+    assert_eq!(b.eval(visible), serde_json::json!([false, true]));
+}
+
+/// The pane `name` (`timeline` or `memmap`) shows the picture `hpcview-rs --NAME --columns 100
+/// --svg` draws (800 pixels wide), inline without its namespace, with `words` in it.
+fn check_picture(b: &mut Browser, dir: &Path, db: &Path, name: &str, words: &str) {
+    let svg_file = dir.join(format!("{name}.svg"));
+    let flag = format!("--{name}");
     let args = [
-        "--timeline",
+        &flag,
         "--columns",
         "100",
         "--svg",
         svg_file.to_str().unwrap(),
     ];
-    run_view(&tool("hpcview-rs"), &db, &args);
+    run_view(&tool("hpcview-rs"), db, &args);
     let svg = std::fs::read_to_string(&svg_file).unwrap();
     let svg = svg.replacen(r#" xmlns="http://www.w3.org/2000/svg""#, "", 1);
-    b.click(".tab[data-pane=\"timeline\"]");
-    assert_eq!(b.eval("D.timeline").as_str(), Some(svg.as_str()));
-    let shown = b.eval("document.querySelectorAll('#timeline-pane svg rect').length");
-    assert_eq!(shown.as_u64(), Some(svg.matches("<rect ").count() as u64));
-    let legend = b.eval("document.getElementById('timeline-pane').textContent");
-    assert!(legend.as_str().unwrap().contains("touch_a"), "{legend}");
-    b.screenshot(&dir.join("timeline.png"));
-
-    // Back to a view: the tree is shown again, the panes hidden.
-    b.click(".tab[data-view=\"0\"]");
-    assert_eq!(b.eval(visible), serde_json::json!([false, true]));
+    b.click(&format!(".tab[data-pane=\"{name}\"]"));
+    assert_eq!(b.eval(&format!("D.{name}")).as_str(), Some(svg.as_str()));
+    let rects = format!("document.querySelectorAll('#{name}-pane svg rect').length");
+    assert_eq!(
+        b.eval(&rects).as_u64(),
+        Some(svg.matches("<rect ").count() as u64)
+    );
+    let text = b.eval(&format!(
+        "document.getElementById('{name}-pane').textContent"
+    ));
+    assert!(text.as_str().unwrap().contains(words), "{text}");
+    b.screenshot(&dir.join(format!("{name}.png")));
 }
 
 /// The same report in headless Firefox (Marionette): the tree's hot path with --json's
@@ -183,17 +204,21 @@ fn report_in_firefox() {
     ff.click(".tab[data-pane=\"objects\"]");
     let shown: Vec<(String, String)> = serde_json::from_value(ff.eval(OBJECT_ROWS)).unwrap();
     check_objects(&shown, &data_objects(&db));
-    ff.click(".tab[data-pane=\"timeline\"]");
-    let rects = ff.eval("document.querySelectorAll('#timeline-pane svg rect').length");
-    let drawn = ff.eval(
-        "(JSON.parse(document.getElementById('data').textContent).timeline \
-         .match(/<rect /g) || []).length",
-    );
-    assert!(
-        rects.as_u64().is_some_and(|n| n > 0) && rects == drawn,
-        "{rects} {drawn}"
-    );
-    ff.screenshot(&dir.join("firefox-timeline.png"));
+    for name in ["timeline", "memmap"] {
+        ff.click(&format!(".tab[data-pane=\"{name}\"]"));
+        let rects = ff.eval(&format!(
+            "document.querySelectorAll('#{name}-pane svg rect').length"
+        ));
+        let drawn = ff.eval(&format!(
+            "(JSON.parse(document.getElementById('data').textContent).{name} \
+             .match(/<rect /g) || []).length"
+        ));
+        assert!(
+            rects.as_u64().is_some_and(|n| n > 0) && rects == drawn,
+            "{name}: {rects} {drawn}"
+        );
+        ff.screenshot(&dir.join(format!("firefox-{name}.png")));
+    }
     let fetched = ff.eval("performance.getEntriesByType('resource').map((r) => r.name)");
     assert_eq!(fetched, serde_json::json!([]), "nothing fetched");
 }

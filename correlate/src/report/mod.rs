@@ -1,6 +1,6 @@
 //! `hpcview-rs --html`: a database as one self-contained HTML page, hpcviewer's tree tables
 //! (top-down, callers, flat), a flame graph, a source pane and per-thread costs, and where the
-//! database has them a data objects' table and a timeline, for a laptop, a ticket or a CI
+//! database has them a data objects' table, a timeline and a memory map, for a laptop, a ticket or a CI
 //! artefact, with no server and no network.
 //!
 //! The page is `report.html` with three things put in: the styles (`report.css`), the script
@@ -34,6 +34,8 @@ pub struct ReportSummary {
     pub objects: usize,
     /// Whether the timeline pane is there.
     pub timeline: bool,
+    /// Whether the memory map pane is there.
+    pub memmap: bool,
     /// Bytes written.
     pub bytes: usize,
 }
@@ -65,6 +67,7 @@ pub fn render(
         embedded: data.files.iter().filter(|f| f.text.is_some()).count(),
         objects: data.objects.as_ref().map_or(0, Vec::len),
         timeline: data.timeline.is_some(),
+        memmap: data.memmap.is_some(),
         bytes: page.len(),
     })
 }

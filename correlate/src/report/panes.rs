@@ -1,13 +1,16 @@
-//! The report's two panes beside the tree views, present when the database has what they show:
-//! the data objects of `hpcrun-rs --data` (the `--data` view as a sortable table) and the
-//! timeline of `hpcrun-rs -t` (the `--timeline --svg` picture, inline).
+//! The report's panes beside the tree views, present when the database has what they show:
+//! the data objects of `hpcrun-rs --data` (the `--data` view as a sortable table), the
+//! timeline of `hpcrun-rs -t` (the `--timeline --svg` picture, inline) and the memory map of
+//! `hpcrun-rs -t --data` (the `--memmap --svg` picture, inline).
 
 use serde::Serialize;
 
+use crate::data::memmap;
 use crate::data::objects;
 use crate::database::{Database, Selection};
 use crate::render::data::{bytes, object_label};
-use crate::render::timeline::{draw, write_svg, Layout};
+use crate::render::memmap::{draw as draw_map, MapLayout};
+use crate::render::timeline::{draw, write_svg, Layout, Shape};
 use crate::time::{timeline, TimelineOptions};
 
 /// Time columns of the report's timeline (one pixel each).
@@ -70,8 +73,21 @@ pub(crate) fn timeline_svg(db: &Database) -> Option<String> {
     };
     let grid = timeline(db, &options)?;
     let (shapes, size) = draw(&grid, &Layout::new(TIMELINE_COLUMNS));
+    inline_svg(&shapes, size)
+}
+
+/// The memory map of every thread of `db` as SVG, as wide as the timeline; `None` without
+/// data traces.
+pub(crate) fn memmap_svg(db: &Database) -> Option<String> {
+    let map = memmap(db, &Selection::All, None)?;
+    let (shapes, size) = draw_map(&map, &MapLayout::new(TIMELINE_COLUMNS as u32));
+    inline_svg(&shapes, size)
+}
+
+/// A drawing as SVG markup to put inside the page.
+fn inline_svg(shapes: &[Shape], size: (u32, u32)) -> Option<String> {
     let mut svg = Vec::new();
-    write_svg(&shapes, size, &mut svg).ok()?;
+    write_svg(shapes, size, &mut svg).ok()?;
     // Inline in HTML the SVG namespace is implied: the page names no web address.
     let svg = String::from_utf8(svg).ok()?;
     Some(svg.replacen(r#" xmlns="http://www.w3.org/2000/svg""#, "", 1))

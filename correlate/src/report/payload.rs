@@ -1,6 +1,6 @@
 //! The data a report carries: the three views of a database, per-thread costs where there are
 //! several threads, the per-line costs and text of the source files, and the data objects and
-//! timeline where the database has them (`panes`), serialized as the JSON
+//! timeline and memory map where the database has them (`panes`), serialized as the JSON
 //! that the page's script reads (`report.js` documents the field names it uses).
 
 use std::collections::{BTreeMap, HashMap};
@@ -11,7 +11,7 @@ use std::fs;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::panes::{object_rows, timeline_svg, ObjectData};
+use super::panes::{memmap_svg, object_rows, timeline_svg, ObjectData};
 use crate::database::{Database, Selection};
 use crate::ids::ThreadIdx;
 use crate::node::NodeKind;
@@ -61,6 +61,9 @@ pub(crate) struct Payload {
     /// The timeline pane's picture (`hpcrun-rs -t`), SVG markup.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) timeline: Option<String>,
+    /// The memory map pane's picture (`hpcrun-rs -t --data`), SVG markup.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) memmap: Option<String>,
 }
 
 /// One view's nodes; node 0 is the root.
@@ -140,6 +143,7 @@ pub(crate) fn build(db: &Database, metrics: &[usize], limits: SourceLimits) -> P
         files: files.sources(&trees[2], limits),
         objects: object_rows(db, metrics),
         timeline: timeline_svg(db),
+        memmap: memmap_svg(db),
     }
 }
 

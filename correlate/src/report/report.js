@@ -4,7 +4,8 @@
 // Data (#data): {command, metrics: [{name, unit, total, samples}], threads: [label],
 //   scopes: [nodes per view], files: [{path, lines: {line: [incl.., excl..]}, text?, skipped?}],
 //   objects?: [{n label, k kind, size?, b blocks, s samples per metric, p share per metric}],
-//   timeline?: SVG markup} (the last two shown in panes of their own, when present)
+//   timeline?: SVG markup, memmap?: SVG markup} (the last three shown in panes of their own,
+//   when present)
 // and one element per view (#view-0 top-down, #view-1 callers, #view-2 flat), parsed when the
 // view is first shown: {name, nodes: [{k kind, n label, full?, s call site?, f file?, l line?,
 //   i incl per metric, e excl per metric, c children, th? [[thread, incl.., excl..]]}]}.
@@ -324,14 +325,16 @@ function markTabs() {
     : state.pane === null && Number(b.dataset.view) === state.view));
 }
 
-/** Show pane `name` ('objects' or 'timeline') in place of the views, or the views (null). */
+/** Show pane `name` ('objects', 'timeline' or 'memmap') in place of the views, or the views
+ *  (null). */
 function showPane(name) {
   state.pane = name;
   $('controls').hidden = name !== null;
   document.querySelector('main').hidden = name !== null;
   document.querySelectorAll('.pane').forEach((p) => { p.hidden = p.id !== name + '-pane'; });
   if (name === 'objects') renderObjects();
-  if (name === 'timeline' && !$('timeline-pane').firstChild) $('timeline-pane').innerHTML = D.timeline;
+  const picture = name === 'timeline' || name === 'memmap' ? $(name + '-pane') : null;
+  if (picture && !picture.firstChild) picture.innerHTML = D[name];
   markTabs();
 }
 

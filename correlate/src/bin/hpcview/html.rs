@@ -13,7 +13,7 @@ use crate::Failure;
 #[derive(Debug, clap::Args)]
 pub(crate) struct HtmlArgs {
     /// Write an interactive HTML report (all three views, flame graph, sources, threads, and
-    /// data objects and a timeline where measured) to FILE: one file, no network needed to
+    /// data objects, a timeline and a memory map where measured) to FILE: one file, no network needed to
     /// view it; an existing FILE is replaced
     #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "csv", "folded", "source", "data", "code_data", "delinquent", "alloc", "output"])]
     pub(crate) html: Option<PathBuf>,
@@ -45,6 +45,9 @@ pub(crate) fn write_report(
     }
     if s.timeline {
         panes += ", a timeline";
+    }
+    if s.memmap {
+        panes += ", a memory map";
     }
     Ok(format!(
         "report of {} in {}: {} scopes in 3 views{panes}, {} of {} source files embedded, {:.1} MiB",
