@@ -9,11 +9,13 @@
 //! - `--watch VAR[,VAR]` (at most 4): one read-write watchpoint on the first 1, 2, 4 or 8
 //!   bytes of each variable for the whole run, every thread (inherited, one per CPU), so
 //!   every access of the watched words traps: reads and writes by function are exact.
-//! - `--watch sample[@HZ]` (default [`DEFAULT_HZ`]): HZ times a second, one watchpoint on the
-//!   main thread is moved (`PERF_EVENT_IOC_MODIFY_ATTRIBUTES`) to an 8-byte word drawn
-//!   uniformly from the executable's writable static data and armed until [`WINDOW_TRAPS`]
-//!   traps (the ring wakes hpcrun-rs at that many; a few more may land before it disarms) or
-//!   [`WINDOW_MS`] ms. `PERF_EVENT_IOC_REFRESH`, which would let the kernel disarm it,
+//! - `--watch sample[@HZ]` (default [`DEFAULT_HZ`]): HZ times a second, one watchpoint, on
+//!   every thread (inherited, one event per CPU, each modification and enabling applying to
+//!   the threads' inherited copies), is moved (`PERF_EVENT_IOC_MODIFY_ATTRIBUTES`) to an
+//!   8-byte word drawn uniformly from the executable's writable static data and armed until
+//!   [`WINDOW_TRAPS`] traps (each CPU's ring wakes hpcrun-rs at its share of them; a few more
+//!   may land before it disarms) or [`WINDOW_MS`] ms, so a producer in one thread and its
+//!   consumers in others are seen. `PERF_EVENT_IOC_REFRESH`, which would let the kernel disarm it,
 //!   re-armed only the first window on this kernel (6.18), hence the reader's disarming. See
 //!   [`sampler`] for the estimator.
 //!
@@ -152,8 +154,10 @@ impl WatchPlan {
     }
 }
 
-/// The attribute of a read-write watchpoint on `len` bytes at runtime address `addr`.
-fn breakpoint(addr: u64, len: u8, inherit: bool) -> sys::perf_event_attr {
+/// The attribute of a read-write watchpoint on `len` bytes at runtime address `addr`, inherited
+/// by every thread; with `wakeup` (sampling: the traps after which the ring wakes the reader)
+/// it starts disabled, without it enabled (exact: the ring wakes the reader when half full).
+fn breakpoint(addr: u64, len: u8, wakeup: Option<u32>) -> sys::perf_event_attr {
     let mut a = sys::perf_event_attr {
         size: std::mem::size_of::<sys::perf_event_attr>() as u32,
         type_: sys::PERF_TYPE_BREAKPOINT,
@@ -167,18 +171,18 @@ fn breakpoint(addr: u64, len: u8, inherit: bool) -> sys::perf_event_attr {
         | sys::PERF_SAMPLE_TID
         | sys::PERF_SAMPLE_TIME
         | sys::PERF_SAMPLE_ADDR) as u64;
-    a.set_inherit(inherit as u64);
-    a.set_disabled((!inherit) as u64);
+    a.set_inherit(1);
+    a.set_disabled(wakeup.is_some() as u64);
     a.set_exclude_kernel(1);
     a.set_exclude_hv(1);
     a.set_use_clockid(1);
     a.clockid = libc::CLOCK_MONOTONIC;
-    if inherit {
-        a.set_watermark(1);
-        a.__bindgen_anon_2.wakeup_watermark = (RING_PAGES * 4096 / 8) as u32;
-    } else {
-        // Sampling: wake the reader as soon as a window has its traps.
-        a.__bindgen_anon_2.wakeup_events = WINDOW_TRAPS;
+    match wakeup {
+        Some(traps) => a.__bindgen_anon_2.wakeup_events = traps,
+        None => {
+            a.set_watermark(1);
+            a.__bindgen_anon_2.wakeup_watermark = (RING_PAGES * 4096 / 8) as u32;
+        }
     }
     a
 }
@@ -290,7 +294,7 @@ impl Watcher {
                 for &cpu in cpus {
                     let mut leader: Option<usize> = None;
                     for v in &plan.vars {
-                        let attr = breakpoint(v.address.wrapping_add(bias), v.watched, true);
+                        let attr = breakpoint(v.address.wrapping_add(bias), v.watched, None);
                         let fd = crate::perf::open(&attr, pid, cpu).map_err(open_err)?;
                         match leader {
                             None => {
@@ -308,10 +312,14 @@ impl Watcher {
             }
             WatchRequest::Sample { hz } => {
                 let mut s = Sampler::new(hz, &plan.exe.data, bias);
-                let attr = breakpoint(s.pick(), 8, false);
-                let fd = crate::perf::open(&attr, pid, -1).map_err(open_err)?;
-                rings.push(map_ring(&fd).map_err(open_err)?);
-                fds.push(fd);
+                // Wake the reader as soon as a window may have its traps, wherever they ran.
+                let wakeup = WINDOW_TRAPS.div_ceil(cpus.len().max(1) as u32);
+                let attr = breakpoint(s.pick(), 8, Some(wakeup));
+                for &cpu in cpus {
+                    let fd = crate::perf::open(&attr, pid, cpu).map_err(open_err)?;
+                    rings.push(map_ring(&fd).map_err(open_err)?);
+                    fds.push(fd);
+                }
                 Some(s)
             }
         };
@@ -345,7 +353,9 @@ impl Watcher {
             return;
         };
         if s.should_close() {
-            crate::perf::set_enabled(&self.fds[0], false);
+            for fd in &self.fds {
+                crate::perf::set_enabled(fd, false);
+            }
             // Traps of the closing window still in the ring belong to it.
             self.drain();
             let s = self.sampler.as_mut().expect("sampling");
@@ -355,14 +365,16 @@ impl Watcher {
         if !s.should_open() {
             return;
         }
-        let mut attr = breakpoint(s.pick(), 8, false);
-        let fd = &self.fds[0];
+        let wakeup = WINDOW_TRAPS.div_ceil(self.fds.len().max(1) as u32);
+        let mut attr = breakpoint(s.pick(), 8, Some(wakeup));
         // SAFETY: MODIFY_ATTRIBUTES reads one attribute through the pointer; ENABLE takes no
-        // argument.
-        let armed = unsafe {
+        // argument. Both apply to the event's inherited copies too (Linux 5.13 and later).
+        let armed = self.fds.iter().all(|fd| unsafe {
             perf_event_open_sys::ioctls::MODIFY_ATTRIBUTES(fd.as_raw_fd(), &mut attr) == 0
-                && perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) == 0
-        };
+        }) && self
+            .fds
+            .iter()
+            .all(|fd| unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) == 0 });
         s.opened(armed);
     }
 

@@ -1,6 +1,7 @@
 //! `hpcrun-rs --watch`: exact reads and writes by function on a named static, and sampled
 //! producer/consumer bindings in the right proportions (`watch_pc.c`: per round `produce`
-//! writes buf, `consume1` reads it twice, `consume2` once).
+//! writes buf, `consume1` reads it twice, `consume2` once), also with the consumers in another
+//! thread than the producer.
 
 use std::process::Command;
 
@@ -10,7 +11,7 @@ fn bindings_json(
     dir: &std::path::Path,
     name: &str,
     watch: &str,
-    rounds: &str,
+    args: &[&str],
 ) -> serde_json::Value {
     let exe = dir.join("pc");
     let db = dir.join(format!("{name}.db"));
@@ -20,7 +21,7 @@ fn bindings_json(
             .args(["-q", "--watch", watch, "-o"])
             .arg(&db)
             .arg(&exe)
-            .arg(rounds),
+            .args(args),
     );
     run_ok(
         Command::new(tool("hpcprof-rs"))
@@ -39,8 +40,8 @@ fn bindings_json(
 #[test]
 fn watch_var_counts_are_exact_and_sampling_keeps_the_two_to_one() {
     let dir = scratch_dir("watch-bindings");
-    compile("watch_pc.c", &dir, "pc", &["-O1", "-g"]);
-    let doc = bindings_json(&dir, "exact", "buf", "1000");
+    compile("watch_pc.c", &dir, "pc", &["-O1", "-g", "-pthread"]);
+    let doc = bindings_json(&dir, "exact", "buf", &["1000"]);
     let acc = |f: &str| {
         let a = doc["accesses"]
             .as_array()
@@ -78,15 +79,10 @@ fn watch_var_counts_are_exact_and_sampling_keeps_the_two_to_one() {
 
     // Sampled: whole production epochs keep consume1 : consume2 at 2 : 1; a few hundred reads
     // per pair make +-10% several standard errors wide.
-    let doc = bindings_json(&dir, "sampled", "sample@200", "1000000");
-    let bytes = |c: &str| {
-        let rows = doc["bindings"].as_array().unwrap();
-        assert!(rows.iter().all(|b| b["producer"] == "produce"), "{doc}");
-        rows.iter().find(|b| b["consumer"] == c).unwrap()["bytes"]
-            .as_f64()
-            .unwrap()
-    };
-    let ratio = bytes("consume1") / bytes("consume2");
+    let doc = bindings_json(&dir, "sampled", "sample@200", &["1000000"]);
+    let rows = doc["bindings"].as_array().unwrap();
+    assert!(rows.iter().all(|b| b["producer"] == "produce"), "{doc}");
+    let ratio = bytes(&doc, "consume1") / bytes(&doc, "consume2");
     assert!((1.8..=2.2).contains(&ratio), "{ratio} {doc}");
 
     // Bad requests: one line, exit status 2.
@@ -96,4 +92,37 @@ fn watch_var_counts_are_exact_and_sampling_keeps_the_two_to_one() {
             .arg(dir.join("pc")));
         assert_eq!(out.status.code(), Some(2), "{watch}");
     }
+}
+
+/// The estimated bytes of the binding produce -> `consumer` in `doc`.
+fn bytes(doc: &serde_json::Value, consumer: &str) -> f64 {
+    let rows = doc["bindings"].as_array().unwrap();
+    let row = rows
+        .iter()
+        .find(|b| b["producer"] == "produce" && b["consumer"] == consumer);
+    let row = row.unwrap_or_else(|| panic!("no produce -> {consumer} in {doc}"));
+    row["bytes"].as_f64().unwrap()
+}
+
+/// With the consumers in a second thread (a barrier between the two halves of each round),
+/// exact watching counts the same, and sampling, whose watchpoint every thread inherits, sees
+/// the bindings across the threads at 2 : 1.
+#[test]
+fn consumers_in_another_thread_are_seen_exactly_and_sampled() {
+    let dir = scratch_dir("watch-threads");
+    compile("watch_pc.c", &dir, "pc", &["-O1", "-g", "-pthread"]);
+    let doc = bindings_json(&dir, "exact", "buf", &["1000", "threads"]);
+    let exact: Vec<(String, f64)> = ["consume1", "consume2"]
+        .iter()
+        .map(|c| (c.to_string(), bytes(&doc, c)))
+        .collect();
+    assert_eq!(
+        exact,
+        [("consume1".into(), 16000.0), ("consume2".into(), 8000.0)],
+        "{doc}"
+    );
+    let doc = bindings_json(&dir, "sampled", "sample@200", &["300000", "threads"]);
+    let ratio = bytes(&doc, "consume1") / bytes(&doc, "consume2");
+    assert!((1.8..=2.2).contains(&ratio), "{ratio} {doc}");
+    assert_eq!(doc["lost"], 0, "{doc}");
 }
