@@ -56,7 +56,8 @@ pub struct Bindings {
     pub accesses: Vec<AccessRow>,
     /// Whether every row is an exact count (only `--watch VAR` profiles).
     pub exact: bool,
-    /// One line per profile: what was watched and how.
+    /// What was watched and how: a line per profile, and for sampling one saying how far to
+    /// trust the absolute bytes.
     pub how: Vec<String>,
     /// Traps read, over all profiles.
     pub traps: u64,
@@ -116,6 +117,11 @@ pub fn bindings(db: &Database, no_stack: bool) -> Option<Bindings> {
                     s.span_ns as f64 / 1e9,
                     s.scale()
                 ));
+                out.how.push(
+                    "absolute bytes are underestimates (every trap slows the watched window, \
+                     many times over for data touched every few ns); compare the pairs' ratios"
+                        .to_string(),
+                );
             }
             WatchMode::None => {}
         }
