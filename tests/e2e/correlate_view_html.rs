@@ -149,9 +149,10 @@ fn stl_map_report_in_chromium() {
 
     let mut b = open(&chromium, &dir, &html);
     b.screenshot(&dir.join("top-down.png"));
-    // Neither data objects nor traces were measured: their tabs are not shown.
+    // Neither data objects nor traces were measured: their tabs (data objects, timeline,
+    // memory map) are not shown.
     let hidden = "[...document.querySelectorAll('.tab[data-pane]')].map((t) => t.hidden)";
-    assert_eq!(b.eval(hidden), serde_json::json!([true, true]));
+    assert_eq!(b.eval(hidden), serde_json::json!([true, true, true]));
 
     // The hot path is expanded at load, through the second loop, with --json's percentages.
     let r = rows(&mut b);
