@@ -121,7 +121,7 @@ fn consumers_in_another_thread_are_seen_exactly_and_sampled() {
         [("consume1".into(), 16000.0), ("consume2".into(), 8000.0)],
         "{doc}"
     );
-    let doc = bindings_json(&dir, "sampled", "sample@200", &["300000", "threads"]);
+    let doc = bindings_json(&dir, "sampled", "sample@200", &["200000", "threads"]);
     let ratio = bytes(&doc, "consume1") / bytes(&doc, "consume2");
     assert!((1.8..=2.2).contains(&ratio), "{ratio} {doc}");
     assert_eq!(doc["lost"], 0, "{doc}");
