@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::DataSection;
 use crate::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 use crate::label;
-use crate::node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
+use crate::node::{ChildIndex, Node, NodeKey, NodeKind};
 
 /// The kind of file a database is.
 pub(crate) static DATABASE_FILE: FileKind = FileKind {
@@ -244,8 +244,8 @@ impl Database {
             .iter()
             .map(|n| {
                 let mut sum = vec![Cost::default(); metrics];
-                for tc in n.costs.iter().filter(|tc| selection.includes(tc.thread)) {
-                    Cost::add_each(&mut sum, &tc.costs);
+                for (_, costs) in n.costs.iter().filter(|(t, _)| selection.includes(*t)) {
+                    Cost::add_each(&mut sum, costs);
                 }
                 sum
             })
@@ -268,14 +268,7 @@ impl Database {
 
     /// Add `costs` (per metric) sampled in `thread` to node `id`'s self costs.
     pub fn add_cost(&mut self, id: DbNodeId, thread: ThreadIdx, costs: &[Cost]) {
-        let node = &mut self.nodes[id.index()];
-        match node.costs.iter_mut().find(|tc| tc.thread == thread) {
-            Some(tc) => Cost::add_each(&mut tc.costs, costs),
-            None => node.costs.push(ThreadCost {
-                thread,
-                costs: costs.to_vec(),
-            }),
-        }
+        self.nodes[id.index()].costs.add(thread, costs);
     }
 
     /// Intern a source file path, returning its id.
@@ -393,8 +386,8 @@ impl Database {
             let refs = node.module.is_none_or(|m| m.index() < self.modules.len())
                 && ok_file(node.file)
                 && ok_file(node.call_file)
-                && node.costs.iter().all(|tc| {
-                    tc.thread.index() < self.threads.len() && tc.costs.len() == self.metrics.len()
+                && node.costs.iter().all(|(thread, costs)| {
+                    thread.index() < self.threads.len() && costs.len() == self.metrics.len()
                 });
             if !(parent_ok && children_ok && refs) {
                 return Some(DbNodeId::from_index(i));

@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::database::{Database, Selection};
 use crate::ids::ThreadIdx;
 use crate::node::NodeKind;
+use crate::node_costs::NodeCosts;
 use crate::view::{ViewKind, ViewNode, ViewTree};
 
 /// What the statistics are taken over.
@@ -230,8 +231,8 @@ pub fn scope_stats(db: &Database, kind: ViewKind, metric: usize, over: Over) -> 
 /// without costs in turn.
 struct GroupCosts {
     tree: Database,
-    /// Per group, its (node, index in the node's costs) entries.
-    entries: Vec<Vec<(usize, usize)>>,
+    /// Per group, its (node, thread) entries.
+    entries: Vec<Vec<(usize, ThreadIdx)>>,
     /// Nodes holding the current group's costs.
     filled: Vec<usize>,
 }
@@ -246,8 +247,8 @@ impl GroupCosts {
         }
         let mut entries = vec![Vec::new(); members.len()];
         for (i, node) in db.nodes.iter().enumerate() {
-            for (c, tc) in node.costs.iter().enumerate() {
-                entries[group_of[tc.thread.index()]].push((i, c));
+            for (thread, _) in node.costs.iter() {
+                entries[group_of[thread.index()]].push((i, thread));
             }
         }
         let mut tree = Database::new(db.metrics.clone());
@@ -256,7 +257,7 @@ impl GroupCosts {
         tree.threads = db.threads.clone();
         tree.nodes = db.nodes.clone();
         for node in &mut tree.nodes {
-            node.costs = Vec::new();
+            node.costs = NodeCosts::default();
         }
         GroupCosts {
             tree,
@@ -271,8 +272,9 @@ impl GroupCosts {
             self.tree.nodes[i].costs.clear();
         }
         self.filled.clear();
-        for &(i, c) in &self.entries[g] {
-            self.tree.nodes[i].costs.push(db.nodes[i].costs[c].clone());
+        for &(i, thread) in &self.entries[g] {
+            let costs = db.nodes[i].costs.get(thread).unwrap_or_default();
+            self.tree.nodes[i].costs.add(thread, costs);
             self.filled.push(i);
         }
         &self.tree
