@@ -23,11 +23,12 @@
 //! [`crate::flat`]), so the views cannot disagree.
 
 use std::collections::hash_map::Entry;
+use std::io::Write;
 use std::path::Path;
 
 use fxhash::FxHashMap;
 use profiler::db::{Cost, Sampling};
-use profiler::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
+use profiler::envelope::{read_file, write_atomically_with, EnvelopeError, FileKind, Replace};
 use profiler::job::JobPlace;
 use profiler::trace::Traces;
 use profiler::watchdb::WatchProfile;
@@ -355,13 +356,22 @@ impl Database {
     }
 
     /// The file's bytes in the current format version.
-    pub(crate) fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
-        let db = postcard::to_stdvec(self)?;
-        let data = postcard::to_stdvec(&self.data)?;
-        let jobs = postcard::to_stdvec(&self.jobs)?;
-        let traces = postcard::to_stdvec(&self.traces)?;
-        let watch = postcard::to_stdvec(&self.watch)?;
-        DATABASE_FILE.encode_parts(&[&db, &data, &jobs, &traces, &watch])
+    #[cfg(test)]
+    pub(crate) fn to_bytes(&self) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        DATABASE_FILE.write_streamed(&mut bytes, |out| self.write_body(out))?;
+        Ok(bytes)
+    }
+
+    /// Write the body of the file in the current format version, part by part, to `out`.
+    fn write_body(&self, mut out: &mut dyn Write) -> std::io::Result<()> {
+        let io = std::io::Error::other;
+        out = postcard::to_io(self, out).map_err(io)?;
+        out = postcard::to_io(&self.data, out).map_err(io)?;
+        out = postcard::to_io(&self.jobs, out).map_err(io)?;
+        out = postcard::to_io(&self.traces, out).map_err(io)?;
+        postcard::to_io(&self.watch, out).map_err(io)?;
+        Ok(())
     }
 
     /// The first node whose links, module, file or thread references are out of range.
@@ -403,12 +413,12 @@ impl Database {
 
     /// Write the database to `path`, which must not exist yet: it is put in place atomically
     /// without replacing anything, even a file that appears meanwhile; a failure leaves no
-    /// partial file behind.
+    /// partial file behind. The bytes are written as they are encoded, never held whole in
+    /// memory (they are encoded twice: once for the checksum, which comes first).
     pub fn write_new(&self, path: &Path) -> Result<(), DatabaseError> {
-        let bytes = self
-            .to_bytes()
-            .map_err(|e| DATABASE_FILE.corrupt(path, e))?;
-        write_atomically(path, &bytes, Replace::Refused)
+        write_atomically_with(path, Replace::Refused, |out| {
+            DATABASE_FILE.write_streamed(out, |out| self.write_body(out))
+        })
     }
 }
 
