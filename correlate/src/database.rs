@@ -246,7 +246,7 @@ impl Database {
             .map(|n| {
                 let mut sum = vec![Cost::default(); metrics];
                 for (_, costs) in n.costs.iter().filter(|(t, _)| selection.includes(*t)) {
-                    Cost::add_each(&mut sum, costs);
+                    sum.iter_mut().zip(costs).for_each(|(s, c)| *s += c);
                 }
                 sum
             })

@@ -122,7 +122,7 @@ pub use export::{pprof, speedscope};
 pub use ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 pub use inputs::{classify, InputKind};
 pub use node::{ChildIndex, Node, NodeKey, NodeKind};
-pub use node_costs::{NodeCosts, ThreadCost};
+pub use node_costs::{Costs, Entries, NodeCosts, ThreadCost};
 pub use projection::{callers, flat, top_down};
 pub use render::timeline as timeline_render;
 pub use render::{alloc, delinquent, dhat, diff as diff_render};

@@ -17,6 +17,7 @@
 //! is one entry per scope, whatever the number of groups.
 
 use fxhash::FxHashMap;
+use profiler::db::Cost;
 use serde::Serialize;
 
 use crate::database::{Database, Selection};
@@ -273,8 +274,9 @@ impl GroupCosts {
         }
         self.filled.clear();
         for &(i, thread) in &self.entries[g] {
-            let costs = db.nodes[i].costs.get(thread).unwrap_or_default();
-            self.tree.nodes[i].costs.add(thread, costs);
+            let entry = db.nodes[i].costs.iter().find(|(t, _)| *t == thread);
+            let costs: Vec<Cost> = entry.map(|(_, c)| c.collect()).unwrap_or_default();
+            self.tree.nodes[i].costs.add(thread, &costs);
             self.filled.push(i);
         }
         &self.tree

@@ -84,7 +84,7 @@ fn metric_names(metrics: &[MetricDesc]) -> Vec<String> {
 /// Point values of `node`'s self costs at context `ctx`: value and sample count of each metric.
 fn point_values(db: &Database, node: &Node, ctx: usize, out: &mut Vec<PointValue>) {
     for (thread, costs) in node.costs.iter() {
-        for (m, (cost, desc)) in costs.iter().zip(&db.metrics).enumerate() {
+        for (m, (cost, desc)) in costs.zip(&db.metrics).enumerate() {
             let scale = if desc.unit == "ns" { NS_PER_S } else { 1.0 };
             let pairs = [
                 (2 * m, cost.value as f64 / scale),
