@@ -25,11 +25,12 @@
 //! [`crate::flat`]), so the views cannot disagree.
 
 use std::collections::hash_map::Entry;
+use std::io::Write;
 use std::path::Path;
 
 use fxhash::FxHashMap;
 use profiler::db::{Cost, Sampling};
-use profiler::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
+use profiler::envelope::{read_file, write_atomically_with, EnvelopeError, FileKind, Replace};
 use profiler::job::JobPlace;
 use profiler::trace::Traces;
 use profiler::watchdb::WatchProfile;
@@ -38,7 +39,11 @@ use serde::{Deserialize, Serialize};
 use crate::data::DataSection;
 use crate::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 use crate::label;
-use crate::node::{ChildIndex, Node, NodeKey, NodeKind, ThreadCost};
+use crate::node::{ChildIndex, Node, NodeKey, NodeKind};
+
+/// The parts of a database file in the current format version: a file of version `v` (3 or
+/// later) holds the first `v - 1`.
+const PARTS: usize = 6;
 
 /// The kind of file a database is.
 pub(crate) static DATABASE_FILE: FileKind = FileKind {
@@ -246,8 +251,8 @@ impl Database {
             .iter()
             .map(|n| {
                 let mut sum = vec![Cost::default(); metrics];
-                for tc in n.costs.iter().filter(|tc| selection.includes(tc.thread)) {
-                    Cost::add_each(&mut sum, &tc.costs);
+                for (_, costs) in n.costs.iter().filter(|(t, _)| selection.includes(*t)) {
+                    sum.iter_mut().zip(costs).for_each(|(s, c)| *s += c);
                 }
                 sum
             })
@@ -270,14 +275,7 @@ impl Database {
 
     /// Add `costs` (per metric) sampled in `thread` to node `id`'s self costs.
     pub fn add_cost(&mut self, id: DbNodeId, thread: ThreadIdx, costs: &[Cost]) {
-        let node = &mut self.nodes[id.index()];
-        match node.costs.iter_mut().find(|tc| tc.thread == thread) {
-            Some(tc) => Cost::add_each(&mut tc.costs, costs),
-            None => node.costs.push(ThreadCost {
-                thread,
-                costs: costs.to_vec(),
-            }),
-        }
+        self.nodes[id.index()].costs.add(thread, costs);
     }
 
     /// Intern a source file path, returning its id.
@@ -373,38 +371,41 @@ impl Database {
     }
 
     /// The file's bytes in the current format version.
-    pub(crate) fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
-        let parts = self.parts()?;
-        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-        DATABASE_FILE.encode_parts(&refs)
-    }
-
-    /// The file's parts in order, each encoded; a file of format version `v` > 2 holds the
-    /// first `v - 1` of them (the tests write older versions this way).
-    fn parts(&self) -> Result<Vec<Vec<u8>>, postcard::Error> {
-        Ok(vec![
-            postcard::to_stdvec(self)?,
-            postcard::to_stdvec(&self.data)?,
-            postcard::to_stdvec(&self.jobs)?,
-            postcard::to_stdvec(&self.traces)?,
-            postcard::to_stdvec(&self.watch)?,
-            postcard::to_stdvec(&self.data.traces)?,
-        ])
-    }
-
-    /// The bytes of this database as a file of the older format `version` (3 or later).
     #[cfg(test)]
-    fn to_version(&self, version: u32) -> Vec<u8> {
-        let parts = self.parts().unwrap();
-        let refs: Vec<&[u8]> = parts[..version as usize - 1]
-            .iter()
-            .map(Vec::as_slice)
-            .collect();
+    pub(crate) fn to_bytes(&self) -> std::io::Result<Vec<u8>> {
+        self.to_version(DATABASE_FILE.version)
+    }
+
+    /// The bytes of this database as a file of format `version` (3 or later) writes it: its
+    /// first `version - 1` parts.
+    #[cfg(test)]
+    fn to_version(&self, version: u32) -> std::io::Result<Vec<u8>> {
         let kind = FileKind {
             version,
             ..DATABASE_FILE
         };
-        kind.encode_parts(&refs).unwrap()
+        let mut bytes = Vec::new();
+        let parts = version as usize - 1;
+        kind.write_streamed(&mut bytes, |out| self.write_body(out, parts))?;
+        Ok(bytes)
+    }
+
+    /// Write the first `parts` parts of the file's body to `out`, one after the other (all
+    /// [`PARTS`] of them in the current format version).
+    fn write_body(&self, out: &mut dyn Write, parts: usize) -> std::io::Result<()> {
+        let mut out = out;
+        for part in 0..parts {
+            out = match part {
+                0 => postcard::to_io(self, out),
+                1 => postcard::to_io(&self.data, out),
+                2 => postcard::to_io(&self.jobs, out),
+                3 => postcard::to_io(&self.traces, out),
+                4 => postcard::to_io(&self.watch, out),
+                _ => postcard::to_io(&self.data.traces, out),
+            }
+            .map_err(std::io::Error::other)?;
+        }
+        Ok(())
     }
 
     /// The first node whose links, module, file or thread references are out of range.
@@ -429,8 +430,8 @@ impl Database {
             let refs = node.module.is_none_or(|m| m.index() < self.modules.len())
                 && ok_file(node.file)
                 && ok_file(node.call_file)
-                && node.costs.iter().all(|tc| {
-                    tc.thread.index() < self.threads.len() && tc.costs.len() == self.metrics.len()
+                && node.costs.iter().all(|(thread, costs)| {
+                    thread.index() < self.threads.len() && costs.len() == self.metrics.len()
                 });
             if !(parent_ok && children_ok && refs) {
                 return Some(DbNodeId::from_index(i));
@@ -446,12 +447,12 @@ impl Database {
 
     /// Write the database to `path`, which must not exist yet: it is put in place atomically
     /// without replacing anything, even a file that appears meanwhile; a failure leaves no
-    /// partial file behind.
+    /// partial file behind. The bytes are written as they are encoded, never held whole in
+    /// memory (they are encoded twice: once for the checksum, which comes first).
     pub fn write_new(&self, path: &Path) -> Result<(), DatabaseError> {
-        let bytes = self
-            .to_bytes()
-            .map_err(|e| DATABASE_FILE.corrupt(path, e))?;
-        write_atomically(path, &bytes, Replace::Refused)
+        write_atomically_with(path, Replace::Refused, |out| {
+            DATABASE_FILE.write_streamed(out, |out| self.write_body(out, PARTS))
+        })
     }
 }
 
@@ -554,7 +555,10 @@ mod tests {
         use profiler::watchdb::{Binding, WatchMode};
         let p = Path::new("x.hpcdb");
         let mut db = sample_db();
-        assert_eq!(Database::from_bytes(&db.to_version(5), p).unwrap(), db);
+        assert_eq!(
+            Database::from_bytes(&db.to_version(5).unwrap(), p).unwrap(),
+            db
+        );
         db.profiles = vec!["p.db".into()];
         db.jobs = vec![JobPlace::default()];
         db.watch = vec![WatchProfile {
@@ -589,7 +593,10 @@ mod tests {
     fn ranks_round_trip_and_version_3_reads_outside_a_job() {
         let p = Path::new("x.hpcdb");
         let mut db = sample_db();
-        assert_eq!(Database::from_bytes(&db.to_version(3), p).unwrap(), db);
+        assert_eq!(
+            Database::from_bytes(&db.to_version(3).unwrap(), p).unwrap(),
+            db
+        );
         db.profiles = vec!["a-000003.db".into()];
         db.jobs = vec![JobPlace {
             rank: Some(3),
@@ -641,7 +648,7 @@ mod tests {
         db.data.traces.threads.push(trace);
         let back = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap();
         assert_eq!(back.data.traces, db.data.traces);
-        let v6 = Database::from_bytes(&db.to_version(6), p).unwrap();
+        let v6 = Database::from_bytes(&db.to_version(6).unwrap(), p).unwrap();
         assert!(v6.data.traces.threads.is_empty());
         db.data.traces.threads[0].push(20, 1);
         let err = Database::from_bytes(&db.to_bytes().unwrap(), p).unwrap_err();

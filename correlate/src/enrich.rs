@@ -321,7 +321,7 @@ fn last_line(
 
 #[cfg(test)]
 #[allow(clippy::single_range_in_vec_init)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::database::{Selection, StructureSource};
     use crate::projection::{callers, top_down};
@@ -382,7 +382,7 @@ mod tests {
 
     /// Two samples in the inlined loop body, g called twice from the inlined call at line 31
     /// (return address 0x120: exactly the end of line 31's range) and once from line 12.
-    fn profile() -> Profile {
+    pub(crate) fn profile() -> Profile {
         let root = CctNode {
             parent: CctNodeId::ROOT,
             frame: Frame::Root,

@@ -1,13 +1,13 @@
 //! The enriched calling-context tree's node model: what a node stands for ([`NodeKind`]), what
-//! it holds ([`Node`], with its self costs per thread, [`ThreadCost`]), the identity under which
+//! it holds ([`Node`], with its self costs per thread, [`NodeCosts`]), the identity under which
 //! siblings merge ([`NodeKey`]) and the index that merges them while a tree is built
 //! ([`ChildIndex`]). The tree itself is [`Database::nodes`](crate::Database::nodes).
 
 use fxhash::FxHashMap;
-use profiler::db::Cost;
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
+use crate::ids::{DbFileId, DbModuleId, DbNodeId};
+use crate::node_costs::NodeCosts;
 
 /// What a node of the enriched tree (or of a view tree) stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -57,15 +57,6 @@ impl NodeKind {
     }
 }
 
-/// Self costs of one node in one thread.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ThreadCost {
-    /// The thread.
-    pub thread: ThreadIdx,
-    /// Cost per metric, parallel to [`Database::metrics`](crate::Database::metrics).
-    pub costs: Vec<Cost>,
-}
-
 /// One node of the enriched calling-context tree.
 ///
 /// `name` is the raw name: the procedure's (demangled) name for procedure and inlined frames,
@@ -94,7 +85,7 @@ pub struct Node {
     /// For procedure and inlined frames: the call site in the parent (line).
     pub call_line: Option<u32>,
     /// Costs sampled exactly at this node, per thread (only threads with a sample here).
-    pub costs: Vec<ThreadCost>,
+    pub costs: NodeCosts,
 }
 
 /// The identity under which sibling nodes merge: same kind, name, module and source position.
@@ -164,7 +155,7 @@ impl Node {
             end_line: key.end_line,
             call_file: key.call_file,
             call_line: key.call_line,
-            costs: Vec::new(),
+            costs: NodeCosts::default(),
         }
     }
 }

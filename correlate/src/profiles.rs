@@ -151,6 +151,10 @@ pub(crate) struct Gathered {
     pub(crate) skipped: Vec<String>,
     #[serde(skip)]
     module_index: FxHashMap<ModuleInfo, DbModuleId>,
+    /// Per module, the length of its address list when it was last sorted and freed of
+    /// repeats.
+    #[serde(skip)]
+    tidied: Vec<usize>,
     /// Identity -> member: the same measurement given twice.
     #[serde(skip)]
     seen: FxHashMap<Identity, usize>,
@@ -320,12 +324,14 @@ impl Gathered {
             a.sort_unstable();
             a.dedup();
         }
+        self.tidied = self.addresses.iter().map(Vec::len).collect();
     }
 
-    /// Add the lookup address of every code frame of `profile` to its module's list, keeping
-    /// each list free of repeats as it grows.
+    /// Add the lookup address of every code frame of `profile` to its module's list. A list
+    /// is sorted and freed of repeats whenever it has grown to twice its length at the last
+    /// tidying (its distinct addresses), so it never holds more than about twice those: the
+    /// profiles of a parallel job sample mostly the same addresses.
     fn add_addresses(&mut self, profile: &Profile, modules: &[DbModuleId]) {
-        let before: Vec<usize> = self.addresses.iter().map(Vec::len).collect();
         for node in profile.threads.iter().flat_map(|t| &t.cct.nodes) {
             if let profiler::db::Frame::Code { module, addr, kind } = node.frame {
                 if let Some(&m) = modules.get(module.index()) {
@@ -333,10 +339,12 @@ impl Gathered {
                 }
             }
         }
-        for (list, old) in self.addresses.iter_mut().zip(before) {
-            if list.len() > 2 * old.max(1024) {
+        self.tidied.resize(self.addresses.len(), 0);
+        for (list, tidied) in self.addresses.iter_mut().zip(&mut self.tidied) {
+            if list.len() > 2 * (*tidied).max(1024) {
                 list.sort_unstable();
                 list.dedup();
+                *tidied = list.len();
             }
         }
     }
@@ -384,4 +392,23 @@ pub(crate) fn enrich(
         Ok(())
     })?;
     Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_lists_stay_near_their_distinct_addresses_over_many_profiles() {
+        let mut profile = crate::enrich::tests::profile();
+        let mut gathered = Gathered::default();
+        for start in 0..3000 {
+            profile.start_ns = start;
+            gathered.absorb(Path::new("p.db"), &profile).unwrap();
+        }
+        // 5 code frames a profile, at 5 distinct addresses: 15,000 pushed in all.
+        assert!(gathered.addresses[0].len() <= 2 * 1024 + 5);
+        gathered.tidy_addresses();
+        assert_eq!(gathered.addresses[0].len(), 5);
+    }
 }

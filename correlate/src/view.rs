@@ -167,11 +167,7 @@ impl ViewTree {
     /// [`crate::callers`] or [`crate::flat`] for the threads in `selection`. Metric totals are
     /// those of the selection.
     pub fn from_database(db: &Database, view: ViewKind, selection: &Selection) -> ViewTree {
-        match view {
-            ViewKind::TopDown => projection::top_down(db, selection),
-            ViewKind::Callers => projection::callers(db, selection),
-            ViewKind::Flat => projection::flat(db, selection),
-        }
+        projection::sourced(db, view, selection).tree
     }
 
     /// A tree holding only `root`.

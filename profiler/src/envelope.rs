@@ -128,6 +128,20 @@ pub enum EnvelopeError {
     },
 }
 
+/// A writer that only computes the CRC-32 of what is written to it.
+struct Checksum(crc32fast::Hasher);
+
+impl Write for Checksum {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl FileKind {
     /// Header, checksum and `body` encoded in the current version, ready to write.
     pub fn encode<T: Serialize>(&self, body: &T) -> Result<Vec<u8>, postcard::Error> {
@@ -137,17 +151,37 @@ impl FileKind {
     /// Header and checksum followed by `parts`, concatenated, as the body of a file in the
     /// current version (for bodies encoded in pieces).
     pub fn encode_parts(&self, parts: &[&[u8]]) -> Result<Vec<u8>, postcard::Error> {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        let mut out = Vec::with_capacity(HEADER + CHECKSUM + len);
-        out.extend_from_slice(&self.magic);
-        out.extend_from_slice(&self.version.to_le_bytes());
         let mut crc = crc32fast::Hasher::new();
         parts.iter().for_each(|p| crc.update(p));
-        if self.version >= self.checked_since {
-            out.extend_from_slice(&crc.finalize().to_le_bytes());
-        }
+        let mut out = self.header(crc.finalize());
         parts.iter().for_each(|p| out.extend_from_slice(p));
         Ok(out)
+    }
+
+    /// Write a file of this kind in the current version to `out` without holding its body
+    /// whole in memory: `body` writes the body and is called twice, to checksum it and then to
+    /// write it, so it must write the same bytes both times.
+    pub fn write_streamed(
+        &self,
+        out: &mut dyn Write,
+        body: impl Fn(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut crc = io::BufWriter::new(Checksum(crc32fast::Hasher::new()));
+        body(&mut crc)?;
+        let crc = crc.into_inner().map_err(io::IntoInnerError::into_error)?;
+        out.write_all(&self.header(crc.0.finalize()))?;
+        body(out)
+    }
+
+    /// Magic, version and (from [`FileKind::checked_since`] on) checksum `crc` of the body: the
+    /// header of a file in the current version.
+    fn header(&self, crc: u32) -> Vec<u8> {
+        let mut out = self.magic.to_vec();
+        out.extend_from_slice(&self.version.to_le_bytes());
+        if self.version >= self.checked_since {
+            out.extend_from_slice(&crc.to_le_bytes());
+        }
+        out
     }
 
     /// The body of `bytes` once magic, version and checksum are checked; `path` names the file
@@ -439,6 +473,19 @@ mod tests {
             KIND.decode::<(u64, String, Vec<u32>)>(&old, p).unwrap(),
             body
         );
+    }
+
+    #[test]
+    fn a_streamed_file_is_the_encoded_one() {
+        let parts: [&[u8]; 2] = [b"first part", b"second"];
+        let mut streamed = Vec::new();
+        KIND.write_streamed(&mut streamed, |out| {
+            parts.iter().try_for_each(|p| out.write_all(p))
+        })
+        .unwrap();
+        assert_eq!(streamed, KIND.encode_parts(&parts).unwrap());
+        let body = KIND.body(&streamed, Path::new("f.bin")).unwrap();
+        assert_eq!(body.bytes, b"first partsecond");
     }
 
     #[test]

@@ -85,7 +85,11 @@ fn path_with(db: &Database, samples: u64) -> Vec<String> {
     let id = db
         .nodes
         .iter()
-        .position(|n| n.costs.iter().any(|c| c.costs[0].samples == samples))
+        .position(|n| {
+            n.costs
+                .iter()
+                .any(|(_, mut c)| c.next().is_some_and(|c| c.samples == samples))
+        })
         .expect("a node with those samples");
     path_of(db, DbNodeId::from_index(id))
 }

@@ -191,9 +191,8 @@ pub fn code_data(db: &Database, view: ViewKind, selection: &Selection) -> ViewTr
 
 /// Take up to `left` from node `id`'s own cost in `thread`, reducing `left` by what was taken.
 fn take(tree: &mut Database, id: DbNodeId, thread: crate::ids::ThreadIdx, left: &mut [Cost]) {
-    let node = &mut tree.nodes[id.index()];
-    if let Some(own) = node.costs.iter_mut().find(|tc| tc.thread == thread) {
-        for (c, l) in own.costs.iter_mut().zip(left.iter_mut()) {
+    tree.nodes[id.index()].costs.update(thread, |own| {
+        for (c, l) in own.iter_mut().zip(left.iter_mut()) {
             let samples = c.samples.min(l.samples);
             let value = c.value.min(l.value);
             c.samples -= samples;
@@ -201,5 +200,5 @@ fn take(tree: &mut Database, id: DbNodeId, thread: crate::ids::ThreadIdx, left: 
             l.samples -= samples;
             l.value -= value;
         }
-    }
+    });
 }

@@ -83,8 +83,8 @@ fn metric_names(metrics: &[MetricDesc]) -> Vec<String> {
 
 /// Point values of `node`'s self costs at context `ctx`: value and sample count of each metric.
 fn point_values(db: &Database, node: &Node, ctx: usize, out: &mut Vec<PointValue>) {
-    for tc in &node.costs {
-        for (m, (cost, desc)) in tc.costs.iter().zip(&db.metrics).enumerate() {
+    for (thread, costs) in node.costs.iter() {
+        for (m, (cost, desc)) in costs.zip(&db.metrics).enumerate() {
             let scale = if desc.unit == "ns" { NS_PER_S } else { 1.0 };
             let pairs = [
                 (2 * m, cost.value as f64 / scale),
@@ -93,7 +93,7 @@ fn point_values(db: &Database, node: &Node, ctx: usize, out: &mut Vec<PointValue
             for (metric, value) in pairs.into_iter().filter(|&(_, v)| v != 0.0) {
                 out.push(PointValue {
                     ctx,
-                    thread: tc.thread.index(),
+                    thread: thread.index(),
                     metric,
                     value,
                 });

@@ -4,7 +4,7 @@ use fxhash::FxHashMap;
 use profiler::db::Cost;
 
 use super::keyed::{KeyedTree, Site, ViewKey};
-use super::{is_zero, node_metrics, walk};
+use super::{is_zero, node_metrics, walk, Sourced};
 use crate::database::{Database, Selection};
 use crate::ids::DbNodeId;
 use crate::view::{ViewKind, ViewTree};
@@ -12,6 +12,11 @@ use crate::view::{ViewKind, ViewTree};
 /// The callers (bottom-up) view: one top entry per procedure, then the chains of callers of its
 /// instances (see the [crate documentation](crate) for the metrics).
 pub fn callers(db: &Database, selection: &Selection) -> ViewTree {
+    callers_sourced(db, selection).tree
+}
+
+/// [`callers`] with its sources.
+pub(super) fn callers_sourced(db: &Database, selection: &Selection) -> Sourced {
     let m = node_metrics(db, selection);
     let mut b = KeyedTree::new(db, ViewKind::Callers, &m);
     let frames = frame_parents(db);

@@ -5,7 +5,7 @@ use fxhash::FxHashMap;
 use profiler::db::Cost;
 
 use super::keyed::KeyedTree;
-use super::{is_zero, node_metrics, walk};
+use super::{is_zero, node_metrics, walk, Sourced};
 use crate::database::{Database, Selection};
 use crate::ids::DbNodeId;
 use crate::node::NodeKind;
@@ -14,6 +14,11 @@ use crate::view::{ViewKind, ViewTree};
 /// The flat view: module > file > procedure > inlined code, loops and lines, costs summed over
 /// all contexts (see the [crate documentation](crate) for the metrics).
 pub fn flat(db: &Database, selection: &Selection) -> ViewTree {
+    flat_sourced(db, selection).tree
+}
+
+/// [`flat`] with its sources.
+pub(super) fn flat_sourced(db: &Database, selection: &Selection) -> Sourced {
     let m = node_metrics(db, selection);
     let mut b = KeyedTree::new(db, ViewKind::Flat, &m);
     // Static position (flat node) of every database node, parents first.
@@ -52,7 +57,7 @@ pub fn flat(db: &Database, selection: &Selection) -> ViewTree {
             } else {
                 *count -= 1;
                 if *count == 0 {
-                    Cost::add_each(&mut b.tree.nodes[f].incl, &m.incl[id.index()]);
+                    b.add_inclusive(f, id);
                 }
             }
         }

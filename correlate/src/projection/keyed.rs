@@ -6,7 +6,7 @@ use std::collections::hash_map::Entry;
 use fxhash::FxHashMap;
 use profiler::db::Cost;
 
-use super::{scope_node, NodeMetrics};
+use super::{scope_node, NodeMetrics, Sourced};
 use crate::database::Database;
 use crate::ids::{DbFileId, DbModuleId, DbNodeId};
 use crate::node::NodeKind;
@@ -73,6 +73,8 @@ pub(super) struct KeyedTree<'a> {
     pub(super) tree: ViewTree,
     /// Parent of every node so far.
     parents: Vec<usize>,
+    /// The inclusive costs added so far: (view node, database node).
+    sources: Vec<(usize, DbNodeId)>,
     index: FxHashMap<(usize, ViewKey), usize>,
 }
 
@@ -88,6 +90,7 @@ impl<'a> KeyedTree<'a> {
             m,
             tree: ViewTree::new(view, m.infos(db), root),
             parents: vec![0],
+            sources: vec![(0, DbNodeId::ROOT)],
             index: FxHashMap::default(),
         }
     }
@@ -143,9 +146,14 @@ impl<'a> KeyedTree<'a> {
 
     /// Add database node `from`'s inclusive and exclusive costs to view node `to`.
     pub(super) fn add(&mut self, to: usize, from: DbNodeId) {
-        let node = &mut self.tree.nodes[to];
-        Cost::add_each(&mut node.incl, &self.m.incl[from.index()]);
-        Cost::add_each(&mut node.excl, &self.m.excl[from.index()]);
+        self.add_inclusive(to, from);
+        Cost::add_each(&mut self.tree.nodes[to].excl, &self.m.excl[from.index()]);
+    }
+
+    /// Add database node `from`'s inclusive cost to view node `to`.
+    pub(super) fn add_inclusive(&mut self, to: usize, from: DbNodeId) {
+        Cost::add_each(&mut self.tree.nodes[to].incl, &self.m.incl[from.index()]);
+        self.sources.push((to, from));
     }
 
     /// The parent of view node `id`.
@@ -153,9 +161,12 @@ impl<'a> KeyedTree<'a> {
         self.parents[id]
     }
 
-    /// The finished view, in display order.
-    pub(super) fn finish(mut self) -> ViewTree {
+    /// The finished view, in display order, with its sources.
+    pub(super) fn finish(mut self) -> Sourced {
         self.tree.sort();
-        self.tree
+        Sourced {
+            tree: self.tree,
+            sources: self.sources,
+        }
     }
 }

@@ -21,6 +21,25 @@ use crate::view::{MetricInfo, ViewKind, ViewNode, ViewTree};
 pub use callers::callers;
 pub use flat::flat;
 
+/// A view with its sources: every (view node, database node) whose inclusive cost went into
+/// the view node's, which is their sum. Inclusive costs are sums of the database nodes' (in
+/// every view), so a view's scopes can be costed for any selection from its sources.
+pub(crate) struct Sourced {
+    /// The view.
+    pub(crate) tree: ViewTree,
+    /// The sources.
+    pub(crate) sources: Vec<(usize, DbNodeId)>,
+}
+
+/// View `kind` of `db` for the threads in `selection`, with its sources.
+pub(crate) fn sourced(db: &Database, kind: ViewKind, selection: &Selection) -> Sourced {
+    match kind {
+        ViewKind::TopDown => top_down_sourced(db, selection),
+        ViewKind::Callers => callers::callers_sourced(db, selection),
+        ViewKind::Flat => flat::flat_sourced(db, selection),
+    }
+}
+
 /// Self, inclusive and exclusive cost of every database node, for the selected threads.
 #[derive(Debug, Clone)]
 pub(crate) struct NodeMetrics {
@@ -86,20 +105,27 @@ impl NodeMetrics {
 
 /// The top-down (calling context) view. Nodes with no cost in the selection are left out.
 pub fn top_down(db: &Database, selection: &Selection) -> ViewTree {
+    top_down_sourced(db, selection).tree
+}
+
+/// [`top_down`] with its sources: each view node's database node.
+fn top_down_sourced(db: &Database, selection: &Selection) -> Sourced {
     let m = node_metrics(db, selection);
     let root = m.top_down_node(db, DbNodeId::ROOT);
     let mut tree = ViewTree::new(ViewKind::TopDown, m.infos(db), root);
+    let mut sources = vec![(0, DbNodeId::ROOT)];
     let mut stack = vec![(DbNodeId::ROOT, 0usize)];
     while let Some((id, at)) = stack.pop() {
         for &c in &db.nodes[id.index()].children {
             if !is_zero(&m.incl[c.index()]) {
                 let node = tree.push(at, m.top_down_node(db, c));
+                sources.push((node, c));
                 stack.push((c, node));
             }
         }
     }
     tree.sort();
-    tree
+    Sourced { tree, sources }
 }
 
 /// Database node `id` as a view node with zero costs: its kind, name ([`label::name`]),

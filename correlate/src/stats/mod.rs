@@ -9,12 +9,17 @@
 //! others would wait for it at the next synchronisation. A group that never reached a scope
 //! counts as 0.
 //!
-//! The view is projected once per group (its threads as the selection) and its scopes matched
-//! across groups by their path from the root, so the statistics are of exactly the scopes the
-//! view shows: in the flat view a procedure that two threads reach through different calling
-//! contexts (an OpenMP worker and the master) is one scope. Values are folded into running
-//! statistics group by group, zeros for the groups a scope misses added in one step, so memory
-//! is one entry per scope, whatever the number of groups.
+//! The scopes are those of the view of all threads, known by their path from the root, so the
+//! statistics are of exactly the scopes the view shows: in the flat view a procedure that two
+//! threads reach through different calling contexts (an OpenMP worker and the master) is one
+//! scope. The view is projected once, with its sources (which database nodes' inclusive costs
+//! each view node adds up: every view's inclusive costs are such sums); a group's value in each
+//! scope is then the sum of its inclusive costs at those database nodes, computed over the part
+//! of the tree the group reached (`costing.rs`), not by projecting the view again for it.
+//! Values are folded into running statistics group by group, zeros for the groups a scope
+//! misses added in one step, so memory is one entry per scope, whatever the number of groups.
+
+mod costing;
 
 use fxhash::FxHashMap;
 use serde::Serialize;
@@ -22,7 +27,9 @@ use serde::Serialize;
 use crate::database::{Database, Selection};
 use crate::ids::ThreadIdx;
 use crate::node::NodeKind;
+use crate::projection;
 use crate::view::{ViewKind, ViewNode, ViewTree};
+use costing::{Costing, GroupCosts, Targets};
 
 /// What the statistics are taken over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -90,7 +97,8 @@ pub struct StatsTable {
     pub unit: String,
     /// The groups.
     pub groups: Vec<Group>,
-    /// One row per scope with a non-zero sum, by imbalance (then sum) descending.
+    /// One row per scope with a non-zero sum, by imbalance (then sum) descending, then in the
+    /// view's order (depth-first, display order).
     pub rows: Vec<ScopeStats>,
 }
 
@@ -109,8 +117,12 @@ struct Running {
 
 impl Running {
     /// Fold in groups `self.n .. group` as zeros (they did not reach the scope), then
-    /// `value` for `group`.
+    /// `value` for `group` (a zero as if the group had not reached it, so that the result
+    /// does not depend on which zeros are given).
     fn add(&mut self, value: u64, group: usize) {
+        if value == 0 {
+            return self.zeros_until(group + 1);
+        }
         self.zeros_until(group);
         if self.n == 0 || value < self.min.0 {
             self.min = (value, group);
@@ -166,6 +178,20 @@ struct Scopes {
 }
 
 impl Scopes {
+    /// The scopes of `view`, in its order (depth-first, display order), and each of its
+    /// nodes' scope.
+    fn of(view: &ViewTree) -> (Scopes, Vec<usize>) {
+        let mut scopes = Scopes::default();
+        let mut scope_of = vec![0; view.nodes.len()];
+        let mut stack = vec![(0usize, usize::MAX)];
+        while let Some((id, parent)) = stack.pop() {
+            let at = scopes.get(parent, &view.nodes[id]);
+            scope_of[id] = at;
+            stack.extend(view.nodes[id].children.iter().rev().map(|&c| (c, at)));
+        }
+        (scopes, scope_of)
+    }
+
     /// The scope of view node `node` below scope `parent` (`usize::MAX` for the root).
     fn get(&mut self, parent: usize, node: &ViewNode) -> usize {
         let list = &mut self.list;
@@ -192,23 +218,16 @@ impl Scopes {
 /// The statistics of metric `metric` of `db`, per scope of view `kind`, over `over`.
 pub fn scope_stats(db: &Database, kind: ViewKind, metric: usize, over: Over) -> StatsTable {
     let (groups, members) = groups(db, over);
-    let mut scopes = Scopes::default();
-    let mut costs = GroupCosts::new(db, &members);
-    // One group's value per scope (two sibling nodes may share a scope's key).
-    let mut values: FxHashMap<usize, u64> = FxHashMap::default();
+    let view = projection::sourced(db, kind, &Selection::All);
+    let (mut scopes, scope_of) = Scopes::of(&view.tree);
+    let targets = Targets::new(db.nodes.len(), &view.sources, &scope_of);
+    drop(view);
+    let costs = GroupCosts::new(db, &members, metric);
+    let mut costing = Costing::new(db, scopes.list.len());
     for g in 0..groups.len() {
-        let view = ViewTree::from_database(costs.only(db, g), kind, &Selection::All);
-        let mut stack = vec![(0usize, usize::MAX)];
-        while let Some((id, parent)) = stack.pop() {
-            let node = &view.nodes[id];
-            let at = scopes.get(parent, node);
-            let value = values.entry(at).or_default();
-            *value = value.saturating_add(node.incl.get(metric).map_or(0, |c| c.value));
-            stack.extend(view.children(id).map(|(child, _)| (child, at)));
-        }
-        for (at, value) in values.drain() {
-            scopes.list[at].running.add(value, g);
-        }
+        costing.group(db, &targets, &costs, g, |s, value| {
+            scopes.list[s].running.add(value, g);
+        });
     }
     for s in &mut scopes.list {
         s.running.zeros_until(groups.len());
@@ -221,61 +240,6 @@ pub fn scope_stats(db: &Database, kind: ViewKind, metric: usize, over: Over) -> 
         unit: desc.unit.clone(),
         groups,
         rows: rows(scopes.list),
-    }
-}
-
-/// The database's tree holding one group's costs at a time. Selecting a group's threads in
-/// the full database would visit every node's costs of every thread for each group (groups
-/// squared); instead each group's costs are listed once and put into a copy of the tree
-/// without costs in turn.
-struct GroupCosts {
-    tree: Database,
-    /// Per group, its (node, index in the node's costs) entries.
-    entries: Vec<Vec<(usize, usize)>>,
-    /// Nodes holding the current group's costs.
-    filled: Vec<usize>,
-}
-
-impl GroupCosts {
-    fn new(db: &Database, members: &[Vec<ThreadIdx>]) -> GroupCosts {
-        let mut group_of = vec![0; db.threads.len()];
-        for (g, threads) in members.iter().enumerate() {
-            for t in threads {
-                group_of[t.index()] = g;
-            }
-        }
-        let mut entries = vec![Vec::new(); members.len()];
-        for (i, node) in db.nodes.iter().enumerate() {
-            for (c, tc) in node.costs.iter().enumerate() {
-                entries[group_of[tc.thread.index()]].push((i, c));
-            }
-        }
-        let mut tree = Database::new(db.metrics.clone());
-        tree.modules = db.modules.clone();
-        tree.files = db.files.clone();
-        tree.threads = db.threads.clone();
-        tree.nodes = db.nodes.clone();
-        for node in &mut tree.nodes {
-            node.costs = Vec::new();
-        }
-        GroupCosts {
-            tree,
-            entries,
-            filled: Vec::new(),
-        }
-    }
-
-    /// The tree with group `g`'s costs of `db` only.
-    fn only(&mut self, db: &Database, g: usize) -> &Database {
-        for &i in &self.filled {
-            self.tree.nodes[i].costs.clear();
-        }
-        self.filled.clear();
-        for &(i, c) in &self.entries[g] {
-            self.tree.nodes[i].costs.push(db.nodes[i].costs[c].clone());
-            self.filled.push(i);
-        }
-        &self.tree
     }
 }
 
@@ -367,126 +331,4 @@ fn rows(scopes: Vec<Scope>) -> Vec<ScopeStats> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::database::{MetricDesc, ThreadDesc};
-    use crate::ids::DbNodeId;
-    use crate::node::{ChildIndex, NodeKey};
-    use profiler::db::{Cost, Sampling};
-    use profiler::job::JobPlace;
-
-    /// main > work, four ranks of one thread each: rank r spends 10 in main itself and
-    /// 100 * (r + 1) in work.
-    fn four_ranks() -> Database {
-        let mut db = Database::new(vec![MetricDesc::new(
-            "cpu-clock",
-            "ns",
-            Sampling::Period(1),
-        )]);
-        let mut index = ChildIndex::default();
-        let main = db.child(
-            &mut index,
-            DbNodeId::ROOT,
-            NodeKey::pseudo(NodeKind::Procedure, "main"),
-        );
-        let work = db.child(
-            &mut index,
-            main,
-            NodeKey::pseudo(NodeKind::Procedure, "work"),
-        );
-        for r in 0..4u32 {
-            db.profiles.push(format!("app-{r}.db"));
-            db.jobs.push(JobPlace {
-                rank: Some(3 - r),
-                job: None,
-            });
-            db.threads.push(ThreadDesc {
-                profile: r,
-                pid: 100 + r,
-                tid: 100 + r,
-                comm: "app".into(),
-            });
-            let t = ThreadIdx::from_index(r as usize);
-            db.add_cost(
-                main,
-                t,
-                &[Cost {
-                    samples: 1,
-                    value: 10,
-                }],
-            );
-            let value = 100 * (r as u64 + 1);
-            db.add_cost(work, t, &[Cost { samples: 1, value }]);
-        }
-        db
-    }
-
-    #[test]
-    fn ranks_give_exact_statistics_and_the_slowest_rank() {
-        let table = scope_stats(&four_ranks(), ViewKind::TopDown, 0, Over::Ranks);
-        let names: Vec<&str> = table.groups.iter().map(|g| g.name.as_str()).collect();
-        assert_eq!(names, ["rank 3", "rank 2", "rank 1", "rank 0"]);
-        let work = table.rows.iter().find(|r| r.scope == "work").unwrap();
-        assert_eq!((work.sum, work.min, work.max), (1000, 100, 400));
-        assert_eq!((work.mean, work.min_at, work.max_at), (250.0, 0, 3));
-        // Values 100, 200, 300, 400: population variance 12,500.
-        assert!((work.stddev - 12_500f64.sqrt()).abs() < 1e-9);
-        assert!((work.cv - 12_500f64.sqrt() / 250.0).abs() < 1e-12);
-        assert_eq!(work.imbalance, 150.0);
-        assert_eq!(work.context, "main");
-        assert_eq!(table.groups[work.max_at].rank, Some(0));
-        // main holds work: same imbalance, larger sum, so it sorts first; the root is last
-        // among equals only by sum (it is larger): root, main, work.
-        let order: Vec<&str> = table.rows.iter().map(|r| r.scope.as_str()).collect();
-        assert_eq!(order, ["<program root>", "main", "work"]);
-    }
-
-    #[test]
-    fn zeros_folded_in_at_once_give_the_statistics_of_the_full_list() {
-        // Groups 0, 1, 4 and 6 miss the scope: zeros before, between and after the values.
-        let values = [0u64, 0, 7, 3, 0, 9, 0];
-        let mut r = Running::default();
-        for (g, &v) in values.iter().enumerate().filter(|(_, v)| **v > 0) {
-            r.add(v, g);
-        }
-        r.zeros_until(values.len());
-        let n = values.len() as f64;
-        let mean = values.iter().sum::<u64>() as f64 / n;
-        let var = values
-            .iter()
-            .map(|&v| (v as f64 - mean).powi(2))
-            .sum::<f64>()
-            / n;
-        assert_eq!((r.n, r.sum, r.min, r.max), (7, 19, (0, 0), (9, 5)));
-        assert!((r.mean - mean).abs() < 1e-12);
-        assert!((r.m2 / n - var).abs() < 1e-12);
-    }
-
-    #[test]
-    fn a_group_that_never_reached_a_scope_counts_as_zero() {
-        let mut db = four_ranks();
-        let extra = ThreadIdx::from_index(db.threads.len());
-        db.threads.push(ThreadDesc {
-            profile: 0,
-            pid: 100,
-            tid: 999,
-            comm: "helper".into(),
-        });
-        db.add_cost(
-            DbNodeId::from_index(1),
-            extra,
-            &[Cost {
-                samples: 1,
-                value: 5,
-            }],
-        );
-        let table = scope_stats(&db, ViewKind::TopDown, 0, Over::Threads);
-        assert_eq!(table.groups.len(), 5);
-        assert_eq!(table.groups[4].name, "thread 999 (rank 3)");
-        let work = table.rows.iter().find(|r| r.scope == "work").unwrap();
-        assert_eq!((work.min, work.min_at, work.mean), (0, 4, 200.0));
-        let by_rank = scope_stats(&db, ViewKind::TopDown, 0, Over::Ranks);
-        let main = by_rank.rows.iter().find(|r| r.scope == "main").unwrap();
-        assert_eq!((main.min, main.max), (110 + 5, 410));
-    }
-}
+mod tests;
