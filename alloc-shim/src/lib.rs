@@ -1,10 +1,10 @@
 //! # hpcrun-alloc: the allocation-tracking shim of `hpcrun-rs --data`
 //!
 //! `libhpcrun_alloc.so` is preloaded (`LD_PRELOAD`) into the measured program by `hpcrun-rs`. It
-//! interposes the malloc family ([`hooks`]) and, for blocks of at least a minimum size, writes a
+//! interposes the malloc family (`hooks`) and, for blocks of at least a minimum size, writes a
 //! record (op, thread, entry and return times on CLOCK_MONOTONIC, the block, the return
 //! address, `sp` and `bp` at entry, and a copy of the caller's stack) into a per-thread ring in
-//! shared memory ([`ring`]) that `hpcrun-rs` maps and reads (the layout is in [`format`]).
+//! shared memory (`ring`) that `hpcrun-rs` maps and reads (the layout is in [`format`]).
 //! Unwinding happens in `hpcrun-rs`, with the same code as its samples.
 //!
 //! Rules the shim keeps, since it runs inside every allocation of the program:
@@ -16,7 +16,7 @@
 //! - after `fork` the child makes its own rings; `exec` keeps the socket (not close-on-exec) and
 //!   `LD_PRELOAD`; a thread's exit closes its ring.
 //!
-//! Without [`format::ENV_FD`] in the environment the shim records nothing.
+//! Without `format::ENV_FD` in the environment the shim records nothing.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 

@@ -75,7 +75,7 @@ impl Summary {
 }
 
 /// Correlate: read the inputs, find structure, enrich, and return the database and summary.
-/// The profiles are streamed ([`crate::profiles`]); a profile of a directory that does not
+/// The profiles are streamed (`crate::profiles`); a profile of a directory that does not
 /// read is skipped and named in [`Summary::skipped`].
 pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), CorrelateError> {
     correlate_gathered(options, gather_share(&options.inputs, 0, 1)?)

@@ -376,7 +376,7 @@ pub fn write_unique(
     Ok(path)
 }
 
-/// `bytes` in a synced temporary `.NAME.*.tmp` beside `path` (see [`synced_temporary`]), ready
+/// `bytes` in a synced temporary `.NAME.*.tmp` beside `path` (see `synced_temporary`), ready
 /// to be renamed or linked to `path`.
 pub fn staged_beside(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
     staged_beside_with(path, |out| out.write_all(bytes))

@@ -3,7 +3,7 @@
 //!
 //! The command is stopped right after its `exec` (ptrace), where the executable's load address
 //! is known (PIE); the watchpoints are opened then, and the command let go. Each trap's sample
-//! ip is the instruction after the access: [`code`] decodes the instruction before it to name
+//! ip is the instruction after the access: `code` decodes the instruction before it to name
 //! the function and tell a read from a write (x86 watchpoints cannot watch reads alone).
 //!
 //! - `--watch VAR[,VAR]` (at most 4): one read-write watchpoint on the first 1, 2, 4 or 8
@@ -17,7 +17,7 @@
 //!   may land before it disarms) or [`WINDOW_MS`] ms, so a producer in one thread and its
 //!   consumers in others are seen. `PERF_EVENT_IOC_REFRESH`, which would let the kernel disarm it,
 //!   re-armed only the first window on this kernel (6.18), hence the reader's disarming. See
-//!   [`sampler`] for the estimator.
+//!   `sampler` for the estimator.
 //!
 //! In both modes a read by function C of a word whose last writer (in this window, for
 //! sampling) was another function P adds the bytes read to the binding P -> C.

@@ -1,4 +1,4 @@
-//! A database as a pprof profile: pprof's `profile.proto` ([`pprof_proto`](super::pprof_proto)),
+//! A database as a pprof profile: pprof's `profile.proto` (`pprof_proto`),
 //! gzipped, which `go tool pprof` and the continuous-profiling backends read.
 //!
 //! - **Sample types**: one per metric, `(name, nanoseconds)` for clocks and `(name, count)`

@@ -3,11 +3,11 @@
 //! hpcviewer, hatchet and thicket read what `hpcprof-rs` measured, and `hpcview-rs` reads what
 //! HPCToolkit's own `hpcprof` wrote.
 //!
-//! Both directions go through one intermediate model, [`Experiment`]: HPCToolkit's context tree
+//! Both directions go through one intermediate model, `Experiment`: HPCToolkit's context tree
 //! (entry points, then functions, loops and lines related by lexical nesting, calls or inlined
 //! calls) with the costs measured exactly at each context ("point" values) per thread profile.
-//! [`export`] builds it from a [`Database`] and [`write`] lays it out; [`read`] parses the files
-//! and [`import`] turns it into a [`Database`] the views already know. The propagated values
+//! `export` builds it from a [`Database`] and [`write`] lays it out; `read` parses the files
+//! and `import` turns it into a [`Database`] the views already know. The propagated values
 //! HPCToolkit's readers want (exclusive "function" scope, inclusive "execution" scope, and their
 //! sums over threads in the summary profile) are computed from the point values when writing;
 //! when reading, each context's own cost is its inclusive value less its children's (see

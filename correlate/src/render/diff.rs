@@ -5,7 +5,7 @@
 //!   of their exclusive cost (loops and lines indented below their procedure): change in
 //!   percent, growth, base and new cost, and the scope with its context (the enclosing scopes,
 //!   the last three).
-//! - [`json`]: every matched scope, ranked, with both runs' costs and its context (`depth`
+//! - `json`: every matched scope, ranked, with both runs' costs and its context (`depth`
 //!   enclosing scopes, the innermost [`CONTEXT_KEPT`](crate::diff::CONTEXT_KEPT) named).
 //! - [`folded`]: `frame;frame;... BASE NEW` per path, the samples of the two runs' `--folded`
 //!   outputs merged by path: the input of `inferno-flamegraph` (or of `flamegraph.pl`) for a

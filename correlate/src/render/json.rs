@@ -1,6 +1,6 @@
 //! The `--json` output: a view serialized exactly as DESIGN.md specifies.
 //!
-//! The shape is defined once, by [`write_fields`] and [`render`]: `metrics`, `view`, and a
+//! The shape is defined once, by `write_fields` and [`render`]: `metrics`, `view`, and a
 //! `root` node whose nodes carry `kind`, `name`, optional `module`, `file`, `line`, `end_line`,
 //! `call_file` and `call_line`, `incl` and `excl` (one number per metric, in event units) and
 //! `children` in display order (inclusive cost, descending).
@@ -8,7 +8,7 @@
 //! The nodes are written straight from the [`ViewTree`] by a loop over an explicit stack rather
 //! than by a recursive serializer, so a view hundreds of thousands of levels deep is written on
 //! an ordinary thread stack, in time linear in its size: indentation stops growing at
-//! [`MAX_INDENT_LEVELS`](super::MAX_INDENT_LEVELS) levels. Strings and numbers are written by
+//! `MAX_INDENT_LEVELS` levels. Strings and numbers are written by
 //! `serde_json`, which escapes them.
 
 use std::io::{self, Write};

@@ -22,7 +22,7 @@ const FONT_PATHS: [&str; 6] = [
 /// Pixel size of labels (the SVG's `font-size`).
 const FONT_PX: f32 = 12.0;
 
-/// The font for labels: `HPCVIEW_FONT`, else the first of [`FONT_PATHS`] that reads.
+/// The font for labels: `HPCVIEW_FONT`, else the first of `FONT_PATHS` that reads.
 pub fn system_font() -> Option<Font> {
     let mut paths: Vec<String> = std::env::var("HPCVIEW_FONT").into_iter().collect();
     paths.extend(FONT_PATHS.map(String::from));

@@ -56,7 +56,7 @@ pub struct TextSummary {
     pub folded: usize,
 }
 
-/// Print `view` as an indented tree to `out`. Rows deeper than [`MAX_INDENT_LEVELS`] are
+/// Print `view` as an indented tree to `out`. Rows deeper than `MAX_INDENT_LEVELS` are
 /// indented as that level and their label is preceded by their depth, as `[1234] label`.
 pub fn render(view: &ViewTree, opts: &TextOptions, out: &mut dyn Write) -> io::Result<TextSummary> {
     let mut printer = Printer {
