@@ -72,25 +72,18 @@ impl MemMap {
     pub fn slices(&self) -> usize {
         ((self.end_ns - self.start_ns) / self.slice_ns) as usize + 1
     }
-
-    /// Samples per object in slice `slice` (parallel to `objects`).
-    pub fn per_object(&self, slice: usize) -> Vec<u64> {
-        let mut out = vec![0; self.objects.len()];
-        for row in self.rows.iter().filter(|r| r.slice == slice) {
-            out[row.object] += row.samples;
-        }
-        out
-    }
 }
 
 /// The memory map of the selected threads' traced data samples, cut into slices of
-/// `slice_ns` (default: a round length giving at most 11); `None` when the database has no
-/// data traces for them.
+/// `slice_ns` (default, and in place of 0: a round length giving at most 11); `None` when the
+/// database has no data traces for them.
 pub fn memmap(db: &Database, threads: &Selection, slice_ns: Option<u64>) -> Option<MemMap> {
     let samples = decode(db, threads);
     let start_ns = samples.iter().map(|s| s.0).min()?;
     let end_ns = samples.iter().map(|s| s.0).max()?;
-    let slice_ns = slice_ns.unwrap_or_else(|| crate::time::round_step(end_ns - start_ns));
+    let slice_ns = slice_ns
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| crate::time::round_step(end_ns - start_ns));
     let mut map = MemMap {
         start_ns,
         end_ns,

@@ -9,7 +9,9 @@ use serde_json::json;
 
 use super::table::csv_field;
 use super::timeline::{colour, hex, seconds, time_axis, Shape};
-use crate::data::{MapObject, MemMap};
+use fxhash::FxHashMap;
+
+use crate::data::{MapObject, MapRow, MemMap};
 use crate::database::Database;
 use crate::render::printable;
 
@@ -45,25 +47,20 @@ pub fn render_text(map: &MemMap, out: &mut dyn Write) -> io::Result<()> {
         "pages touched",
         w = BAR + 2
     )?;
-    for slice in 0..map.slices() {
-        let mut at = format!("{} s", seconds(slice as u64 * map.slice_ns));
-        let per_object = map.per_object(slice);
-        let mut busy: Vec<usize> = (0..map.objects.len())
-            .filter(|&i| per_object[i] > 0)
-            .collect();
-        busy.sort_by_key(|&i| std::cmp::Reverse(per_object[i]));
-        for &i in busy.iter().take(LISTED_OBJECTS) {
-            let pages = pages_in(map, slice, i);
-            let distinct = pages.iter().filter(|p| p.0.is_some()).count();
-            let bar = bar(&map.objects[i], &pages);
-            let name = printable(&map.objects[i].label);
-            let samples = per_object[i];
+    for rows in map.rows.chunk_by(|a, b| a.slice == b.slice) {
+        let mut at = format!("{} s", seconds(rows[0].slice as u64 * map.slice_ns));
+        let mut busy = pages_per_object(rows);
+        busy.sort_by_key(|(object, pages)| (std::cmp::Reverse(total(pages)), *object));
+        for (object, pages) in busy.iter().take(LISTED_OBJECTS) {
+            let o = &map.objects[*object];
+            let distinct = pages.keys().filter(|p| p.is_some()).count();
+            let (samples, bar, name) = (total(pages), bar(o, pages), printable(&o.label));
             writeln!(out, "{at:>9}  {samples:>8}  {distinct:>6}  |{bar}|  {name}")?;
             at.clear();
         }
         if busy.len() > LISTED_OBJECTS {
             let rest = &busy[LISTED_OBJECTS..];
-            let samples: u64 = rest.iter().map(|&i| per_object[i]).sum();
+            let samples: u64 = rest.iter().map(|(_, pages)| total(pages)).sum();
             let more = match rest.len() {
                 1 => "(1 more object)".to_string(),
                 n => format!("({n} more objects)"),
@@ -74,29 +71,34 @@ pub fn render_text(map: &MemMap, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// The samples of object `object` in slice `slice`, per page.
-fn pages_in(map: &MemMap, slice: usize, object: usize) -> Vec<(Option<i64>, u64)> {
-    let mut pages: Vec<(Option<i64>, u64)> = Vec::new();
-    let rows = map
-        .rows
-        .iter()
-        .filter(|r| r.slice == slice && r.object == object);
+/// Samples per page of one object in one slice.
+type Pages = FxHashMap<Option<i64>, u64>;
+
+/// The objects with samples among one slice's `rows`, each with its samples per page.
+fn pages_per_object(rows: &[MapRow]) -> Vec<(usize, Pages)> {
+    let mut by_object: FxHashMap<usize, Pages> = FxHashMap::default();
     for row in rows {
-        match pages.iter_mut().find(|p| p.0 == row.page) {
-            Some(p) => p.1 += row.samples,
-            None => pages.push((row.page, row.samples)),
-        }
+        *by_object
+            .entry(row.object)
+            .or_default()
+            .entry(row.page)
+            .or_default() += row.samples;
     }
-    pages
+    by_object.into_iter().collect()
+}
+
+/// All the samples of `pages`.
+fn total(pages: &Pages) -> u64 {
+    pages.values().sum()
 }
 
 /// [`BAR`] characters over `o`'s page range, each as dense as the busiest page it covers.
-fn bar(o: &MapObject, pages: &[(Option<i64>, u64)]) -> String {
+fn bar(o: &MapObject, pages: &Pages) -> String {
     let Some((lo, hi)) = o.pages else {
         return " ".repeat(BAR);
     };
     let mut cells = [0u64; BAR];
-    for &(page, n) in pages {
+    for (&page, &n) in pages {
         if let Some(p) = page {
             let c = ((p - lo) as u128 * BAR as u128 / (hi - lo + 1) as u128) as usize;
             cells[c.min(BAR - 1)] = cells[c.min(BAR - 1)].max(n);
