@@ -380,7 +380,10 @@ pub(crate) fn enrich(
     read_in_batches(&inputs, |_, profile| {
         let profile = profile?;
         let nodes = enricher.add_profile(&profile, &gathered.members[member].map);
-        crate::time::add_traces(traces, &profile, &nodes);
+        let (first, landed) = (nodes.first_thread, &nodes.nodes);
+        crate::time::add_traces(traces, &profile.traces, &profile, first, landed, |n| {
+            n.index() as u32
+        });
         if !profile.data.is_empty() {
             kept.push(Kept {
                 member,

@@ -106,25 +106,10 @@ impl<'v> DataBuilder<'v> {
             }
             landed.push(self.add_costs(db, input, &thread.cct, t, tidx, tdata));
         }
-        self.add_traces(input, &landed);
-    }
-
-    /// Add the profile's data traces, their samples' costs now the accesses `landed` says
-    /// (per profile thread, the access each of its costs went to). Profiles were checked when
-    /// read, so every trace decodes.
-    fn add_traces(&mut self, input: &ProfileInput<'_>, landed: &[Vec<u32>]) {
-        let traces = &input.profile.data.traces;
-        let out = &mut self.section.traces;
-        out.dropped += traces.dropped;
-        for trace in &traces.threads {
-            let Some(&t) = self.owners.get(&trace.thread) else {
-                continue;
-            };
-            let thread = (input.nodes.first_thread.index() + t) as u32;
-            let costs = &landed[t];
-            let remapped = trace.remap(thread, costs.len(), |c| costs[c as usize]);
-            out.threads.extend(remapped.ok());
-        }
+        // The data traces' context ids are the threads' data costs: now accesses.
+        let (traces, profile) = (&mut self.section.traces, input.profile);
+        let first = input.nodes.first_thread;
+        crate::time::add_traces(traces, &data.traces, profile, first, &landed, |a| a);
     }
 
     /// The finished section: heap objects given their receivers, and names long enough to
@@ -480,8 +465,14 @@ fn call_return(
     None
 }
 
+/// The procedure (or inlined frame) a data access at node `id` is charged to in the
+/// per-procedure views: its nearest frame, or the root above every frame.
+pub(super) fn frame_of(db: &Database, id: DbNodeId) -> DbNodeId {
+    enclosing_frame(db, id).unwrap_or(DbNodeId::ROOT)
+}
+
 /// The nearest procedure or inlined frame at or above `id`.
-pub(super) fn enclosing_frame(db: &Database, mut id: DbNodeId) -> Option<DbNodeId> {
+fn enclosing_frame(db: &Database, mut id: DbNodeId) -> Option<DbNodeId> {
     loop {
         let node = &db.nodes[id.index()];
         if node.kind.is_frame() {

@@ -11,7 +11,7 @@
 
 use fxhash::{FxHashMap, FxHashSet};
 
-use super::build::enclosing_frame;
+use super::build::frame_of;
 use super::model::{DataObjectId, ObjectKind};
 use crate::database::Database;
 use crate::ids::DbNodeId;
@@ -46,10 +46,9 @@ pub fn footprint(db: &Database, unit_bits: u32) -> Vec<FootprintRow> {
     let mut by_proc: FxHashMap<String, Touched> = FxHashMap::default();
     let mut names: FxHashMap<DbNodeId, String> = FxHashMap::default();
     for access in &db.data.accesses {
-        let name = names.entry(access.node).or_insert_with(|| {
-            let frame = enclosing_frame(db, access.node).unwrap_or(DbNodeId::ROOT);
-            db.label(frame)
-        });
+        let name = names
+            .entry(access.node)
+            .or_insert_with(|| db.label(frame_of(db, access.node)));
         let object = &db.data.objects[access.object.index()];
         let (units, regions) = by_proc.entry(name.clone()).or_default();
         let samples = access.costs.first().map_or(0, |c| c.samples);

@@ -10,7 +10,7 @@
 
 use fxhash::FxHashMap;
 
-use super::build::enclosing_frame;
+use super::build::frame_of;
 use super::model::{DataObjectId, ObjectKind};
 use crate::database::{Database, Selection};
 use crate::ids::{DbNodeId, ThreadIdx};
@@ -79,88 +79,107 @@ impl MemMap {
 /// database has no data traces for them.
 pub fn memmap(db: &Database, threads: &Selection, slice_ns: Option<u64>) -> Option<MemMap> {
     let samples = decode(db, threads);
-    let start_ns = samples.iter().map(|s| s.0).min()?;
-    let end_ns = samples.iter().map(|s| s.0).max()?;
+    let start_ns = samples.iter().map(|s| s.time).min()?;
+    let end_ns = samples.iter().map(|s| s.time).max()?;
     let slice_ns = slice_ns
         .filter(|&n| n > 0)
         .unwrap_or_else(|| crate::time::round_step(end_ns - start_ns));
-    let mut map = MemMap {
-        start_ns,
-        end_ns,
-        slice_ns,
-        objects: objects(db, &samples),
-        rows: Vec::new(),
-        points: Vec::with_capacity(samples.len()),
-    };
-    let index: FxHashMap<DataObjectId, usize> = map
-        .objects
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.id, i))
-        .collect();
-    let mut names: FxHashMap<DbNodeId, String> = FxHashMap::default();
-    let mut cells: FxHashMap<(usize, ThreadIdx, String, usize, Option<i64>), u64> =
+    let objects = objects(db, &samples);
+    let index: FxHashMap<DataObjectId, usize> =
+        objects.iter().enumerate().map(|(i, o)| (o.id, i)).collect();
+    // Procedures by label (frames of one name, e.g. a function inlined in several places,
+    // make one row), each access node's label looked up once.
+    let mut labels: Vec<String> = Vec::new();
+    let mut label_ids: FxHashMap<String, usize> = FxHashMap::default();
+    let mut procedure_of: FxHashMap<DbNodeId, usize> = FxHashMap::default();
+    let mut cells: FxHashMap<(usize, ThreadIdx, usize, usize, Option<i64>), u64> =
         FxHashMap::default();
-    for &(time, access) in &samples {
-        let a = &db.data.accesses[access];
+    let mut points = Vec::with_capacity(samples.len());
+    for s in &samples {
+        let a = &db.data.accesses[s.access];
         let object = index[&a.object];
-        let page = page_of(db, a.object, a.offset);
-        map.points.push((time, object, page));
-        let procedure = names
-            .entry(a.node)
-            .or_insert_with(|| db.label(enclosing_frame(db, a.node).unwrap_or(DbNodeId::ROOT)));
-        let slice = ((time - start_ns) / slice_ns) as usize;
-        let key = (slice, a.thread, procedure.clone(), object, page);
-        *cells.entry(key).or_default() += 1;
+        points.push((s.time, object, s.page));
+        let procedure = *procedure_of.entry(a.node).or_insert_with(|| {
+            let label = db.label(frame_of(db, a.node));
+            *label_ids.entry(label.clone()).or_insert_with(|| {
+                labels.push(label);
+                labels.len() - 1
+            })
+        });
+        let slice = ((s.time - start_ns) / slice_ns) as usize;
+        *cells
+            .entry((slice, a.thread, procedure, object, s.page))
+            .or_default() += 1;
     }
-    map.points.sort_unstable();
-    map.rows = cells
+    points.sort_unstable();
+    let mut rows: Vec<MapRow> = cells
         .into_iter()
         .map(
             |((slice, thread, procedure, object, page), samples)| MapRow {
                 slice,
                 thread,
-                procedure,
+                procedure: labels[procedure].clone(),
                 object,
                 page,
                 samples,
             },
         )
         .collect();
-    map.rows.sort_by(|a, b| {
+    rows.sort_by(|a, b| {
         let key = |r: &MapRow| (r.slice, r.thread, r.object, r.page);
         key(a)
             .cmp(&key(b))
             .then_with(|| a.procedure.cmp(&b.procedure))
     });
-    Some(map)
+    Some(MemMap {
+        start_ns,
+        end_ns,
+        slice_ns,
+        objects,
+        rows,
+        points,
+    })
 }
 
-/// The selected threads' traced samples as (time, access index).
-fn decode(db: &Database, threads: &Selection) -> Vec<(u64, usize)> {
-    let accesses = db.data.accesses.len();
+/// One traced data sample: when, which access, and the page of its object it touched.
+struct Sample {
+    time: u64,
+    access: usize,
+    page: Option<i64>,
+}
+
+/// The selected threads' traced samples.
+fn decode(db: &Database, threads: &Selection) -> Vec<Sample> {
+    let accesses = &db.data.accesses;
     db.data
         .traces
         .threads
         .iter()
         .filter(|t| threads.includes(ThreadIdx::from_index(t.thread as usize)))
         // Databases were checked when read, so every trace decodes.
-        .filter_map(|t| t.decode(accesses).ok())
+        .filter_map(|t| t.decode(accesses.len()).ok())
         .flatten()
-        .map(|(time, access)| (time, access as usize))
+        .map(|(time, access)| {
+            let a = &accesses[access as usize];
+            let page = page_of(db, a.object, a.offset);
+            Sample {
+                time,
+                access: access as usize,
+                page,
+            }
+        })
         .collect()
 }
 
 /// The objects the samples touched, with their page ranges, most samples first.
-fn objects(db: &Database, samples: &[(u64, usize)]) -> Vec<MapObject> {
+fn objects(db: &Database, samples: &[Sample]) -> Vec<MapObject> {
     let mut by_id: FxHashMap<DataObjectId, MapObject> = FxHashMap::default();
-    for &(_, access) in samples {
-        let a = &db.data.accesses[access];
-        let page = page_of(db, a.object, a.offset);
-        let o = by_id.entry(a.object).or_insert_with(|| {
-            let object = db.data.object(a.object);
+    for s in samples {
+        let id = db.data.accesses[s.access].object;
+        let o = by_id.entry(id).or_insert_with(|| {
+            let object = db.data.object(id);
             MapObject {
-                id: a.object,
+                id,
                 label: object.label(),
                 kind: object.kind,
                 pages: None,
@@ -168,7 +187,7 @@ fn objects(db: &Database, samples: &[(u64, usize)]) -> Vec<MapObject> {
             }
         });
         o.samples += 1;
-        if let Some(p) = page {
+        if let Some(p) = s.page {
             o.pages = Some(o.pages.map_or((p, p), |(lo, hi)| (lo.min(p), hi.max(p))));
         }
     }
