@@ -428,6 +428,7 @@ impl DataRecorder {
 
 /// One thread's data as the profile stores it, and where each of its keys went in its costs.
 fn thread_data(b: ThreadBuilder) -> (ThreadData, Vec<Option<u32>>) {
+    let mut index = vec![None; b.costs.len()];
     let mut keyed: Vec<(u32, DataCost)> = b
         .costs
         .into_iter()
@@ -443,8 +444,6 @@ fn thread_data(b: ThreadBuilder) -> (ThreadData, Vec<Option<u32>>) {
         })
         .collect();
     keyed.sort_by_key(|(key, c)| (c.node, c.data.class(), *key));
-    let keys = keyed.iter().map(|&(key, _)| key as usize).max();
-    let mut index = vec![None; keys.map_or(0, |k| k + 1)];
     for (i, (key, _)) in keyed.iter().enumerate() {
         index[*key as usize] = Some(i as u32);
     }

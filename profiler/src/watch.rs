@@ -187,6 +187,14 @@ fn breakpoint(addr: u64, len: u8, wakeup: Option<u32>) -> sys::perf_event_attr {
     a
 }
 
+/// The attribute of `--watch sample`'s watchpoint on the 8-byte word `word`, one of `events`
+/// per-CPU events: each wakes the reader at its share of a window's traps, so the reader
+/// hears of a full window wherever its traps ran.
+fn sampling_breakpoint(word: u64, events: usize) -> sys::perf_event_attr {
+    let wakeup = WINDOW_TRAPS.div_ceil(events.max(1) as u32);
+    breakpoint(word, 8, Some(wakeup))
+}
+
 /// Map a ring for `fd`, halving its size while the locked-memory limit refuses it.
 fn map_ring(fd: &OwnedFd) -> std::io::Result<Ring> {
     let mut pages = RING_PAGES;
@@ -312,9 +320,7 @@ impl Watcher {
             }
             WatchRequest::Sample { hz } => {
                 let mut s = Sampler::new(hz, &plan.exe.data, bias);
-                // Wake the reader as soon as a window may have its traps, wherever they ran.
-                let wakeup = WINDOW_TRAPS.div_ceil(cpus.len().max(1) as u32);
-                let attr = breakpoint(s.pick(), 8, Some(wakeup));
+                let attr = sampling_breakpoint(s.pick(), cpus.len());
                 for &cpu in cpus {
                     let fd = crate::perf::open(&attr, pid, cpu).map_err(open_err)?;
                     rings.push(map_ring(&fd).map_err(open_err)?);
@@ -365,8 +371,7 @@ impl Watcher {
         if !s.should_open() {
             return;
         }
-        let wakeup = WINDOW_TRAPS.div_ceil(self.fds.len().max(1) as u32);
-        let mut attr = breakpoint(s.pick(), 8, Some(wakeup));
+        let mut attr = sampling_breakpoint(s.pick(), self.fds.len());
         // SAFETY: MODIFY_ATTRIBUTES reads one attribute through the pointer; ENABLE takes no
         // argument. Both apply to the event's inherited copies too (Linux 5.13 and later).
         let armed = self.fds.iter().all(|fd| unsafe {
