@@ -4,36 +4,17 @@
 //! the test's scratch directory.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
 use crate::browser::{chromium, Browser};
-use crate::correlate_view_support::{find, run_view};
-use crate::support::{compile, run_ok, scratch_dir, tool};
+use crate::correlate_view_support::{find, measured_database, run_view};
+use crate::support::tool;
 use correlate::{source, Database, Selection, ViewKind, ViewTree};
 
 /// Measure the STL map fixture and correlate it; returns the scratch directory and database.
 fn stlmap_database(test: &str) -> (PathBuf, PathBuf) {
-    let dir = scratch_dir(test);
-    let exe = compile("stlmap.cc", &dir, "stlmap", &["-O2", "-g"]);
-    let profile = dir.join("stlmap.db");
-    run_ok(
-        Command::new(tool("hpcrun-rs"))
-            .args(["-q", "-e", "cpu-clock@f4000", "-o"])
-            .arg(&profile)
-            .arg(&exe)
-            .arg("400000"),
-    );
-    let db = dir.join("stlmap.hpcdb");
-    run_ok(
-        Command::new(tool("hpcprof-rs"))
-            .arg("--no-cache")
-            .arg(&profile)
-            .arg("-o")
-            .arg(&db),
-    );
-    (dir, db)
+    measured_database(test, "stlmap.cc", "stlmap", &["-O2", "-g"], &["400000"])
 }
 
 /// `value` as a percentage of `total`, as the text view and the report print it.

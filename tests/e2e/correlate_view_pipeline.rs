@@ -5,43 +5,21 @@
 //! frames); sampling noise is allowed for with tolerances, never with retries.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::correlate_view_support::{
-    check_consistency, check_labels_cli, check_schema, find, folded_lines, inferno_svg, run_view,
-    ViewRun,
+    check_consistency, check_labels_cli, check_schema, find, folded_lines, inferno_svg,
+    measured_database, run_view, ViewRun,
 };
-use crate::support::{compile, run_ok, scratch_dir, tool};
+use crate::support::tool;
 use correlate::{Database, Selection, ViewKind, ViewTree};
 use serde_json::Value;
 
-/// Sampling rate: high enough for a few hundred samples per tenth of a second of CPU time.
-const EVENT: &str = "cpu-clock@f4000";
-
-/// Compile `source`, measure it with `args`, correlate: returns the scratch directory and the
+/// Compile `source`, measure it with `args` at 4 kHz, correlate: returns the scratch directory and the
 /// database.
 fn pipeline(test: &str, source: &str, extra_flags: &[&str], args: &[&str]) -> (PathBuf, PathBuf) {
-    let dir = scratch_dir(test);
     let mut flags = vec!["-O2", "-g", "-fomit-frame-pointer"];
     flags.extend_from_slice(extra_flags);
-    let exe = compile(source, &dir, "app", &flags);
-    let profile = dir.join("app.db");
-    run_ok(
-        Command::new(tool("hpcrun-rs"))
-            .args(["-q", "-e", EVENT, "-o"])
-            .arg(&profile)
-            .arg(&exe)
-            .args(args),
-    );
-    let db = dir.join("app.hpcdb");
-    run_ok(
-        Command::new(tool("hpcprof-rs"))
-            .arg("--no-cache")
-            .arg(&profile)
-            .arg("-o")
-            .arg(&db),
-    );
-    (dir, db)
+    measured_database(test, source, "app", &flags, args)
 }
 
 fn view(db: &Path, args: &[&str]) -> ViewRun {

@@ -8,7 +8,7 @@
 //! pprof sample type per metric with per-thread labels, against the per-thread views.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::correlate_view_support::{folded_lines, run_view};
@@ -36,6 +36,18 @@ fn stlmap(test: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::Pat
 }
 
 /// The database's one thread id and its total cpu-clock ns, from `--json`.
+/// `hpcview-rs --pprof` of database `db`, written in `dir`: the file, and what protoc decodes.
+fn pprof_of(dir: &Path, db: &Path) -> (PathBuf, Message) {
+    let file = dir.join("app.pb.gz");
+    run_view(
+        &tool("hpcview-rs"),
+        db,
+        &["--pprof", file.to_str().unwrap()],
+    );
+    let decoded = protoc_decode(&file);
+    (file, decoded)
+}
+
 fn thread_and_total(db: &Path) -> (u64, u64) {
     let json = run_view(&tool("hpcview-rs"), db, &["--json"]).json();
     let total = json["metrics"][0]["total"].as_u64().expect("total");
@@ -153,13 +165,7 @@ fn export_pprof_decodes_with_pprofs_schema() {
     }
     let (dir, exe, db) = stlmap("export_pprof");
     let (tid, total) = thread_and_total(&db);
-    let file = dir.join("app.pb.gz");
-    run_view(
-        &tool("hpcview-rs"),
-        &db,
-        &["--pprof", file.to_str().unwrap()],
-    );
-    let p = protoc_decode(&file);
+    let (file, p) = pprof_of(&dir, &db);
     let strings = p.scalars("string_table");
     assert_eq!(strings[0], "", "string 0 is empty");
     let types = p.all("sample_type");
@@ -353,13 +359,7 @@ fn export_keeps_every_thread_and_metric() {
     if !available("protoc and pprof's profile.proto", protoc_available()) {
         return;
     }
-    let file = dir.join("app.pb.gz");
-    run_view(
-        &tool("hpcview-rs"),
-        &db,
-        &["--pprof", file.to_str().unwrap()],
-    );
-    let p = protoc_decode(&file);
+    let (_, p) = pprof_of(&dir, &db);
     let strings = p.scalars("string_table");
     let types: Vec<&str> = p
         .all("sample_type")

@@ -10,10 +10,44 @@ use std::process::{Command, Stdio};
 use correlate::{NodeKind, ViewKind, ViewNode, ViewTree};
 use serde_json::Value;
 
+use crate::support::{compile, run_ok, scratch_dir, tool};
+
 /// One `hpcview-rs` run.
 pub struct ViewRun {
     pub stdout: String,
     pub stderr: String,
+}
+
+/// Compile fixture `source` as `name` with `flags` in test `test`'s scratch directory, measure
+/// `name ARGS` with `hpcrun-rs -e cpu-clock@f4000` (a few hundred samples per tenth of a second
+/// of CPU time) and correlate it without the structure cache; returns the scratch directory and
+/// the database (`NAME.hpcdb`).
+pub fn measured_database(
+    test: &str,
+    source: &str,
+    name: &str,
+    flags: &[&str],
+    args: &[&str],
+) -> (PathBuf, PathBuf) {
+    let dir = scratch_dir(test);
+    let exe = compile(source, &dir, name, flags);
+    let profile = dir.join(format!("{name}.db"));
+    run_ok(
+        Command::new(tool("hpcrun-rs"))
+            .args(["-q", "-e", "cpu-clock@f4000", "-o"])
+            .arg(&profile)
+            .arg(&exe)
+            .args(args),
+    );
+    let db = dir.join(format!("{name}.hpcdb"));
+    run_ok(
+        Command::new(tool("hpcprof-rs"))
+            .arg("--no-cache")
+            .arg(&profile)
+            .arg("-o")
+            .arg(&db),
+    );
+    (dir, db)
 }
 
 /// Run `hpcview` on `db` with `args`; it must succeed.
