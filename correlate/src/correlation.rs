@@ -1,26 +1,27 @@
 //! The whole correlation: inputs in, database and summary out.
 //!
 //! [`correlate`] recognises its inputs by content (a directory stands for the profiles in it),
-//! streams the profiles' metrics, modules and threads ([`crate::profiles`]), finds each module's structure (a structure file matched by path, the on-disk cache,
-//! or on-the-fly analysis, in parallel: [`crate::structures`]), enriches every calling context
-//! and returns the database with a [`Summary`].
+//! streams the profiles' metrics, modules and threads ([`gather_share`], [`crate::profiles`]),
+//! finds each module's structure (a structure file matched by path, the on-disk cache, or
+//! on-the-fly analysis, in parallel: [`prepare`], [`crate::structures`]), enriches every calling
+//! context ([`Prepared::enrich_share`]) and returns the database with a [`Summary`]
+//! ([`finish_enriched`]). A parallel correlation runs the same stages, each process over its
+//! share of the profiles, and merges their results in input order.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use profiler::trace::Traces;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use structure::ScopeTree;
 
 use crate::cache::StructureCache;
 use crate::data::{DataBuilder, ProfileInput, Variables};
-use crate::database::{Database, MetricDesc, ModuleDesc, StructureSource};
-use crate::enrich::Enricher;
+use crate::database::{Database, MetricDesc, StructureSource};
 use crate::error::CorrelateError;
 use crate::inputs::{self, StructureFile};
 use crate::profiles;
+use crate::shares::{from_wire, Enriched, Prepared};
 use crate::structures::{find_structures, Analyser};
 
 /// What to correlate and how.
@@ -78,12 +79,14 @@ impl Summary {
 /// The profiles are streamed (`crate::profiles`); a profile of a directory that does not
 /// read is skipped and named in [`Summary::skipped`].
 pub fn correlate(options: &Options<'_>) -> Result<(Database, Summary), CorrelateError> {
-    correlate_gathered(options, gather_share(&options.inputs, 0, 1)?)
+    let prepared = prepare(options, gather_share(&options.inputs, 0, 1)?)?;
+    let enriched = prepared.enrich_share(0, 1)?;
+    finish_enriched(options, prepared, enriched)
 }
 
 /// The first pass over one share of the inputs: the union of its profiles' metrics and
 /// modules, their addresses and where each profile's tables go. What a process of a parallel
-/// correlation (`hpcprof-rs-mpi`) reduces before one of them calls [`correlate_gathered`].
+/// correlation (`hpcprof-rs-mpi`) reduces before one of them calls [`prepare`].
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Partial {
     gathered: profiles::Gathered,
@@ -142,23 +145,15 @@ impl Partial {
 
     /// A partial from [`Partial::to_bytes`].
     pub fn from_bytes(bytes: &[u8]) -> Result<Partial, CorrelateError> {
-        postcard::from_bytes(bytes).map_err(|e| CorrelateError::Unrecognised {
-            path: PathBuf::from("<partial from another process>"),
-            what: if e == postcard::Error::DeserializeUnexpectedEnd {
-                "a partial cut short"
-            } else {
-                "a damaged partial"
-            },
-        })
+        from_wire(bytes, "a partial")
     }
 }
 
-/// The rest of [`correlate`] once the first pass over every share is merged into `partial`:
-/// find structure, enrich (reading the profiles a second time), name data.
-pub fn correlate_gathered(
-    options: &Options<'_>,
-    partial: Partial,
-) -> Result<(Database, Summary), CorrelateError> {
+/// Structure for the first pass over every share, merged into `partial`: each module's
+/// structure file, cache entry or on-the-fly analysis. What a parallel correlation computes
+/// once and sends to every process, which then enriches its share
+/// ([`Prepared::enrich_share`]).
+pub fn prepare(options: &Options<'_>, partial: Partial) -> Result<Prepared, CorrelateError> {
     let Partial {
         mut gathered,
         structures,
@@ -175,7 +170,6 @@ pub fn correlate_gathered(
         .par_iter()
         .map(|p| inputs::read_structure_file(p))
         .collect::<Result<_, _>>()?;
-
     let mut warnings = Vec::new();
     let found = find_structures(
         &gathered.modules,
@@ -186,29 +180,37 @@ pub fn correlate_gathered(
         &mut warnings,
     )?;
     gathered.addresses = Vec::new();
-    let analysed_procedures = found.iter().map(|f| f.analysed).sum();
+    Ok(Prepared {
+        gathered,
+        found,
+        warnings,
+        listed_skipped,
+        start,
+    })
+}
 
-    let module_descs: Vec<ModuleDesc> = gathered
-        .modules
-        .iter()
-        .zip(&found)
-        .map(|(m, f)| ModuleDesc {
-            path: m.path.clone(),
-            build_id: m.build_id.clone(),
-            structure: f.source.clone(),
-        })
-        .collect();
-    let trees: Vec<Option<&ScopeTree>> = found.iter().map(|f| f.tree.as_ref()).collect();
-    let mut enricher = Enricher::new(gathered.metrics.clone(), module_descs, &trees);
-    let mut traces = Traces::default();
-    let kept = profiles::enrich(&gathered, &mut enricher, &mut traces)?;
-    let mut db = enricher.finish();
+/// The rest of [`correlate`] once every share is enriched and merged into `enriched`: finish
+/// the tree, name data, fill the tables and sum up.
+pub fn finish_enriched(
+    options: &Options<'_>,
+    prepared: Prepared,
+    enriched: Enriched,
+) -> Result<(Database, Summary), CorrelateError> {
+    let Prepared {
+        mut gathered,
+        found,
+        warnings,
+        listed_skipped,
+        start,
+    } = prepared;
+    let (mut db, traces, kept) = enriched.finish(&gathered)?;
     let naming = Instant::now();
     let variables = Variables::new(&db.modules, options.cache.as_ref());
     let mut data = DataBuilder::new(&db, &variables);
     for k in &kept {
+        let Some(profile) = &k.profile else { continue };
         let input = ProfileInput {
-            profile: &k.profile,
+            profile,
             map: &gathered.members[k.member].map,
             nodes: &k.nodes,
         };
@@ -219,6 +221,30 @@ pub fn correlate_gathered(
     db.data.elapsed_ns = gathered.elapsed_ns;
     db.traces = traces;
     let data = (!db.data.is_empty()).then(|| (db.data.objects.len(), naming.elapsed()));
+    fill_tables(&mut db, &gathered);
+    let mut skipped = listed_skipped;
+    skipped.append(&mut gathered.skipped);
+    let summary = Summary {
+        modules: db
+            .modules
+            .iter()
+            .map(|m| (m.path.clone(), m.structure.clone()))
+            .collect(),
+        analysed_procedures: found.iter().map(|f| f.analysed).sum(),
+        contexts: db.nodes.len(),
+        metrics: db.metrics.clone(),
+        unknown_addresses: db.stats.unknown_addresses,
+        unknown_samples: db.stats.unknown_samples,
+        data,
+        warnings: distinct(warnings),
+        skipped,
+        elapsed: start.elapsed(),
+    };
+    Ok((db, summary))
+}
+
+/// Fill the database's per-profile tables and measurement counters from the first pass.
+fn fill_tables(db: &mut Database, gathered: &profiles::Gathered) {
     let members = &gathered.members;
     db.profiles = members
         .iter()
@@ -232,25 +258,6 @@ pub fn correlate_gathered(
     db.stats.samples = gathered.stats.samples;
     db.stats.lost = gathered.stats.lost;
     db.stats.partial = gathered.stats.partial;
-    let mut skipped = listed_skipped;
-    skipped.append(&mut gathered.skipped);
-    let summary = Summary {
-        modules: db
-            .modules
-            .iter()
-            .map(|m| (m.path.clone(), m.structure.clone()))
-            .collect(),
-        analysed_procedures,
-        contexts: db.nodes.len(),
-        metrics: db.metrics.clone(),
-        unknown_addresses: db.stats.unknown_addresses,
-        unknown_samples: db.stats.unknown_samples,
-        data,
-        warnings: distinct(warnings),
-        skipped,
-        elapsed: start.elapsed(),
-    };
-    Ok((db, summary))
 }
 
 /// `warnings` without repeats (a cache directory that cannot be written is said once, not once

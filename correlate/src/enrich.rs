@@ -34,7 +34,7 @@ pub(crate) struct ProfileMapping {
 }
 
 /// Where one profile's threads and tree nodes landed in the database.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct NodeMaps {
     /// The database thread of the profile's first thread (the others follow in order).
     pub(crate) first_thread: ThreadIdx,
@@ -54,7 +54,7 @@ pub(crate) struct Enricher<'a> {
     expansions: FxHashMap<(DbModuleId, Svma), Rc<[NodeKey]>>,
     /// Last lines of the subtrees already walked (see [`last_line`]).
     last_lines: LastLines,
-    unknown: FxHashSet<(Option<DbModuleId>, u64)>,
+    unknown: FxHashSet<UnknownAddress>,
 }
 
 impl<'a> Enricher<'a> {
@@ -242,12 +242,21 @@ impl<'a> Enricher<'a> {
         id
     }
 
-    /// The finished database (totals computed, correlation counters set).
-    pub(crate) fn finish(mut self) -> Database {
-        self.db.stats.unknown_addresses = self.unknown.len() as u64;
-        self.db.compute_totals();
-        self.db
+    /// The database so far (without totals) and the distinct addresses left as `<unknown
+    /// procedure>`: what [`crate::shares::Enriched`] merges and finishes.
+    pub(crate) fn into_parts(self) -> (Database, FxHashSet<UnknownAddress>) {
+        (self.db, self.unknown)
     }
+}
+
+/// A database module's address outside any structure (an `<unknown procedure>`; no module
+/// when unmapped).
+pub(crate) type UnknownAddress = (Option<DbModuleId>, u64);
+
+/// Finish an enriched tree: compute its totals and count its `unknown` addresses.
+pub(crate) fn finish_tree(db: &mut Database, unknown: &FxHashSet<UnknownAddress>) {
+    db.stats.unknown_addresses = unknown.len() as u64;
+    db.compute_totals();
 }
 
 /// The file of procedure `proc_`: its own, else its enclosing `File` scope's.
@@ -335,7 +344,7 @@ pub(crate) mod tests {
     /// main [0x100, 0x140): loop at line 10 holding an inlined `add` (called from line 11)
     /// whose statements are [0x100, 0x110) line 30 and [0x110, 0x120) line 31 (a call to `g`),
     /// then line 12 at [0x120, 0x140) (a call to `g`). g [0x200, 0x210): line 40.
-    fn tree() -> ScopeTree {
+    pub(crate) fn tree() -> ScopeTree {
         let mut t = ScopeTree::new("/bin/app");
         let f = t.intern_file("/src/app.cc");
         let scope = |kind, name: &str, line, ranges: Vec<std::ops::Range<u64>>| {
@@ -449,7 +458,14 @@ pub(crate) mod tests {
             metrics: vec![0],
         };
         e.add_profile(&p, &map);
-        e.finish()
+        finished(e)
+    }
+
+    /// The finished database of `e`.
+    pub(crate) fn finished(e: Enricher<'_>) -> Database {
+        let (mut db, unknown) = e.into_parts();
+        finish_tree(&mut db, &unknown);
+        db
     }
 
     fn path_labels(db: &Database, mut id: DbNodeId) -> Vec<String> {
@@ -556,7 +572,7 @@ pub(crate) mod tests {
                 metrics: vec![0],
             },
         );
-        let db = e.finish();
+        let db = finished(e);
         assert_eq!(db.stats.unknown_addresses, 5);
         assert_eq!(db.stats.unknown_samples, 5);
         assert!(db

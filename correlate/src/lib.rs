@@ -93,6 +93,7 @@ mod projection;
 mod render;
 mod report;
 mod shape;
+mod shares;
 mod stats;
 mod structures;
 mod time;
@@ -100,7 +101,7 @@ mod view;
 
 pub use cache::StructureCache;
 pub use correlation::{
-    correlate, correlate_gathered, gather_share, summary_text, Options, Partial, Summary,
+    correlate, finish_enriched, gather_share, prepare, summary_text, Options, Partial, Summary,
 };
 pub use data::{
     alloc_notice, alloc_view, delinquent_notice, delinquent_view, AllocRow, AllocView,
@@ -132,6 +133,7 @@ pub use render::{csv, data as data_render, folded, json, source, stats as stats_
 pub use render::{footprint as footprint_render, raster, slices as slices_render};
 pub use report::{render as html_report, ReportSummary, SourceLimits};
 pub use shape::{focus, hide, keep_top, sort_by, SortKey};
+pub use shares::{Enriched, Prepared};
 pub use stats::{scope_stats, Group, Over, ScopeStats, StatsTable};
 pub use structure::one_line;
 pub use structures::Analyser;

@@ -17,6 +17,7 @@
 //! (one bad file among a thousand should not cost the other 999); one named on the command
 //! line is an error, as before.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use fxhash::FxHashMap;
@@ -28,10 +29,11 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::database::{DbStats, MetricDesc};
-use crate::enrich::{Enricher, NodeMaps, ProfileMapping};
+use crate::enrich::{Enricher, ProfileMapping};
 use crate::error::CorrelateError;
 use crate::ids::DbModuleId;
 use crate::inputs::{self, InputKind};
+use crate::shares::Kept;
 
 /// A profile to merge.
 #[derive(Debug, Clone)]
@@ -350,25 +352,17 @@ impl Gathered {
     }
 }
 
-/// A profile kept past the second pass for data naming, with where its nodes landed.
-pub(crate) struct Kept {
-    /// Its index in [`Gathered::members`].
-    pub(crate) member: usize,
-    /// The profile.
-    pub(crate) profile: Profile,
-    /// Where its threads and nodes went in the database.
-    pub(crate) nodes: NodeMaps,
-}
-
-/// The second pass (see the module documentation): add every member's tree to `enricher`, in
-/// order, and its traces to `traces`; returns the profiles that carry data references.
+/// The second pass (see the module documentation) over `members`: add each member's tree to
+/// `enricher`, in order, and its traces to `traces`; returns the profiles that carry data
+/// references.
 pub(crate) fn enrich(
     gathered: &Gathered,
+    members: Range<usize>,
     enricher: &mut Enricher<'_>,
     traces: &mut Traces,
 ) -> Result<Vec<Kept>, CorrelateError> {
-    let inputs: Vec<Input> = gathered
-        .members
+    let mut member = members.start;
+    let inputs: Vec<Input> = gathered.members[members]
         .iter()
         .map(|m| Input {
             path: m.path.clone(),
@@ -376,7 +370,6 @@ pub(crate) fn enrich(
         })
         .collect();
     let mut kept = Vec::new();
-    let mut member = 0;
     read_in_batches(&inputs, |_, profile| {
         let profile = profile?;
         let nodes = enricher.add_profile(&profile, &gathered.members[member].map);
@@ -387,7 +380,7 @@ pub(crate) fn enrich(
         if !profile.data.is_empty() {
             kept.push(Kept {
                 member,
-                profile,
+                profile: Some(profile),
                 nodes,
             });
         }

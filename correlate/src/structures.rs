@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use profiler::addr::Svma;
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 use structure::{Analysis, Coverage, ScopeTree, StructureError};
 use tempfile::TempDir;
 
@@ -26,6 +27,7 @@ pub type Analyser<'a> = dyn Fn(&Path, &[Svma]) -> Result<Analysis, StructureErro
 
 /// A module's structure: where it came from, the tree, and how many procedures were analysed
 /// on the fly for it.
+#[derive(Serialize, Deserialize)]
 pub(crate) struct Found {
     pub(crate) source: StructureSource,
     pub(crate) tree: Option<ScopeTree>,

@@ -1,14 +1,24 @@
 //! `hpcprof-rs-mpi`: `hpcprof-rs` over MPI ranks (built with `--features mpi`).
 //!
-//! The same arguments, database and exit statuses as `hpcprof-rs`, whose code it reuses: each
-//! rank gathers the first pass over its consecutive share of the profiles
-//! ([`correlate::gather_share`]: their metric and module tables and sampled addresses), the
-//! partials are merged in a binomial tree reduction (rank r receives from r + 1, r + 2, r + 4,
-//! ... as long as r is a multiple of twice the step, so every merge appends a later share to an
-//! earlier one and the tables come out in input order), and rank 0 recovers structure once,
-//! enriches and writes the database ([`correlate::correlate_gathered`]). An error on any rank
-//! travels up the reduction in place of its partial (the first in input order wins); rank 0
-//! prints it, and every rank exits with rank 0's status.
+//! The same arguments, database and exit statuses as `hpcprof-rs`, whose code it reuses, in
+//! its stages:
+//!
+//! 1. each rank gathers the first pass over its consecutive share of the profiles
+//!    ([`correlate::gather_share`]: their metric and module tables and sampled addresses);
+//! 2. the partials merge in a binomial tree reduction on rank 0 ([`reduce`]);
+//! 3. rank 0 finds every module's structure once ([`correlate::prepare`]) and broadcasts it with
+//!    the merged tables;
+//! 4. each rank enriches its consecutive share of the profiles into a partial tree
+//!    ([`correlate::Prepared::enrich_share`]), and the trees merge in a second reduction;
+//! 5. rank 0 names data, writes the database and prints the summary
+//!    ([`correlate::finish_enriched`]).
+//!
+//! In each reduction rank r receives from r + 1, r + 2, r + 4, ... as long as r is a multiple
+//! of twice the step, so every merge appends a later share to an earlier one and the result
+//! comes out in input order: the database is the serial tool's, byte for byte. An error on any
+//! rank travels up a reduction in place of its result (the first in input order wins), or is
+//! broadcast in place of the structure; rank 0 prints it, and every rank exits with rank 0's
+//! status.
 
 #[path = "../hpcprof/cli.rs"]
 mod cli;
@@ -18,7 +28,8 @@ use std::process::ExitCode;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use correlate::{correlate_gathered, gather_share, Partial};
+use correlate::{finish_enriched, gather_share, prepare, CorrelateError, Options};
+use correlate::{Database, Enriched, Partial, Prepared, Summary};
 
 const NAME: &str = "hpcprof-rs-mpi";
 
@@ -33,16 +44,36 @@ fn main() -> ExitCode {
     let local = cli::setup(&args)
         .and_then(|()| Ok(gather_share(&args.inputs, rank, size)?))
         .map_err(|e| Failure::of(&e));
-    let mut status = match reduce(&world, local) {
-        None => 0,
-        Some(Ok(partial)) => cli::finish(&args, NAME, |o| correlate_gathered(o, partial)),
-        Some(Err(f)) => {
-            eprintln!("{NAME}: error: {}", f.message);
-            f.status
+    let mut status = cli::with_options(&args, |options| {
+        match correlate_on(&world, options, local) {
+            None => 0,
+            Some(Ok(correlated)) => cli::write_or_report(&args, NAME, Ok(correlated)),
+            Some(Err(f)) => {
+                eprintln!("{NAME}: error: {}", f.message);
+                f.status
+            }
         }
-    };
+    });
     world.process_at_rank(0).broadcast_into(&mut status);
     ExitCode::from(status)
+}
+
+/// Stages 2 to 5 (see the module documentation) from this rank's first pass, `local`: on rank
+/// 0, the database and its summary or the first failure; `None` on the others.
+fn correlate_on(
+    world: &SimpleCommunicator,
+    options: &Options<'_>,
+    local: Result<Partial, Failure>,
+) -> Option<Result<(Database, Summary), Failure>> {
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    let merged = reduce(world, local).map(|p| p.and_then(|p| Ok(prepare(options, p)?)));
+    let prepared = match broadcast(world, merged) {
+        Ok(prepared) => prepared,
+        Err(f) => return (rank == 0).then_some(Err(f)),
+    };
+    let enriched = prepared.enrich_share(rank, size).map_err(Failure::from);
+    let enriched = reduce(world, enriched)?;
+    Some(enriched.and_then(|e| Ok(finish_enriched(options, prepared, e)?)))
 }
 
 /// An error on some rank, as it travels to rank 0.
@@ -62,18 +93,69 @@ impl Failure {
     }
 }
 
-/// A rank's result on the wire: 0 and the partial, or 1, the status and the message.
-fn encode(result: &Result<Partial, Failure>) -> Vec<u8> {
+impl From<CorrelateError> for Failure {
+    fn from(e: CorrelateError) -> Failure {
+        Failure::of(&e.into())
+    }
+}
+
+/// What ranks send each other: a stage's result, which merges with the result of the shares
+/// that follow it.
+trait Message: Sized {
+    fn to_bytes(&self) -> Vec<u8>;
+    fn from_bytes(bytes: &[u8]) -> Result<Self, CorrelateError>;
+    fn merge(&mut self, later: Self) -> Result<(), CorrelateError>;
+}
+
+impl Message for Partial {
+    fn to_bytes(&self) -> Vec<u8> {
+        Partial::to_bytes(self)
+    }
+    fn from_bytes(bytes: &[u8]) -> Result<Self, CorrelateError> {
+        Partial::from_bytes(bytes)
+    }
+    fn merge(&mut self, later: Self) -> Result<(), CorrelateError> {
+        Partial::merge(self, later)
+    }
+}
+
+impl Message for Enriched {
+    fn to_bytes(&self) -> Vec<u8> {
+        Enriched::to_bytes(self)
+    }
+    fn from_bytes(bytes: &[u8]) -> Result<Self, CorrelateError> {
+        Enriched::from_bytes(bytes)
+    }
+    fn merge(&mut self, later: Self) -> Result<(), CorrelateError> {
+        Enriched::merge(self, later);
+        Ok(())
+    }
+}
+
+impl Message for Prepared {
+    fn to_bytes(&self) -> Vec<u8> {
+        Prepared::to_bytes(self)
+    }
+    fn from_bytes(bytes: &[u8]) -> Result<Self, CorrelateError> {
+        Prepared::from_bytes(bytes)
+    }
+    fn merge(&mut self, _: Self) -> Result<(), CorrelateError> {
+        unreachable!("prepared tables are broadcast, never reduced")
+    }
+}
+
+/// A result on the wire: 0 and the message, or 1, the status and the error.
+fn encode<T: Message>(result: &Result<T, Failure>) -> Vec<u8> {
     match result {
-        Ok(p) => [&[0u8][..], &p.to_bytes()].concat(),
+        Ok(m) => [&[0u8][..], &m.to_bytes()].concat(),
         Err(f) => [&[1u8, f.status][..], f.message.as_bytes()].concat(),
     }
 }
 
 /// The inverse of [`encode`].
-fn decode(bytes: &[u8]) -> Result<Partial, Failure> {
+fn decode<T: Message>(bytes: &[u8]) -> Result<T, Failure> {
     match bytes {
-        [0, partial @ ..] => Partial::from_bytes(partial).map_err(|e| Failure::of(&e.into())),
+        [0, message @ ..] => Ok(T::from_bytes(message)?),
         [1, status, message @ ..] => Err(Failure {
             status: *status,
             message: String::from_utf8_lossy(message).into_owned(),
@@ -87,10 +169,10 @@ fn decode(bytes: &[u8]) -> Result<Partial, Failure> {
 
 /// Merge every rank's result into rank 0's (binomial tree, see the module documentation);
 /// `None` on the other ranks once they have sent theirs.
-fn reduce(
+fn reduce<T: Message>(
     world: &SimpleCommunicator,
-    mut result: Result<Partial, Failure>,
-) -> Option<Result<Partial, Failure>> {
+    mut result: Result<T, Failure>,
+) -> Option<Result<T, Failure>> {
     let (rank, size) = (world.rank(), world.size());
     let mut step = 1;
     while step < size {
@@ -103,14 +185,31 @@ fn reduce(
         if rank + step < size {
             let (bytes, _) = world.process_at_rank(rank + step).receive_vec::<u8>();
             result = match (result, decode(&bytes)) {
-                (Ok(mut mine), Ok(later)) => match mine.merge(later) {
-                    Ok(()) => Ok(mine),
-                    Err(e) => Err(Failure::of(&e.into())),
-                },
+                (Ok(mut mine), Ok(later)) => {
+                    mine.merge(later).map(|()| mine).map_err(Failure::from)
+                }
                 (Err(f), _) | (Ok(_), Err(f)) => Err(f),
             };
         }
         step *= 2;
     }
     Some(result)
+}
+
+/// Send rank 0's `result` (`Some` there, `None` elsewhere) to every rank: its length, then its
+/// bytes. Rank 0 keeps its own.
+fn broadcast<T: Message>(
+    world: &SimpleCommunicator,
+    result: Option<Result<T, Failure>>,
+) -> Result<T, Failure> {
+    let root = world.process_at_rank(0);
+    let mut bytes = result.as_ref().map(encode).unwrap_or_default();
+    let mut len = bytes.len() as u64;
+    root.broadcast_into(&mut len);
+    bytes.resize(len as usize, 0);
+    root.broadcast_into(&mut bytes[..]);
+    match result {
+        Some(mine) => mine,
+        None => decode(&bytes),
+    }
 }

@@ -1,5 +1,5 @@
 //! The command line of `hpcprof-rs` and `hpcprof-rs-mpi`: the same arguments, output, summary
-//! and exit statuses; they differ only in how the profiles' first pass is gathered.
+//! and exit statuses; they differ only in how the stages of the correlation are run.
 
 use std::path::{Path, PathBuf};
 
@@ -80,13 +80,8 @@ pub(crate) fn setup(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Correlate with `correlate` and write the database; returns the exit status (0, or 3 when
-/// some profiles of a directory were left out), or prints the error and returns its status.
-pub(crate) fn finish(
-    args: &Args,
-    name: &str,
-    correlate: impl FnOnce(&Options<'_>) -> Result<(Database, Summary), CorrelateError>,
-) -> u8 {
+/// Call `f` with the correlation options `args` ask for.
+pub(crate) fn with_options<R>(args: &Args, f: impl FnOnce(&Options<'_>) -> R) -> R {
     let options = Options {
         inputs: args.inputs.clone(),
         cache: if args.no_cache {
@@ -102,10 +97,17 @@ pub(crate) fn finish(
             structure::analyze_focused(path, addresses, &options)
         },
     };
-    let written = correlate(&options)
-        .map_err(anyhow::Error::from)
-        .and_then(|(db, summary)| write(args, &db, &summary));
-    match written {
+    f(&options)
+}
+
+/// Write the `correlated` database and print its summary, or print the error; the exit status
+/// (0, or 3 when some profiles of a directory were left out, or the error's).
+pub(crate) fn write_or_report(
+    args: &Args,
+    name: &str,
+    correlated: anyhow::Result<(Database, Summary)>,
+) -> u8 {
+    match correlated.and_then(|(db, summary)| write(args, &db, &summary)) {
         Ok(status) => status,
         Err(e) => report(name, &e),
     }

@@ -9,7 +9,10 @@ const NAME: &str = "hpcprof-rs";
 fn main() -> ExitCode {
     let args = cli::parse(NAME);
     let status = match cli::setup(&args) {
-        Ok(()) => cli::finish(&args, NAME, correlate::correlate),
+        Ok(()) => {
+            let correlated = cli::with_options(&args, correlate::correlate);
+            cli::write_or_report(&args, NAME, correlated.map_err(Into::into))
+        }
         Err(e) => cli::report(NAME, &e),
     };
     ExitCode::from(status)
