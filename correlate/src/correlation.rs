@@ -21,7 +21,7 @@ use crate::database::{Database, MetricDesc, StructureSource};
 use crate::error::CorrelateError;
 use crate::inputs::{self, StructureFile};
 use crate::profiles;
-use crate::shares::{from_wire, Enriched, Prepared};
+use crate::shares::{Enriched, Message, Prepared, Share};
 use crate::structures::{find_structures, Analyser};
 
 /// What to correlate and how.
@@ -130,22 +130,15 @@ pub fn gather_share(
     })
 }
 
-impl Partial {
-    /// Append `later`, the partial of the shares that follow this one's.
-    pub fn merge(&mut self, later: Partial) -> Result<(), CorrelateError> {
+impl Message for Partial {
+    const WHAT: &'static str = "a partial";
+}
+
+impl Share for Partial {
+    fn merge(&mut self, later: Partial) -> Result<(), CorrelateError> {
         self.structures.extend(later.structures);
         self.listed_skipped.extend(later.listed_skipped);
         self.gathered.merge(later.gathered)
-    }
-
-    /// The partial as bytes (postcard), to send to another process.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        postcard::to_stdvec(self).expect("a partial always serializes")
-    }
-
-    /// A partial from [`Partial::to_bytes`].
-    pub fn from_bytes(bytes: &[u8]) -> Result<Partial, CorrelateError> {
-        from_wire(bytes, "a partial")
     }
 }
 

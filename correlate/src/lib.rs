@@ -133,7 +133,7 @@ pub use render::{csv, data as data_render, folded, json, source, stats as stats_
 pub use render::{footprint as footprint_render, raster, slices as slices_render};
 pub use report::{render as html_report, ReportSummary, SourceLimits};
 pub use shape::{focus, hide, keep_top, sort_by, SortKey};
-pub use shares::{Enriched, Prepared};
+pub use shares::{Enriched, Message, Prepared, Share};
 pub use stats::{scope_stats, Group, Over, ScopeStats, StatsTable};
 pub use structure::one_line;
 pub use structures::Analyser;

@@ -27,6 +27,43 @@ use crate::node::ChildIndex;
 use crate::profiles::{self, Gathered};
 use crate::structures::Found;
 
+/// What the processes of a parallel correlation send each other, as bytes (postcard).
+pub trait Message: Serialize + for<'de> Deserialize<'de> {
+    /// What it is, for the error when its bytes do not decode ("a partial").
+    const WHAT: &'static str;
+
+    /// The message as bytes.
+    fn to_bytes(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("a message always serializes")
+    }
+
+    /// The message from [`Message::to_bytes`]'s bytes, or an error saying that they were cut
+    /// short or damaged.
+    fn from_bytes(bytes: &[u8]) -> Result<Self, CorrelateError> {
+        let mut message: Self =
+            postcard::from_bytes(bytes).map_err(|e| CorrelateError::Unrecognised {
+                path: PathBuf::from(format!("<{} from another process>", Self::WHAT)),
+                what: if e == postcard::Error::DeserializeUnexpectedEnd {
+                    "a message cut short"
+                } else {
+                    "a damaged message"
+                },
+            })?;
+        message.received();
+        Ok(message)
+    }
+
+    /// Rebuild what the bytes leave out, once decoded (nothing, unless a type says otherwise).
+    fn received(&mut self) {}
+}
+
+/// A stage's result over consecutive profiles, which takes in the result over the profiles
+/// that follow: merging the shares' results in order gives the result over all of them.
+pub trait Share: Message {
+    /// Append `later`, the result of the shares that follow this one's.
+    fn merge(&mut self, later: Self) -> Result<(), CorrelateError>;
+}
+
 /// The first pass over all the profiles, with every module's structure: what each process
 /// enriches its share with.
 #[derive(Serialize, Deserialize)]
@@ -100,25 +137,24 @@ impl Prepared {
             })
             .collect()
     }
+}
 
-    /// The prepared tables as bytes (postcard), to send to another process.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        postcard::to_stdvec(self).expect("prepared tables always serialize")
-    }
+impl Message for Prepared {
+    const WHAT: &'static str = "prepared tables";
 
-    /// Prepared tables from [`Prepared::to_bytes`].
-    pub fn from_bytes(bytes: &[u8]) -> Result<Prepared, CorrelateError> {
-        let mut prepared: Prepared = from_wire(bytes, "prepared tables")?;
-        for tree in prepared.found.iter_mut().filter_map(|f| f.tree.as_mut()) {
+    fn received(&mut self) {
+        for tree in self.found.iter_mut().filter_map(|f| f.tree.as_mut()) {
             tree.finish();
         }
-        Ok(prepared)
     }
 }
 
-impl Enriched {
-    /// Append `later`, the enriched tree of the profiles that follow this one's.
-    pub fn merge(&mut self, later: Enriched) {
+impl Message for Enriched {
+    const WHAT: &'static str = "an enriched tree";
+}
+
+impl Share for Enriched {
+    fn merge(&mut self, later: Enriched) -> Result<(), CorrelateError> {
         let thread_base = self.db.threads.len();
         let nodes = self.merge_tree(later.db, thread_base);
         for trace in &later.traces.threads {
@@ -136,8 +172,11 @@ impl Enriched {
             }
             self.kept.push(kept);
         }
+        Ok(())
     }
+}
 
+impl Enriched {
     /// Add `later`'s files, threads (numbered from `thread_base`), nodes and costs to this
     /// tree; returns where each of `later`'s nodes landed.
     fn merge_tree(&mut self, later: Database, thread_base: usize) -> Vec<DbNodeId> {
@@ -208,31 +247,6 @@ impl Enriched {
         }
         Ok((db, traces, kept))
     }
-
-    /// The enriched tree as bytes (postcard), to send to another process.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        postcard::to_stdvec(self).expect("an enriched tree always serializes")
-    }
-
-    /// An enriched tree from [`Enriched::to_bytes`].
-    pub fn from_bytes(bytes: &[u8]) -> Result<Enriched, CorrelateError> {
-        from_wire(bytes, "an enriched tree")
-    }
-}
-
-/// Decode `what` from another process.
-pub(crate) fn from_wire<T: for<'de> Deserialize<'de>>(
-    bytes: &[u8],
-    what: &'static str,
-) -> Result<T, CorrelateError> {
-    postcard::from_bytes(bytes).map_err(|e| CorrelateError::Unrecognised {
-        path: PathBuf::from(format!("<{what} from another process>")),
-        what: if e == postcard::Error::DeserializeUnexpectedEnd {
-            "a message cut short"
-        } else {
-            "a damaged message"
-        },
-    })
 }
 
 #[cfg(test)]
@@ -338,7 +352,8 @@ mod tests {
         let mut all = prepared.enrich_share(0, shares).unwrap();
         for share in 1..shares {
             let later = prepared.enrich_share(share, shares).unwrap();
-            all.merge(Enriched::from_bytes(&later.to_bytes()).unwrap());
+            all.merge(Enriched::from_bytes(&later.to_bytes()).unwrap())
+                .unwrap();
         }
         let (mut db, traces, kept) = all.finish(&prepared.gathered).unwrap();
         db.traces = traces;

@@ -29,7 +29,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 use correlate::{finish_enriched, gather_share, prepare, CorrelateError, Options};
-use correlate::{Database, Enriched, Partial, Prepared, Summary};
+use correlate::{Database, Message, Partial, Share, Summary};
 
 const NAME: &str = "hpcprof-rs-mpi";
 
@@ -99,51 +99,6 @@ impl From<CorrelateError> for Failure {
     }
 }
 
-/// What ranks send each other: a stage's result, which merges with the result of the shares
-/// that follow it.
-trait Message: Sized {
-    fn to_bytes(&self) -> Vec<u8>;
-    fn from_bytes(bytes: &[u8]) -> Result<Self, CorrelateError>;
-    fn merge(&mut self, later: Self) -> Result<(), CorrelateError>;
-}
-
-impl Message for Partial {
-    fn to_bytes(&self) -> Vec<u8> {
-        Partial::to_bytes(self)
-    }
-    fn from_bytes(bytes: &[u8]) -> Result<Self, CorrelateError> {
-        Partial::from_bytes(bytes)
-    }
-    fn merge(&mut self, later: Self) -> Result<(), CorrelateError> {
-        Partial::merge(self, later)
-    }
-}
-
-impl Message for Enriched {
-    fn to_bytes(&self) -> Vec<u8> {
-        Enriched::to_bytes(self)
-    }
-    fn from_bytes(bytes: &[u8]) -> Result<Self, CorrelateError> {
-        Enriched::from_bytes(bytes)
-    }
-    fn merge(&mut self, later: Self) -> Result<(), CorrelateError> {
-        Enriched::merge(self, later);
-        Ok(())
-    }
-}
-
-impl Message for Prepared {
-    fn to_bytes(&self) -> Vec<u8> {
-        Prepared::to_bytes(self)
-    }
-    fn from_bytes(bytes: &[u8]) -> Result<Self, CorrelateError> {
-        Prepared::from_bytes(bytes)
-    }
-    fn merge(&mut self, _: Self) -> Result<(), CorrelateError> {
-        unreachable!("prepared tables are broadcast, never reduced")
-    }
-}
-
 /// A result on the wire: 0 and the message, or 1, the status and the error.
 fn encode<T: Message>(result: &Result<T, Failure>) -> Vec<u8> {
     match result {
@@ -169,7 +124,7 @@ fn decode<T: Message>(bytes: &[u8]) -> Result<T, Failure> {
 
 /// Merge every rank's result into rank 0's (binomial tree, see the module documentation);
 /// `None` on the other ranks once they have sent theirs.
-fn reduce<T: Message>(
+fn reduce<T: Share>(
     world: &SimpleCommunicator,
     mut result: Result<T, Failure>,
 ) -> Option<Result<T, Failure>> {
