@@ -47,7 +47,9 @@ def rounds(tools, cwd, runs, after=None, app_report=None):
     """Run every command of `tools` (name -> argv) once per round, in a new random order each
     round; returns name -> list of (wall, cpu). `after(name, stderr)` sees each run's stderr.
     With `app_report`, the file every command's `app_timer` writes to, each run's tuple is
-    (wall, cpu, app wall, app cpu, app preemptions)."""
+    (wall, cpu, app wall, app cpu, app preemptions); a run whose `after` returns such an
+    (app wall, app cpu, app preemptions) itself (one that cannot be run under `app_timer`)
+    takes that instead."""
     results = {name: [] for name in tools}
     for _ in range(runs):
         order = list(tools)
@@ -56,10 +58,9 @@ def rounds(tools, cwd, runs, after=None, app_report=None):
             if app_report and os.path.exists(app_report):
                 os.remove(app_report)
             wall, cpu, stderr = timed(tools[name], cwd)
-            app = read_app_time(app_report) if app_report else ()
+            own = after(name, stderr) if after else None
+            app = own or (read_app_time(app_report) if app_report else ())
             results[name].append((wall, cpu) + app)
-            if after:
-                after(name, stderr)
     return results
 
 

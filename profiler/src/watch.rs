@@ -38,7 +38,7 @@ use code::{Access, Executable};
 use sampler::Sampler;
 
 /// Watchpoint windows per second of `--watch sample` without `@HZ`.
-pub const DEFAULT_HZ: u64 = 100;
+pub const DEFAULT_HZ: u64 = 50;
 /// Traps after which a sampling window's watchpoint is disarmed.
 pub const WINDOW_TRAPS: u32 = 10;
 /// The longest a sampling window stays armed, in ms.
