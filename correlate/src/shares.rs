@@ -8,6 +8,9 @@
 //! parents by context key (their file ids renumbered), its threads appended. Enriching share
 //! after share in one process adds each node at the moment the merge does, so the merged
 //! database is the one a single process writes, byte for byte.
+//!
+//! What the processes send is a [`Message`]; what they merge in input order (the first pass's
+//! [`crate::Partial`] and the enriched tree) is a [`Share`].
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -76,6 +79,8 @@ pub struct Prepared {
     pub(crate) warnings: Vec<String>,
     /// Files of a measurement directory passed over when listing.
     pub(crate) listed_skipped: Vec<String>,
+    /// When the correlation started (on the process that prepared the tables; on the others,
+    /// when they received them).
     #[serde(skip, default = "Instant::now")]
     pub(crate) start: Instant,
 }
