@@ -261,8 +261,9 @@ fn distinct(mut warnings: Vec<String>) -> Vec<String> {
     warnings
 }
 
-/// The one-paragraph summary `hpcprof-rs` prints on stderr.
-pub fn summary_text(summary: &Summary, output: &Path) -> String {
+/// The one-paragraph summary the tool called `tool` (`hpcprof-rs`, `hpcprof-rs-mpi`) prints
+/// on stderr.
+pub fn summary_text(tool: &str, summary: &Summary, output: &Path) -> String {
     let (file, fly, cache, none) = summary.module_counts();
     let focused = if fly > 0 {
         format!(" (focused: {} procedures)", summary.analysed_procedures)
@@ -270,7 +271,7 @@ pub fn summary_text(summary: &Summary, output: &Path) -> String {
         String::new()
     };
     let mut text = format!(
-        "hpcprof-rs: {} modules correlated (structure from file {file}, on the fly {fly}{focused}, cache {cache}, none {none}); {} contexts",
+        "{tool}: {} modules correlated (structure from file {file}, on the fly {fly}{focused}, cache {cache}, none {none}); {} contexts",
         summary.modules.len(),
         summary.contexts
     );

@@ -107,21 +107,21 @@ pub(crate) fn write_or_report(
     name: &str,
     correlated: anyhow::Result<(Database, Summary)>,
 ) -> u8 {
-    match correlated.and_then(|(db, summary)| write(args, &db, &summary)) {
+    match correlated.and_then(|(db, summary)| write(args, name, &db, &summary)) {
         Ok(status) => status,
         Err(e) => report(name, &e),
     }
 }
 
 /// Write the database and print the summary; the exit status.
-fn write(args: &Args, db: &Database, summary: &Summary) -> anyhow::Result<u8> {
+fn write(args: &Args, name: &str, db: &Database, summary: &Summary) -> anyhow::Result<u8> {
     let output = output(args);
     if args.hpctoolkit {
         hpctoolkit::write_database(db, &output)?;
     } else {
         db.write_new(&output).map_err(CorrelateError::Database)?;
     }
-    eprintln!("{}", summary_text(summary, &output));
+    eprintln!("{}", summary_text(name, summary, &output));
     Ok(if summary.skipped.is_empty() { 0 } else { 3 })
 }
 
