@@ -180,14 +180,8 @@ fn children_incl(view: &ViewTree, id: usize) -> Vec<Cost> {
 mod tests {
     use super::*;
     use crate::node::NodeKind;
+    use crate::view::tests::cost;
     use crate::view::{MetricInfo, ViewKind};
-
-    fn cost(value: u64) -> Cost {
-        Cost {
-            samples: value,
-            value,
-        }
-    }
 
     /// root 10 > a 6 (excl 1) > {a1 4, a2 1}; root > b 4 (excl 3) > x 1.
     fn tree() -> ViewTree {

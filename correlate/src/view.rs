@@ -252,10 +252,11 @@ impl ViewTree {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn cost(value: u64) -> Cost {
+    /// A cost of `value` samples and `value` in all (the view and shaping tests add these up).
+    pub(crate) fn cost(value: u64) -> Cost {
         Cost {
             samples: value,
             value,
