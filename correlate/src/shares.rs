@@ -255,6 +255,7 @@ impl Enriched {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use std::path::Path;
 
