@@ -9,10 +9,8 @@ use std::process::Command;
 use crate::correlate_view_support::folded_lines;
 use crate::support::symbols::SymbolTable;
 use crate::support::{compile, run_ok, scratch_dir, tool};
-use correlate::{
-    ChildIndex, Database, DbFileId, DbModuleId, DbNodeId, MetricDesc, ModuleDesc, NodeKey,
-    NodeKind, StructureSource, ThreadDesc, ThreadIdx,
-};
+use crate::synthetic_db::Builder;
+use correlate::{Database, DbNodeId, NodeKind};
 use profiler::addr::Svma;
 use profiler::db::{
     AddrKind, Cct, CctNode, CctNodeId, Cost, EventDesc, Frame, ModuleInfo, Profile,
@@ -31,87 +29,25 @@ const NEST_SAMPLES: u64 = 2;
 /// First line of the loop nest: loop `k` (from 0) begins at line `NEST_LINE + k`.
 const NEST_LINE: u32 = 31;
 
-/// Builds the synthetic database through the library's public API.
-struct Builder {
-    db: Database,
-    index: ChildIndex,
-}
-
-impl Builder {
-    fn add(
-        &mut self,
-        parent: DbNodeId,
-        kind: NodeKind,
-        name: &str,
-        line: u32,
-        site: Option<u32>,
-    ) -> DbNodeId {
-        let key = NodeKey {
-            kind,
-            name: name.into(),
-            module: Some(DbModuleId(0)),
-            file: Some(DbFileId(0)),
-            line: Some(line),
-            end_line: None,
-            call_file: site.map(|_| DbFileId(0)),
-            call_line: site,
-        };
-        self.db.child(&mut self.index, parent, key)
-    }
-
-    /// A call from `parent` at `line` to procedure `name` declared at `decl`: the statement
-    /// (call site) and the callee's frame.
-    fn call(&mut self, parent: DbNodeId, line: u32, name: &str, decl: u32) -> DbNodeId {
-        let site = self.add(parent, NodeKind::Statement, "", line, None);
-        self.add(site, NodeKind::Procedure, name, decl, Some(line))
-    }
-
-    fn sample(&mut self, at: DbNodeId, samples: u64) {
-        let cost = Cost {
-            samples,
-            value: samples * 1_000_000,
-        };
-        self.db.add_cost(at, ThreadIdx(0), &[cost]);
-    }
-}
-
 /// `main` calls `down`, which recurses `DEPTH` times and then calls `bottom` (3 samples at its
 /// line 21), and `nest`, whose body is `DEPTH` nested loops (2 samples in the innermost).
 fn deep_database() -> Database {
-    let metric = MetricDesc::new("cpu-clock", "ns", Sampling::Period(1_000_000));
-    let mut db = Database::new(vec![metric]);
-    db.modules.push(ModuleDesc {
-        path: "/opt/deep/app".into(),
-        build_id: None,
-        structure: StructureSource::OnTheFly,
-    });
-    db.files.push("/opt/deep/deep.c".into());
-    db.threads.push(ThreadDesc {
-        profile: 0,
-        pid: 1,
-        tid: 1,
-        comm: "app".into(),
-    });
-    let mut b = Builder {
-        db,
-        index: ChildIndex::default(),
-    };
-    let main = b.add(DbNodeId::ROOT, NodeKind::Procedure, "main", 1, None);
+    let mut b = Builder::for_source("/opt/deep/deep.c", 1);
+    let main = b.add(DbNodeId::ROOT, NodeKind::Procedure, "main", 1);
     let mut down = b.call(main, 5, "down", 10);
     for _ in 1..DEPTH {
         down = b.call(down, 12, "down", 10);
     }
     let bottom = b.call(down, 13, "bottom", 20);
-    let line = b.add(bottom, NodeKind::Statement, "", 21, None);
-    b.sample(line, RECURSION_SAMPLES);
+    let line = b.add(bottom, NodeKind::Statement, "", 21);
+    b.sample(line, 0, RECURSION_SAMPLES);
     let mut scope = b.call(main, 6, "nest", 30);
     for k in 0..DEPTH {
-        scope = b.add(scope, NodeKind::Loop, "", NEST_LINE + k, None);
+        scope = b.add(scope, NodeKind::Loop, "", NEST_LINE + k);
     }
-    let line = b.add(scope, NodeKind::Statement, "", NEST_LINE + DEPTH, None);
-    b.sample(line, NEST_SAMPLES);
-    b.db.compute_totals();
-    b.db
+    let line = b.add(scope, NodeKind::Statement, "", NEST_LINE + DEPTH);
+    b.sample(line, 0, NEST_SAMPLES);
+    b.into_database()
 }
 
 /// The depth of the deepest node of `db` (the root is at depth 0).

@@ -18,6 +18,11 @@ pub struct Builder {
 
 impl Builder {
     pub fn new(threads: u32) -> Builder {
+        Builder::for_source("/opt/synth/app.c", threads)
+    }
+
+    /// A builder whose one source file is `source`.
+    pub fn for_source(source: &str, threads: u32) -> Builder {
         let metric = MetricDesc::new("cpu-clock", "ns", Sampling::Period(1_000_000));
         let mut db = Database::new(vec![metric]);
         db.modules.push(ModuleDesc {
@@ -25,7 +30,7 @@ impl Builder {
             build_id: None,
             structure: StructureSource::OnTheFly,
         });
-        db.files.push("/opt/synth/app.c".into());
+        db.files.push(source.into());
         for t in 0..threads {
             db.threads.push(ThreadDesc {
                 profile: 0,
@@ -41,6 +46,25 @@ impl Builder {
     }
 
     pub fn add(&mut self, parent: DbNodeId, kind: NodeKind, name: &str, line: u32) -> DbNodeId {
+        self.add_at(parent, kind, name, line, None)
+    }
+
+    /// A call from `parent` at `line` to procedure `name` declared at `decl`: the statement
+    /// (call site) and the callee's frame.
+    pub fn call(&mut self, parent: DbNodeId, line: u32, name: &str, decl: u32) -> DbNodeId {
+        let site = self.add(parent, NodeKind::Statement, "", line);
+        self.add_at(site, NodeKind::Procedure, name, decl, Some(line))
+    }
+
+    /// A scope at `line`, called from line `site` when it is a procedure frame.
+    fn add_at(
+        &mut self,
+        parent: DbNodeId,
+        kind: NodeKind,
+        name: &str,
+        line: u32,
+        site: Option<u32>,
+    ) -> DbNodeId {
         let key = NodeKey {
             kind,
             name: name.into(),
@@ -48,8 +72,8 @@ impl Builder {
             file: Some(DbFileId(0)),
             line: Some(line),
             end_line: None,
-            call_file: None,
-            call_line: None,
+            call_file: site.map(|_| DbFileId(0)),
+            call_line: site,
         };
         self.db.child(&mut self.index, parent, key)
     }
@@ -63,9 +87,16 @@ impl Builder {
         self.db.add_cost(at, ThreadIdx(thread), &[cost]);
     }
 
-    pub fn finish(mut self, path: &Path) {
+    /// The database, its totals computed.
+    pub fn into_database(mut self) -> Database {
         self.db.compute_totals();
-        self.db.write_new(path).expect("write the database");
+        self.db
+    }
+
+    pub fn finish(self, path: &Path) {
+        self.into_database()
+            .write_new(path)
+            .expect("write the database");
     }
 }
 
