@@ -104,18 +104,21 @@ pub fn bindings(db: &Database, no_stack: bool) -> Option<Bindings> {
                     e.1 += a.writes;
                 }
             }
-            WatchMode::Sampled(s) => {
+            WatchMode::Sampled(_) | WatchMode::SampledWithHeap(..) => {
+                let Some((s, heap)) = w.mode.sampled() else {
+                    continue;
+                };
                 out.exact = false;
                 out.how.push(format!(
-                    "sampled: {} windows at {} Hz on {}-byte words of {} bytes of static data, \
-                     {:.3} ms watched of {:.3} s, scaled x{:.0}",
+                    "sampled: {} windows at {} Hz on {}-byte words of {}, {:.3} ms watched of \
+                     {:.3} s, scaled x{:.0}",
                     s.windows,
                     s.hz,
                     s.word,
-                    s.region_bytes,
+                    s.targets(heap),
                     s.watched_ns as f64 / 1e6,
                     s.span_ns as f64 / 1e9,
-                    s.scale()
+                    s.scale(heap)
                 ));
                 out.how.push(
                     "absolute bytes are underestimates (every trap slows the watched window, \

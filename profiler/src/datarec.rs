@@ -5,8 +5,6 @@
 //! allocation rings), so a block freed and a later one allocated at the same address are told
 //! apart: a touch belongs to whichever was live when it happened.
 
-use std::collections::BTreeMap;
-
 use fxhash::FxHashMap;
 
 use crate::addr::Avma;
@@ -16,53 +14,13 @@ use crate::dataref::{
 };
 use crate::datatrace::DataTraceLog;
 use crate::db::{CctNodeId, Cost, ThreadProfile};
+use crate::liveheap::{Block, LiveHeap, HEADER};
 use crate::loadmap::AddressSpace;
 use crate::unwind::RawFrame;
 
 /// Bytes below the stack pointer a leaf function may use without moving it (the x86-64 ABI's
 /// red zone): touches there belong to the sampled frame.
 const RED_ZONE: u64 = 128;
-
-/// Bytes of allocator header before a block (glibc's chunk header), written by the allocation
-/// call itself: such touches belong to the block being allocated.
-const HEADER: u64 = 16;
-
-/// A heap block live in a process.
-#[derive(Debug, Clone, Copy)]
-struct Block {
-    end: u64,
-    size: u64,
-    tid: u32,
-    site: CctNodeId,
-    t_alloc: u64,
-    t_return: u64,
-}
-
-/// The heap blocks live in one process, by start address. Cloned into a forked child, whose
-/// memory starts as a copy of its parent's.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LiveHeap {
-    blocks: BTreeMap<u64, Block>,
-}
-
-impl LiveHeap {
-    /// The block holding `addr` when thread `tid` touched it at `time`: a live block, or the
-    /// header of the block `tid` is allocating at that moment.
-    fn find(&self, addr: u64, tid: u32, time: u64) -> Option<DataRef> {
-        let (&start, b) = self
-            .blocks
-            .range(..=addr.saturating_add(HEADER))
-            .next_back()?;
-        let during_alloc = b.tid == tid && time <= b.t_return;
-        let inside = addr >= start || (during_alloc && addr + HEADER >= start);
-        (inside && addr < b.end).then_some(DataRef::Heap {
-            tid: b.tid,
-            site: b.site,
-            offset: addr.wrapping_sub(start) as i64,
-            during_alloc,
-        })
-    }
-}
 
 /// One allocation or free, as the allocation tracker reported it, its calling context already
 /// a node of the allocating thread's tree.
@@ -359,7 +317,7 @@ impl DataRecorder {
                     t_alloc: t_entry,
                     t_return,
                 };
-                if let Some(old) = heap.blocks.insert(ptr, block) {
+                if let Some(old) = heap.insert(ptr, block) {
                     // Its free was not seen (lost, or untracked): it is not live any more.
                     self.release(old, old.t_return);
                 }
@@ -376,7 +334,7 @@ impl DataRecorder {
                 s.site.counts.peak_live = s.site.counts.peak_live.max(s.live);
             }
             AllocCall::Free { ptr, time } => {
-                if let Some(block) = heap.blocks.remove(&ptr) {
+                if let Some(block) = heap.remove(ptr) {
                     self.release(block, time);
                 }
             }

@@ -85,6 +85,8 @@ mod image;
 #[cfg(feature = "sampler")]
 pub mod launch;
 #[cfg(feature = "sampler")]
+mod liveheap;
+#[cfg(feature = "sampler")]
 mod loadmap;
 #[cfg(feature = "sampler")]
 pub mod measurements;

@@ -16,11 +16,12 @@ use linux_perf_event_reader::{
 
 use crate::addr::Avma;
 use crate::cct::CctBuilder;
-use crate::datarec::{classify, Access, DataRecorder, LiveHeap};
+use crate::datarec::{classify, Access, DataRecorder};
 use crate::dataref::DataProfile;
 use crate::db::{AddrKind, CctNodeId, Frame, ProcessInfo, Stats, ThreadProfile};
 use crate::ea::{EaRecovery, GpRegs};
 use crate::events::DataSource;
+use crate::liveheap::LiveHeap;
 use crate::loadmap::{AddressSpace, MapEvent, ModuleRegistry};
 use crate::perf::{REG_BP, REG_IP, REG_SP};
 use crate::pmu::MemOp;
@@ -517,6 +518,13 @@ impl Recorder {
         let partial = thread.cct.child(CctNodeId::ROOT, Frame::Partial);
         let leaf = thread.cct.insert_path(partial, self.path.iter().copied());
         (leaf, PathOutcome::Partial)
+    }
+
+    /// The heap blocks live now in process `pid`, as far as the allocation records read so far
+    /// tell (`--data` only).
+    pub(crate) fn live_heap(&self, pid: u32) -> Option<&LiveHeap> {
+        self.data.as_ref()?;
+        self.processes.get(&pid).map(|p| &p.heap)
     }
 
     /// Finish: the data for `profile.db`.

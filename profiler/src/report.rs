@@ -103,11 +103,44 @@ pub fn summary(profile: &Profile, duration_s: f64, output: &str, notes: &[String
     );
     out.push_str(&crate::report_data::summary_lines(&profile.data));
     out.push_str(&crate::report_data::source_lines(profile));
+    out.push_str(&watch_summary(&profile.watch));
     for note in notes {
         let _ = writeln!(out, "  {note}");
     }
     let _ = writeln!(out, "  profile written to {output}");
     out
+}
+
+/// The end-of-run line of a `--watch` run: what was watched, the traps, and how many bindings
+/// were found; nothing for a run without.
+fn watch_summary(w: &crate::watchdb::WatchProfile) -> String {
+    use crate::watchdb::WatchMode;
+    let what = match (&w.mode, w.mode.sampled()) {
+        (WatchMode::None, _) => return String::new(),
+        (WatchMode::Variables(vars), _) => {
+            let names: Vec<&str> = vars.iter().map(|v| v.name.as_str()).collect();
+            format!("watch {} (every access)", names.join(","))
+        }
+        (_, Some((s, heap))) => {
+            let hint = match heap {
+                None => " (--data also watches heap blocks)",
+                Some(_) => "",
+            };
+            format!(
+                "watch sample@{}: {} windows over {}{hint}",
+                s.hz,
+                s.windows,
+                s.targets(heap)
+            )
+        }
+        (_, None) => return String::new(),
+    };
+    format!(
+        "  {what}; {} traps, {} lost; {} producer -> consumer bindings (hpcview-rs --bindings)\n",
+        w.traps,
+        w.lost,
+        w.bindings.len()
+    )
 }
 
 fn describe_event(e: &crate::db::EventDesc) -> String {
@@ -204,18 +237,26 @@ fn show_watch(out: &mut String, w: &crate::watchdb::WatchProfile) {
                 }
             }
         }
-        WatchMode::Sampled(s) => {
+        WatchMode::Sampled(_) | WatchMode::SampledWithHeap(..) => {
+            let Some((s, heap)) = w.mode.sampled() else {
+                return;
+            };
             let _ = writeln!(
                 out,
-                "watch sample@{}: {} windows over {} bytes of static data, scale x{:.1}",
+                "watch sample@{}: {} windows over {}, scale x{:.1}",
                 s.hz,
                 s.windows,
-                s.region_bytes,
-                s.scale()
+                s.targets(heap),
+                s.scale(heap)
             );
         }
     }
     let _ = writeln!(out, "watch traps {}  lost {}", w.traps, w.lost);
+    let _ = writeln!(
+        out,
+        "watch functions that trapped: {}",
+        w.functions.join(", ")
+    );
     for b in &w.bindings {
         let _ = writeln!(
             out,

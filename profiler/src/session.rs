@@ -271,6 +271,9 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
                     Ok(HeapSource::Probes(p)) => probes = p,
                     Err(why) => heap_unavailable = Some(why),
                 }
+                if heap_unavailable.is_none() {
+                    watch_plan = watch_plan.map(|p| p.with_heap_targets(opts.alloc_min));
+                }
             }
             let (env, keep) = match &tracker {
                 Some(t) => (t.child_env(), t.fds_to_keep().to_vec()),
@@ -566,7 +569,7 @@ fn record_loop(
         }
         streams::drain(&mut open.rings, tracker.as_deref_mut(), recorder, false);
         if let Some(w) = watcher.as_deref_mut() {
-            w.tick();
+            w.tick(recorder.live_heap(w.pid()));
         }
         match child {
             Some(pid) => match launch::poll_child(pid) {

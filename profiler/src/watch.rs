@@ -12,7 +12,8 @@
 //! - `--watch sample[@HZ]` (default [`DEFAULT_HZ`]): HZ times a second, one watchpoint, on
 //!   every thread (inherited, one event per CPU, each modification and enabling applying to
 //!   the threads' inherited copies), is moved (`PERF_EVENT_IOC_MODIFY_ATTRIBUTES`) to an
-//!   8-byte word drawn uniformly from the executable's writable static data and armed until
+//!   8-byte word drawn uniformly from the executable's writable static data (with `--data`
+//!   also from the live heap blocks of the launched process) and armed until
 //!   [`WINDOW_TRAPS`] traps (each CPU's ring wakes hpcrun-rs at its share of them; a few more
 //!   may land before it disarms) or [`WINDOW_MS`] ms, so a producer in one thread and its
 //!   consumers in others are seen. `PERF_EVENT_IOC_REFRESH`, which would let the kernel disarm it,
@@ -23,6 +24,7 @@
 //! sampling) was another function P adds the bytes read to the binding P -> C.
 
 mod code;
+mod libraries;
 mod sampler;
 
 use std::collections::{BTreeSet, HashMap};
@@ -32,9 +34,11 @@ use std::path::Path;
 use byteorder::LittleEndian;
 use perf_event_open_sys::bindings as sys;
 
+use crate::liveheap::LiveHeap;
 use crate::ring::Ring;
 use crate::watchdb::{Binding, WatchAccess, WatchMode, WatchProfile, WatchedVar};
 use code::{Access, Executable};
+use libraries::Libraries;
 use sampler::Sampler;
 
 /// Watchpoint windows per second of `--watch sample` without `@HZ`.
@@ -114,6 +118,7 @@ pub struct WatchPlan {
     exe: Executable,
     request: WatchRequest,
     vars: Vec<WatchedVar>,
+    heap_min: Option<u64>,
 }
 
 impl WatchPlan {
@@ -150,7 +155,19 @@ impl WatchPlan {
                 program.display()
             ));
         }
-        Ok(WatchPlan { exe, request, vars })
+        Ok(WatchPlan {
+            exe,
+            request,
+            vars,
+            heap_min: None,
+        })
+    }
+
+    /// Let `--watch sample` also draw its words from the live heap blocks (of at least
+    /// `min_block` bytes) that the allocation tracking of `--data` reports.
+    pub fn with_heap_targets(mut self, min_block: u64) -> WatchPlan {
+        self.heap_min = Some(min_block);
+        self
     }
 }
 
@@ -225,6 +242,7 @@ pub struct Watcher {
     vars: Vec<WatchedVar>,
     sampler: Option<Sampler>,
     tally: Tally,
+    libraries: Libraries,
 }
 
 /// Function names, accesses and bindings, as they accumulate.
@@ -319,8 +337,8 @@ impl Watcher {
                 None
             }
             WatchRequest::Sample { hz } => {
-                let mut s = Sampler::new(hz, &plan.exe.data, bias);
-                let attr = sampling_breakpoint(s.pick(), cpus.len());
+                let mut s = Sampler::new(hz, &plan.exe.data, bias, plan.heap_min);
+                let attr = sampling_breakpoint(s.pick(None), cpus.len());
                 for &cpu in cpus {
                     let fd = crate::perf::open(&attr, pid, cpu).map_err(open_err)?;
                     rings.push(map_ring(&fd).map_err(open_err)?);
@@ -338,7 +356,13 @@ impl Watcher {
             vars: plan.vars,
             sampler,
             tally: Tally::default(),
+            libraries: Libraries::default(),
         })
+    }
+
+    /// The launched process, whose heap blocks are targets.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid as u32
     }
 
     /// The descriptors whose readiness means traps are waiting.
@@ -352,8 +376,9 @@ impl Watcher {
     }
 
     /// Read every trap waiting; with sampling, close a window that is over and arm the next
-    /// one when it is due.
-    pub fn tick(&mut self) {
+    /// one when it is due, drawing its word from the static data and `heap` (the launched
+    /// process's live heap blocks, with heap targets).
+    pub(crate) fn tick(&mut self, heap: Option<&LiveHeap>) {
         self.drain();
         let Some(s) = self.sampler.as_ref() else {
             return;
@@ -371,7 +396,7 @@ impl Watcher {
         if !s.should_open() {
             return;
         }
-        let mut attr = sampling_breakpoint(s.pick(), self.fds.len());
+        let mut attr = sampling_breakpoint(s.pick(heap), self.fds.len());
         // SAFETY: MODIFY_ATTRIBUTES reads one attribute through the pointer; ENABLE takes no
         // argument. Both apply to the event's inherited copies too (Linux 5.13 and later).
         let armed = self.fds.iter().all(|fd| unsafe {
@@ -423,16 +448,16 @@ impl Watcher {
         let (f, access) = match self.exe.access_before(link) {
             Some((name, a)) => (self.tally.function(name), a),
             None => {
-                let name = match self.exe.function(link.wrapping_sub(1)) {
-                    Some((_, n)) => n.to_string(),
-                    None => code::elsewhere(self.pid, t.ip.wrapping_sub(1)),
+                let (name, a) = match self.exe.function(link.wrapping_sub(1)) {
+                    Some((_, n)) => (n.to_string(), None),
+                    None => self.libraries.access_before(self.pid, t.ip),
                 };
                 // Undecodable: a read (the common case; x86 cannot tell us).
-                let a = Access {
+                let a = a.unwrap_or(Access {
                     read: true,
                     write: false,
                     size: 8,
-                };
+                });
                 (self.tally.function(&name), a)
             }
         };

@@ -4,7 +4,8 @@
 //! Two modes. `--watch VAR[,VAR...]` watches up to four named statics for the whole run: every
 //! access of each watched word traps, so [`WatchProfile::accesses`] (reads and writes by
 //! function) and [`WatchProfile::bindings`] are exact for those words. `--watch sample[@HZ]`
-//! moves one watchpoint over the executable's static data HZ times a second; its bindings are
+//! moves one watchpoint over the executable's static data (with `--data` also the live heap
+//! blocks) HZ times a second; its bindings are
 //! estimates for the whole region and the whole run ([`SampledWatch`] says how they were scaled
 //! and each [`Binding`] carries its standard error).
 //!
@@ -19,7 +20,8 @@ pub struct WatchProfile {
     /// How the words were chosen.
     pub mode: WatchMode,
     /// Function names that [`WatchAccess`] and [`Binding`] refer to by index: the symbol
-    /// of the accessing instruction in the executable, or `<lib.so>` for code elsewhere.
+    /// of the accessing instruction in the executable or the library it is in, else `<lib.so>`
+    /// (a library without a symbol there) or `<unknown>`.
     pub functions: Vec<String>,
     /// Reads and writes of each watched variable by each function (`--watch VAR`).
     pub accesses: Vec<WatchAccess>,
@@ -31,7 +33,9 @@ pub struct WatchProfile {
     pub lost: u64,
 }
 
-/// How the watched words were chosen.
+/// How the watched words were chosen. Variants are only ever added at the end: a file's
+/// variant index stays valid (`SampledWithHeap` came after files of format version 8 held the
+/// other three).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub enum WatchMode {
     /// No `--watch`.
@@ -39,8 +43,22 @@ pub enum WatchMode {
     None,
     /// `--watch VAR`: these variables, for the whole run.
     Variables(Vec<WatchedVar>),
-    /// `--watch sample[@HZ]`.
+    /// `--watch sample[@HZ]` over the executable's static data.
     Sampled(SampledWatch),
+    /// `--watch sample[@HZ]` with `--data`: over the static data and the live heap blocks.
+    SampledWithHeap(SampledWatch, HeapTargets),
+}
+
+impl WatchMode {
+    /// How a sampled watch was scaled, and its heap targets if it had them; `None` when the
+    /// words were not sampled.
+    pub fn sampled(&self) -> Option<(&SampledWatch, Option<&HeapTargets>)> {
+        match self {
+            WatchMode::Sampled(s) => Some((s, None)),
+            WatchMode::SampledWithHeap(s, h) => Some((s, Some(h))),
+            WatchMode::None | WatchMode::Variables(_) => None,
+        }
+    }
 }
 
 /// One variable watched by name.
@@ -63,7 +81,8 @@ pub struct SampledWatch {
     pub hz: u64,
     /// Windows armed.
     pub windows: u64,
-    /// Bytes of static data targets were drawn from (uniformly, in 8-byte words).
+    /// Bytes of static data targets were drawn from (uniformly, in 8-byte words, together
+    /// with the live heap bytes when the heap was a target).
     pub region_bytes: u64,
     /// Bytes watched per window.
     pub word: u8,
@@ -73,15 +92,40 @@ pub struct SampledWatch {
     pub span_ns: u64,
 }
 
+/// The heap side of a sampled watch's targets (`--watch sample` with `--data`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeapTargets {
+    /// Windows whose word was in a heap block.
+    pub windows: u64,
+    /// Live heap bytes at the windows' starts, averaged over the windows.
+    pub mean_bytes: u64,
+    /// The smallest block tracked (`--alloc-min`): smaller blocks were not targets.
+    pub min_block: u64,
+}
+
 impl SampledWatch {
     /// The factor from what the windows saw to the estimate for the whole region and span:
-    /// (region bytes / word) x (span / watched time).
-    pub fn scale(&self) -> f64 {
+    /// (region bytes / word) x (span / watched time), with the mean live heap bytes of `heap`
+    /// in the region (the estimates scale each window by its own region).
+    pub fn scale(&self, heap: Option<&HeapTargets>) -> f64 {
         if self.watched_ns == 0 || self.word == 0 {
             return 0.0;
         }
-        (self.region_bytes as f64 / self.word as f64)
-            * (self.span_ns as f64 / self.watched_ns as f64)
+        let region = self.region_bytes + heap.map_or(0, |h| h.mean_bytes);
+        (region as f64 / self.word as f64) * (self.span_ns as f64 / self.watched_ns as f64)
+    }
+
+    /// What the words were drawn from, in words: the static data, and the heap of `heap`.
+    pub fn targets(&self, heap: Option<&HeapTargets>) -> String {
+        let statics = format!("{} bytes of static data", self.region_bytes);
+        match heap {
+            None => statics,
+            Some(h) => format!(
+                "{statics} and {} bytes of live heap on average (blocks of {} bytes or more; \
+                 {} of {} windows on the heap)",
+                h.mean_bytes, h.min_block, h.windows, self.windows
+            ),
+        }
     }
 }
 
@@ -169,7 +213,13 @@ mod tests {
             watched_ns: 1_000,
             span_ns: 4_000,
         };
-        assert_eq!(s.scale(), 512.0 * 4.0);
+        assert_eq!(s.scale(None), 512.0 * 4.0);
+        let heap = HeapTargets {
+            windows: 4,
+            mean_bytes: 4096,
+            min_block: 4096,
+        };
+        assert_eq!(s.scale(Some(&heap)), 1024.0 * 4.0);
         let bad = WatchProfile {
             functions: vec!["f".into()],
             bindings: vec![Binding {

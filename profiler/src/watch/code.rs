@@ -1,5 +1,6 @@
-//! The measured executable as `--watch` needs it: its static variables by name, its writable
-//! static data, its functions by address, and what the instruction before a trap did.
+//! The measured executable (and the libraries traps land in) as `--watch` needs it: its static
+//! variables by name, its writable static data, its functions by address, and what the
+//! instruction before a trap did.
 //!
 //! A data breakpoint traps *after* the access, so a sample's ip is the next instruction's
 //! address; the access is the instruction that ends there, found by decoding its function from
@@ -49,7 +50,12 @@ impl Executable {
             .map_err(|e| format!("{} is not an ELF file: {e}", path.display()))?;
         let mut functions = Vec::new();
         let mut objects = Vec::new();
-        for sym in file.symbols() {
+        // A stripped library keeps only its dynamic symbols.
+        let symbols = match file.symbols().next() {
+            Some(_) => file.symbols(),
+            None => file.dynamic_symbols(),
+        };
+        for sym in symbols {
             let Ok(name) = sym.name() else { continue };
             let s = Symbol {
                 start: sym.address(),
@@ -159,21 +165,20 @@ pub(crate) fn load_address(pid: i32, exe: &Path) -> Option<u64> {
     })
 }
 
-/// A name for code outside the executable: `<basename>` of the mapping holding `addr` in
-/// `/proc/PID/maps`, or `<unknown>`.
-pub(crate) fn elsewhere(pid: i32, addr: u64) -> String {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    let found = maps.lines().find_map(|line| {
-        let mut f = line.split_whitespace();
-        let (lo, hi) = f.next()?.split_once('-')?;
-        let (lo, hi) = (
-            u64::from_str_radix(lo, 16).ok()?,
-            u64::from_str_radix(hi, 16).ok()?,
-        );
-        let path = f.nth(4)?;
-        (lo <= addr && addr < hi).then(|| path.rsplit('/').next().unwrap_or(path).to_string())
-    });
-    format!("<{}>", found.as_deref().unwrap_or("unknown"))
+/// The file mappings of a `/proc/PID/maps` text: (start, end, path) each.
+pub(crate) fn file_mappings(maps: &str) -> Vec<(u64, u64, String)> {
+    (maps.lines())
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (lo, hi) = f.next()?.split_once('-')?;
+            let path = f.nth(4)?;
+            path.starts_with('/').then_some((
+                u64::from_str_radix(lo, 16).ok()?,
+                u64::from_str_radix(hi, 16).ok()?,
+                path.to_string(),
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]
