@@ -104,7 +104,7 @@ pub fn bindings(db: &Database, no_stack: bool) -> Option<Bindings> {
                     e.1 += a.writes;
                 }
             }
-            WatchMode::Sampled(_) | WatchMode::SampledWithHeap(..) => {
+            WatchMode::Sampled(_) | WatchMode::SampledRegions(..) => {
                 let Some((s, heap)) = w.mode.sampled() else {
                     continue;
                 };

@@ -44,6 +44,8 @@ struct ThreadState {
     cct: CctBuilder,
     /// Return-address frames of the last complete path, outermost first.
     last_path: Vec<PathEntry>,
+    /// The user stack pointer of its last sample (0 before any).
+    last_sp: u64,
 }
 
 #[derive(Clone, Default)]
@@ -331,6 +333,11 @@ impl Recorder {
         let bp = regs.and_then(|r| r.get(REG_BP)).unwrap_or(0);
 
         self.ensure_thread(pid, tid);
+        if sp != 0 {
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.last_sp = sp;
+            }
+        }
         self.frames.clear();
         self.outer_cfa = None;
         let leaf = match ip {
@@ -435,6 +442,7 @@ impl Recorder {
                 comm,
                 cct: CctBuilder::new(events),
                 last_path: Vec::new(),
+                last_sp: 0,
             },
         );
     }
@@ -518,6 +526,14 @@ impl Recorder {
         let partial = thread.cct.child(CctNodeId::ROOT, Frame::Partial);
         let leaf = thread.cct.insert_path(partial, self.path.iter().copied());
         (leaf, PathOutcome::Partial)
+    }
+
+    /// The last sampled stack pointer of each thread of process `pid` that has one.
+    pub(crate) fn stack_pointers(&self, pid: u32) -> Vec<u64> {
+        (self.threads.values())
+            .filter(|t| t.pid == pid && t.last_sp != 0)
+            .map(|t| t.last_sp)
+            .collect()
     }
 
     /// The heap blocks live now in process `pid`, as far as the allocation records read so far

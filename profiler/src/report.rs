@@ -122,7 +122,7 @@ fn watch_summary(w: &crate::watchdb::WatchProfile) -> String {
             format!("watch {} (every access)", names.join(","))
         }
         (_, Some((s, heap))) => {
-            let hint = match heap {
+            let hint = match heap.and_then(|r| r.heap.as_ref()) {
                 None => " (--data also watches heap blocks)",
                 Some(_) => "",
             };
@@ -237,7 +237,7 @@ fn show_watch(out: &mut String, w: &crate::watchdb::WatchProfile) {
                 }
             }
         }
-        WatchMode::Sampled(_) | WatchMode::SampledWithHeap(..) => {
+        WatchMode::Sampled(_) | WatchMode::SampledRegions(..) => {
             let Some((s, heap)) = w.mode.sampled() else {
                 return;
             };

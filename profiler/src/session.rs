@@ -569,7 +569,7 @@ fn record_loop(
         }
         streams::drain(&mut open.rings, tracker.as_deref_mut(), recorder, false);
         if let Some(w) = watcher.as_deref_mut() {
-            w.tick(recorder.live_heap(w.pid()));
+            w.tick(recorder);
         }
         match child {
             Some(pid) => match launch::poll_child(pid) {

@@ -12,8 +12,9 @@
 //! - `--watch sample[@HZ]` (default [`DEFAULT_HZ`]): HZ times a second, one watchpoint, on
 //!   every thread (inherited, one event per CPU, each modification and enabling applying to
 //!   the threads' inherited copies), is moved (`PERF_EVENT_IOC_MODIFY_ATTRIBUTES`) to an
-//!   8-byte word drawn uniformly from the executable's writable static data (with `--data`
-//!   also from the live heap blocks of the launched process) and armed until
+//!   8-byte word drawn uniformly from the executable's writable static data, the stacks of the
+//!   launched process's threads and with `--data` its live heap blocks (`targets`), and armed
+//!   until
 //!   [`WINDOW_TRAPS`] traps (each CPU's ring wakes hpcrun-rs at its share of them; a few more
 //!   may land before it disarms) or [`WINDOW_MS`] ms, so a producer in one thread and its
 //!   consumers in others are seen. `PERF_EVENT_IOC_REFRESH`, which would let the kernel disarm it,
@@ -26,6 +27,7 @@
 mod code;
 mod libraries;
 mod sampler;
+mod targets;
 
 use std::collections::{BTreeSet, HashMap};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -34,12 +36,13 @@ use std::path::Path;
 use byteorder::LittleEndian;
 use perf_event_open_sys::bindings as sys;
 
-use crate::liveheap::LiveHeap;
+use crate::recorder::Recorder;
 use crate::ring::Ring;
 use crate::watchdb::{Binding, WatchAccess, WatchMode, WatchProfile, WatchedVar};
 use code::{Access, Executable};
 use libraries::Libraries;
 use sampler::Sampler;
+use targets::{Live, Targets};
 
 /// Watchpoint windows per second of `--watch sample` without `@HZ`.
 pub const DEFAULT_HZ: u64 = 50;
@@ -337,8 +340,9 @@ impl Watcher {
                 None
             }
             WatchRequest::Sample { hz } => {
-                let mut s = Sampler::new(hz, &plan.exe.data, bias, plan.heap_min);
-                let attr = sampling_breakpoint(s.pick(None), cpus.len());
+                let targets = Targets::new(&plan.exe.data, bias, plan.heap_min);
+                let mut s = Sampler::new(hz, targets);
+                let attr = sampling_breakpoint(s.pick(pid, &Live::default()), cpus.len());
                 for &cpu in cpus {
                     let fd = crate::perf::open(&attr, pid, cpu).map_err(open_err)?;
                     rings.push(map_ring(&fd).map_err(open_err)?);
@@ -360,11 +364,6 @@ impl Watcher {
         })
     }
 
-    /// The launched process, whose heap blocks are targets.
-    pub(crate) fn pid(&self) -> u32 {
-        self.pid as u32
-    }
-
     /// The descriptors whose readiness means traps are waiting.
     pub fn poll_fds(&self) -> impl Iterator<Item = &OwnedFd> {
         self.rings.iter().map(|r| r.fd())
@@ -376,9 +375,9 @@ impl Watcher {
     }
 
     /// Read every trap waiting; with sampling, close a window that is over and arm the next
-    /// one when it is due, drawing its word from the static data and `heap` (the launched
-    /// process's live heap blocks, with heap targets).
-    pub(crate) fn tick(&mut self, heap: Option<&LiveHeap>) {
+    /// one when it is due, drawing its word from the targets that `recorder` says are live
+    /// in the launched process (its threads' stacks; its heap blocks, with heap targets).
+    pub(crate) fn tick(&mut self, recorder: &Recorder) {
         self.drain();
         let Some(s) = self.sampler.as_ref() else {
             return;
@@ -396,7 +395,11 @@ impl Watcher {
         if !s.should_open() {
             return;
         }
-        let mut attr = sampling_breakpoint(s.pick(heap), self.fds.len());
+        let live = Live {
+            heap: recorder.live_heap(self.pid as u32),
+            stack_pointers: recorder.stack_pointers(self.pid as u32),
+        };
+        let mut attr = sampling_breakpoint(s.pick(self.pid, &live), self.fds.len());
         // SAFETY: MODIFY_ATTRIBUTES reads one attribute through the pointer; ENABLE takes no
         // argument. Both apply to the event's inherited copies too (Linux 5.13 and later).
         let armed = self.fds.iter().all(|fd| unsafe {

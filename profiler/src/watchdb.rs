@@ -4,8 +4,8 @@
 //! Two modes. `--watch VAR[,VAR...]` watches up to four named statics for the whole run: every
 //! access of each watched word traps, so [`WatchProfile::accesses`] (reads and writes by
 //! function) and [`WatchProfile::bindings`] are exact for those words. `--watch sample[@HZ]`
-//! moves one watchpoint over the executable's static data (with `--data` also the live heap
-//! blocks) HZ times a second; its bindings are
+//! moves one watchpoint over the executable's static data and the threads' stacks (with
+//! `--data` also the live heap blocks) HZ times a second; its bindings are
 //! estimates for the whole region and the whole run ([`SampledWatch`] says how they were scaled
 //! and each [`Binding`] carries its standard error).
 //!
@@ -34,7 +34,7 @@ pub struct WatchProfile {
 }
 
 /// How the watched words were chosen. Variants are only ever added at the end: a file's
-/// variant index stays valid (`SampledWithHeap` came after files of format version 8 held the
+/// variant index stays valid (`SampledRegions` came after files of format version 8 held the
 /// other three).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub enum WatchMode {
@@ -43,19 +43,21 @@ pub enum WatchMode {
     None,
     /// `--watch VAR`: these variables, for the whole run.
     Variables(Vec<WatchedVar>),
-    /// `--watch sample[@HZ]` over the executable's static data.
+    /// `--watch sample[@HZ]` over the executable's static data alone (as files of format
+    /// version 8 and older hold it).
     Sampled(SampledWatch),
-    /// `--watch sample[@HZ]` with `--data`: over the static data and the live heap blocks.
-    SampledWithHeap(SampledWatch, HeapTargets),
+    /// `--watch sample[@HZ]` over the static data, the threads' stacks and with `--data` the
+    /// live heap blocks.
+    SampledRegions(SampledWatch, Regions),
 }
 
 impl WatchMode {
-    /// How a sampled watch was scaled, and its heap targets if it had them; `None` when the
-    /// words were not sampled.
-    pub fn sampled(&self) -> Option<(&SampledWatch, Option<&HeapTargets>)> {
+    /// How a sampled watch was scaled, and its stack and heap targets if it had them; `None`
+    /// when the words were not sampled.
+    pub fn sampled(&self) -> Option<(&SampledWatch, Option<&Regions>)> {
         match self {
             WatchMode::Sampled(s) => Some((s, None)),
-            WatchMode::SampledWithHeap(s, h) => Some((s, Some(h))),
+            WatchMode::SampledRegions(s, r) => Some((s, Some(r))),
             WatchMode::None | WatchMode::Variables(_) => None,
         }
     }
@@ -92,40 +94,71 @@ pub struct SampledWatch {
     pub span_ns: u64,
 }
 
-/// The heap side of a sampled watch's targets (`--watch sample` with `--data`).
+/// The regions a sampled watch drew its words from besides the static data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HeapTargets {
-    /// Windows whose word was in a heap block.
+pub struct Regions {
+    /// The threads' stacks, each from its last sampled stack pointer (less the red zone) to
+    /// its top.
+    pub stack: RegionShare,
+    /// The live heap blocks (`--data`); `None` when they were not targets.
+    pub heap: Option<RegionShare>,
+    /// The smallest heap block tracked (`--alloc-min`) when the heap was a target.
+    pub heap_min_block: u64,
+}
+
+/// One region's part in a sampled watch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegionShare {
+    /// Windows whose word was in it.
     pub windows: u64,
-    /// Live heap bytes at the windows' starts, averaged over the windows.
+    /// Its bytes at the windows' starts, averaged over all the windows.
     pub mean_bytes: u64,
-    /// The smallest block tracked (`--alloc-min`): smaller blocks were not targets.
-    pub min_block: u64,
 }
 
 impl SampledWatch {
     /// The factor from what the windows saw to the estimate for the whole region and span:
-    /// (region bytes / word) x (span / watched time), with the mean live heap bytes of `heap`
-    /// in the region (the estimates scale each window by its own region).
-    pub fn scale(&self, heap: Option<&HeapTargets>) -> f64 {
+    /// (region bytes / word) x (span / watched time), with the mean stack and heap bytes of
+    /// `regions` in the region (the estimates scale each window by its own region).
+    pub fn scale(&self, regions: Option<&Regions>) -> f64 {
         if self.watched_ns == 0 || self.word == 0 {
             return 0.0;
         }
-        let region = self.region_bytes + heap.map_or(0, |h| h.mean_bytes);
+        let region = self.region_bytes + regions.map_or(0, Regions::mean_bytes);
         (region as f64 / self.word as f64) * (self.span_ns as f64 / self.watched_ns as f64)
     }
 
-    /// What the words were drawn from, in words: the static data, and the heap of `heap`.
-    pub fn targets(&self, heap: Option<&HeapTargets>) -> String {
+    /// What the words were drawn from, in words: the static data, and the stacks and heap of
+    /// `regions`.
+    pub fn targets(&self, regions: Option<&Regions>) -> String {
         let statics = format!("{} bytes of static data", self.region_bytes);
-        match heap {
-            None => statics,
+        let Some(r) = regions else {
+            return statics;
+        };
+        let heap = match &r.heap {
             Some(h) => format!(
-                "{statics} and {} bytes of live heap on average (blocks of {} bytes or more; \
-                 {} of {} windows on the heap)",
-                h.mean_bytes, h.min_block, h.windows, self.windows
+                ", {} bytes of live heap (blocks of {} bytes or more)",
+                h.mean_bytes, r.heap_min_block
             ),
-        }
+            None => String::new(),
+        };
+        let windows = match &r.heap {
+            Some(h) => format!(
+                "{} on the stack, {} on the heap",
+                r.stack.windows, h.windows
+            ),
+            None => format!("{} on the stack", r.stack.windows),
+        };
+        format!(
+            "{statics}, {} bytes of stack{heap} on average ({windows})",
+            r.stack.mean_bytes
+        )
+    }
+}
+
+impl Regions {
+    /// Stack and heap bytes, averaged over the windows.
+    fn mean_bytes(&self) -> u64 {
+        self.stack.mean_bytes + self.heap.as_ref().map_or(0, |h| h.mean_bytes)
     }
 }
 
@@ -214,12 +247,18 @@ mod tests {
             span_ns: 4_000,
         };
         assert_eq!(s.scale(None), 512.0 * 4.0);
-        let heap = HeapTargets {
-            windows: 4,
-            mean_bytes: 4096,
-            min_block: 4096,
+        let regions = Regions {
+            stack: RegionShare {
+                windows: 2,
+                mean_bytes: 1024,
+            },
+            heap: Some(RegionShare {
+                windows: 4,
+                mean_bytes: 3072,
+            }),
+            heap_min_block: 4096,
         };
-        assert_eq!(s.scale(Some(&heap)), 1024.0 * 4.0);
+        assert_eq!(s.scale(Some(&regions)), 1024.0 * 4.0);
         let bad = WatchProfile {
             functions: vec!["f".into()],
             bindings: vec![Binding {

@@ -1,7 +1,7 @@
 //! `hpcrun-rs --watch`: exact reads and writes by function on a named static, and sampled
 //! producer/consumer bindings in the right proportions (`watch_pc.c`: per round `produce`
 //! writes buf, `consume1` reads it twice, `consume2` once), also with the consumers in another
-//! thread than the producer, and through a heap buffer with `--data`.
+//! thread than the producer, through a heap buffer with `--data`, and through a stack array.
 
 use std::process::Command;
 
@@ -157,7 +157,7 @@ fn heap_blocks_are_watched_with_data() {
         &["2000000", "heap"],
     );
     let how = doc["how"][0].as_str().unwrap();
-    assert!(how.contains("windows on the heap"), "{doc}");
+    assert!(how.contains("on the heap)"), "{doc}");
     let ratio = bytes(&doc, "consume1") / bytes(&doc, "consume2");
     assert!((1.8..=2.2).contains(&ratio), "{ratio} {doc}");
     let rows = doc["bindings"].as_array().unwrap();
@@ -171,6 +171,35 @@ fn heap_blocks_are_watched_with_data() {
     let how = doc["how"][0].as_str().unwrap();
     assert!(!how.contains("heap"), "{doc}");
     let rows = doc["bindings"].as_array().unwrap();
+    assert!(rows.iter().all(|b| b["producer"] != "produce"), "{doc}");
+}
+
+/// The buffer as an array in a stack frame: the threads' stacks are targets, the pairs come
+/// out at 2 : 1 marked as through the stack, and `--no-stack` (QUAD's option) drops them.
+#[test]
+fn stack_arrays_are_watched_and_no_stack_drops_them() {
+    let dir = scratch_dir("watch-stack");
+    compile("watch_pc.c", &dir, "pc", &["-O1", "-g", "-pthread"]);
+    let doc = bindings_json(&dir, "stack", "sample@200", &["2000000", "stack"]);
+    let rows = doc["bindings"].as_array().unwrap();
+    let through = |c: &str| {
+        rows.iter()
+            .find(|b| b["producer"] == "produce" && b["consumer"] == c)
+    };
+    for c in ["consume1", "consume2"] {
+        let row = through(c).unwrap_or_else(|| panic!("no produce -> {c} in {doc}"));
+        assert_eq!(row["stack"], true, "{doc}");
+    }
+    let ratio = bytes(&doc, "consume1") / bytes(&doc, "consume2");
+    assert!((1.8..=2.2).contains(&ratio), "{ratio} {doc}");
+    let json = run_ok(
+        Command::new(tool("hpcview-rs"))
+            .arg(dir.join("stack.hpcdb"))
+            .args(["--bindings", "--no-stack", "--json"]),
+    );
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let rows = doc["bindings"].as_array().unwrap();
+    assert!(rows.iter().all(|b| b["stack"] == false), "{doc}");
     assert!(rows.iter().all(|b| b["producer"] != "produce"), "{doc}");
 }
 
