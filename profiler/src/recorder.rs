@@ -536,12 +536,6 @@ impl Recorder {
             .collect()
     }
 
-    /// The heap blocks live now in process `pid`, as far as the allocation records read so far
-    /// tell (`--data` only).
-    pub(crate) fn live_heap(&self, pid: u32) -> Option<&LiveHeap> {
-        self.data.as_ref()?;
-        self.processes.get(&pid).map(|p| &p.heap)
-    }
 
     /// Finish: the data for `profile.db`.
     pub fn finish(self) -> Recording {

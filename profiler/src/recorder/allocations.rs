@@ -6,6 +6,7 @@
 use crate::alloc::{AllocEvent, AllocOp};
 use crate::datarec::AllocCall;
 use crate::db::{AddrKind, CctNodeId};
+use crate::liveheap::LiveHeap;
 use crate::unwind::StackSample;
 
 use super::Recorder;
@@ -52,6 +53,13 @@ impl Recorder {
             ),
             None => data.no_call_in_progress(ev.tid),
         }
+    }
+
+    /// The heap blocks live now in process `pid`, as far as the allocation records read so far
+    /// tell (`--data` only).
+    pub(crate) fn live_heap(&self, pid: u32) -> Option<&LiveHeap> {
+        self.data.as_ref()?;
+        self.processes.get(&pid).map(|p| &p.heap)
     }
 
     /// What the allocation tracking of `--data` could not do: why heap blocks were not
