@@ -536,7 +536,6 @@ impl Recorder {
             .collect()
     }
 
-
     /// Finish: the data for `profile.db`.
     pub fn finish(self) -> Recording {
         let mut processes: Vec<ProcessInfo> = self
