@@ -116,9 +116,10 @@ pub struct RegionShare {
 }
 
 impl SampledWatch {
-    /// The factor from what the windows saw to the estimate for the whole region and span:
-    /// (region bytes / word) x (span / watched time), with the mean stack and heap bytes of
-    /// `regions` in the region (the estimates scale each window by its own region).
+    /// The factor from what the windows saw to the estimate for the whole region and span, in
+    /// the mean: (region bytes / word) x (span / watched time), with the mean stack and heap
+    /// bytes of `regions` in the region (the estimates scale each window by its own region and
+    /// length).
     pub fn scale(&self, regions: Option<&Regions>) -> f64 {
         if self.watched_ns == 0 || self.word == 0 {
             return 0.0;

@@ -92,8 +92,7 @@ fn watch_var_counts_are_exact_and_sampling_keeps_the_two_to_one() {
     // Sampled: whole production epochs keep consume1 : consume2 at 2 : 1; a few hundred reads
     // per pair make +-10% several standard errors wide.
     let doc = bindings_json(&dir, "sampled", "sample@200", &["1000000"]);
-    let rows = doc["bindings"].as_array().unwrap();
-    assert!(rows.iter().all(|b| b["producer"] == "produce"), "{doc}");
+    assert_no_consumer_produces(&doc);
     let ratio = bytes(&doc, "consume1") / bytes(&doc, "consume2");
     assert!((1.8..=2.2).contains(&ratio), "{ratio} {doc}");
 
@@ -106,14 +105,30 @@ fn watch_var_counts_are_exact_and_sampling_keeps_the_two_to_one() {
     }
 }
 
-/// The estimated bytes of the binding produce -> `consumer` in `doc`.
-fn bytes(doc: &serde_json::Value, consumer: &str) -> f64 {
+/// The binding produce -> `consumer` through the buffer in `doc`.
+fn row<'a>(doc: &'a serde_json::Value, consumer: &str) -> &'a serde_json::Value {
     let rows = doc["bindings"].as_array().unwrap();
     let row = rows
         .iter()
         .find(|b| b["producer"] == "produce" && b["consumer"] == consumer);
-    let row = row.unwrap_or_else(|| panic!("no produce -> {consumer} in {doc}"));
-    row["bytes"].as_f64().unwrap()
+    row.unwrap_or_else(|| panic!("no produce -> {consumer} in {doc}"))
+}
+
+/// The estimated bytes of the binding produce -> `consumer` in `doc`.
+fn bytes(doc: &serde_json::Value, consumer: &str) -> f64 {
+    row(doc, consumer)["bytes"].as_f64().unwrap()
+}
+
+/// No binding has a consumer as its producer (sampled stack words also bind the callers that
+/// push return addresses to the callees that pop them: `main -> produce`).
+fn assert_no_consumer_produces(doc: &serde_json::Value) {
+    let rows = doc["bindings"].as_array().unwrap();
+    let consumers = ["consume1", "consume2"];
+    assert!(
+        rows.iter()
+            .all(|b| !consumers.iter().any(|c| b["producer"] == *c)),
+        "{doc}"
+    );
 }
 
 /// With the consumers in a second thread (a barrier between the two halves of each round),
@@ -160,10 +175,9 @@ fn heap_blocks_are_watched_with_data() {
     assert!(how.contains("on the heap)"), "{doc}");
     let ratio = bytes(&doc, "consume1") / bytes(&doc, "consume2");
     assert!((1.8..=2.2).contains(&ratio), "{ratio} {doc}");
-    let rows = doc["bindings"].as_array().unwrap();
-    assert!(rows.iter().all(|b| b["producer"] == "produce"), "{doc}");
-    for b in rows {
-        let addresses = b["addresses"].as_f64().unwrap();
+    assert_no_consumer_produces(&doc);
+    for c in ["consume1", "consume2"] {
+        let addresses = row(&doc, c)["addresses"].as_f64().unwrap();
         assert!((2048.0..=5120.0).contains(&addresses), "{doc}");
     }
 
@@ -181,15 +195,10 @@ fn stack_arrays_are_watched_and_no_stack_drops_them() {
     let dir = scratch_dir("watch-stack");
     compile("watch_pc.c", &dir, "pc", &["-O1", "-g", "-pthread"]);
     let doc = bindings_json(&dir, "stack", "sample@200", &["2000000", "stack"]);
-    let rows = doc["bindings"].as_array().unwrap();
-    let through = |c: &str| {
-        rows.iter()
-            .find(|b| b["producer"] == "produce" && b["consumer"] == c)
-    };
     for c in ["consume1", "consume2"] {
-        let row = through(c).unwrap_or_else(|| panic!("no produce -> {c} in {doc}"));
-        assert_eq!(row["stack"], true, "{doc}");
+        assert_eq!(row(&doc, c)["stack"], true, "{doc}");
     }
+    assert_no_consumer_produces(&doc);
     let ratio = bytes(&doc, "consume1") / bytes(&doc, "consume2");
     assert!((1.8..=2.2).contains(&ratio), "{ratio} {doc}");
     let json = run_ok(

@@ -4,20 +4,28 @@
 //!
 //! Window i watches one 8-byte word w_i, drawn uniformly from the R_i bytes of targets at its
 //! start, for d_i ns (until about [`WINDOW_TRAPS`] traps or [`WINDOW_MS`] ms; windows start
-//! every 1/HZ s) and sees v_i bytes move from P to C through it. v_i x R_i / 8 is then an
-//! unbiased estimate of the bytes moving from P to C through the whole region in that window.
-//! Over a run of T ns (first window to last) the transfer is estimated by the ratio estimator
+//! every 1/HZ s) and sees v_i bytes move from P to C through it: v_i / d_i is the rate through
+//! that word, and z_i = (v_i / d_i) x R_i / 8 the rate through the whole region it stands for.
+//! Over a run of T ns (first window to last) the transfer is estimated as
 //!
 //! ```text
-//! bytes(P, C) = sum (v_i x R_i / 8) / sum d_i x T
+//! bytes(P, C) = mean(z_i) x T,   standard error sd(z_i) / sqrt(n) x T
 //! ```
 //!
-//! unbiased when the transfer rate does not depend on which windows were taken (they are
-//! evenly spaced in time, words drawn independently). Its standard error is the ratio
-//! estimator's, sqrt(n / (n - 1) x sum (y_i - r d_i)^2) / sum d_i x T with y_i = v_i x R_i / 8
-//! and r the ratio: it grows where few windows saw the pair. Bindings through stack words and
+//! unbiased when each v_i / d_i is unbiased for its word's rate and the rates do not depend
+//! on which windows were taken (they are evenly spaced in time, words drawn independently).
+//! The mean of the windows' rates, not the ratio of their sums: a window on a busy word is
+//! closed by its traps within microseconds while one on a quiet word stays open 5 ms, so
+//! pooling the windows' bytes and lengths would weigh the busy words by their short windows
+//! and underestimate them by the ratio of the lengths. Bindings through stack words and
 //! through the others are estimated apart (v_i counted only in windows of that kind, a domain
 //! estimate over all the windows), so `--no-stack` can drop the first.
+//!
+//! What remains low is d_i itself: each trap stops the program (about 16 µs on the 2-core VM
+//! this was built on), so a window on a word the program touches every few ns lasts many
+//! times the program's own time for those accesses, and its rate comes out that many times
+//! too low. The natural time is the window's length less its traps' cost, a small difference
+//! of large numbers for such words, so it is not subtracted.
 //!
 //! A window closed by its trap count would cut the last production epoch (a write and the
 //! reads that follow it) short at a point that depends on the reads' order, favouring the
@@ -238,23 +246,21 @@ impl Sampler {
     /// The estimate for the whole region and span of one binding, through stack words
     /// (`stack`) or through the others.
     fn estimate(&self, pair: (u32, u32), stack: bool, info: &SampledWatch) -> Binding {
-        // Per window: the bytes and reads seen, the bytes scaled to the region (y_i), and its
-        // length (d_i).
-        let per_window: Vec<(u64, u64, f64, f64)> = (self.windows.iter())
+        // Per window: the bytes and reads seen, and the rate through the region it stands for,
+        // z_i = (v_i x R_i / 8) / d_i.
+        let per_window: Vec<(u64, u64, f64)> = (self.windows.iter())
             .map(|w| {
                 let (v, reads) = (w.pairs.iter())
                     .find(|(p, _)| *p == pair && (w.pick.kind == Kind::Stack) == stack)
                     .map_or((0, 0), |(_, seen)| *seen);
                 let region = w.region(self.targets.static_bytes) as f64;
-                (v, reads, v as f64 * region / 8.0, w.ns as f64)
+                (v, reads, v as f64 * region / 8.0 / w.ns.max(1) as f64)
             })
             .collect();
-        let n = per_window.len() as f64;
-        let total_d = (info.watched_ns as f64).max(1.0);
-        let total_y: f64 = per_window.iter().map(|w| w.2).sum();
-        let ratio = total_y / total_d;
-        let sq: f64 = per_window.iter().map(|w| (w.2 - ratio * w.3).powi(2)).sum();
-        let var = if n > 1.0 { n / (n - 1.0) * sq } else { 0.0 };
+        let n = (per_window.len() as f64).max(1.0);
+        let mean = per_window.iter().map(|w| w.2).sum::<f64>() / n;
+        let sq: f64 = per_window.iter().map(|w| (w.2 - mean).powi(2)).sum();
+        let var = if n > 1.0 { sq / (n - 1.0) / n } else { 0.0 };
         let span = info.span_ns as f64;
         let carried: f64 = (self.windows.iter().zip(&per_window))
             .filter(|(_, p)| p.0 > 0)
@@ -271,8 +277,8 @@ impl Sampler {
             producer: pair.0,
             consumer: pair.1,
             stack,
-            bytes: ratio * span,
-            bytes_error: var.sqrt() / total_d * span,
+            bytes: mean * span,
+            bytes_error: var.sqrt() * span,
             addresses: carried / active,
             seen_bytes: per_window.iter().map(|w| w.0).sum(),
             seen_reads: per_window.iter().map(|w| w.1).sum(),
@@ -284,9 +290,10 @@ impl Sampler {
 mod tests {
     use super::*;
 
-    /// Each window's bytes are scaled by its own region: a window drawn from twice the bytes
-    /// (heap grown) counts twice. Bindings through stack words are estimated apart. Unique
-    /// addresses are averaged over the pair's first to last window only.
+    /// Each window's rate is scaled by its own region: a window drawn from twice the bytes
+    /// (heap grown) counts twice; the windows' rates are averaged, whatever their lengths.
+    /// Bindings through stack words are estimated apart. Unique addresses are averaged over
+    /// the pair's first to last window only.
     #[test]
     fn each_window_is_scaled_by_the_region_it_was_drawn_from() {
         let mut s = Sampler::new(100, Targets::new(&[(0x1000, 800)], 0, Some(4096)));
@@ -320,15 +327,15 @@ mod tests {
             span_ns: 10_000,
         };
         let b = s.estimate(pair, false, &info);
-        // y = 8 x 100, 8 x 200, 0 (a stack window), 0 over 5000 ns, times 10,000 ns.
-        assert!((b.bytes - 4800.0).abs() < 1e-9, "{}", b.bytes);
-        // Residuals 320, 1120, -960, -480: sqrt(4/3 x 2,508,800) / 5000 x 10,000.
-        let se = (4.0 / 3.0 * 2_508_800.0f64).sqrt() * 2.0;
+        // z = 8 x 100 / 1000, 8 x 200 / 1000, 0 (a stack window), 0: mean 0.6 per ns over
+        // 10,000 ns; squared deviations 1.76, so the standard error is sqrt(1.76 / 3 / 4).
+        assert!((b.bytes - 6000.0).abs() < 1e-9, "{}", b.bytes);
+        let se = (1.76f64 / 3.0 / 4.0).sqrt() * 10_000.0;
         assert!((b.bytes_error - se).abs() < 1e-6, "{} {se}", b.bytes_error);
         assert_eq!(b.addresses, (800.0 + 1600.0) / 2.0);
         assert_eq!((b.seen_bytes, b.seen_reads, b.stack), (16, 2, false));
         let through_stack = s.estimate(pair, true, &info);
-        assert!((through_stack.bytes - 8.0 * 100.0 / 5000.0 * 10_000.0).abs() < 1e-9);
+        assert!((through_stack.bytes - 8.0 * 100.0 / 2000.0 / 4.0 * 10_000.0).abs() < 1e-9);
         assert_eq!((through_stack.seen_reads, through_stack.stack), (1, true));
     }
 }
