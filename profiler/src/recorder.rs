@@ -44,7 +44,7 @@ struct ThreadState {
     cct: CctBuilder,
     /// Return-address frames of the last complete path, outermost first.
     last_path: Vec<PathEntry>,
-    /// The user stack pointer of its last sample (0 before any).
+    /// The user stack pointer of its last sample (0 before any and after its end).
     last_sp: u64,
 }
 
@@ -250,6 +250,12 @@ impl Recorder {
             Ok(EventRecord::Mmap2(m)) => self.mmap2(&m),
             Ok(EventRecord::Comm(c)) => self.comm(&c),
             Ok(EventRecord::Fork(f)) => self.fork(&f),
+            // An ended thread's stack is no longer a `--watch sample` target.
+            Ok(EventRecord::Exit(e)) => {
+                if let Some(t) = self.threads.get_mut(&(e.tid as u32)) {
+                    t.last_sp = 0;
+                }
+            }
             Ok(EventRecord::Lost(l)) => self.stats.lost += l.count,
             Ok(EventRecord::Throttle(_)) => self.stats.throttled += 1,
             Ok(_) | Err(_) => {}
