@@ -369,7 +369,8 @@ impl Watcher {
         self.rings.iter().map(|r| r.fd())
     }
 
-    /// How long the caller may sleep before [`Watcher::tick`] is due, in ms.
+    /// How long the caller may sleep before the next tick (reading traps, moving the
+    /// watchpoint) is due, in ms.
     pub fn sleep_ms(&self) -> u16 {
         self.sampler.as_ref().map_or(50, |s| s.sleep_ms())
     }
