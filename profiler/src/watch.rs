@@ -14,9 +14,8 @@
 //!   the threads' inherited copies), is moved (`PERF_EVENT_IOC_MODIFY_ATTRIBUTES`) to an
 //!   8-byte word drawn uniformly from the executable's writable static data, the stacks of the
 //!   launched process's threads and with `--data` its live heap blocks (`targets`), and armed
-//!   until
-//!   [`WINDOW_TRAPS`] traps (each CPU's ring wakes hpcrun-rs at its share of them; a few more
-//!   may land before it disarms) or [`WINDOW_MS`] ms, so a producer in one thread and its
+//!   until [`WINDOW_TRAPS`] traps (each CPU's ring wakes hpcrun-rs at its share of them; a few
+//!   more may land before it disarms) or [`WINDOW_MS`] ms, so a producer in one thread and its
 //!   consumers in others are seen. `PERF_EVENT_IOC_REFRESH`, which would let the kernel disarm it,
 //!   re-armed only the first window on this kernel (6.18), hence the reader's disarming. See
 //!   `sampler` for the estimator.
