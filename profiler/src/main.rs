@@ -227,6 +227,14 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         notes.push(format!(
             "the command was killed by signal {sig} (exit status {status})"
         ));
+        if sig == libc::SIGTRAP && !cli.watch.is_empty() {
+            notes.push(
+                "warning: with --watch, a SIGTRAP may be a watchpoint trap that the kernel \
+                 delivered to the command as a signal (seen rarely on a virtual machine); the \
+                 profile holds the run up to then, and running it again usually completes"
+                    .to_string(),
+            );
+        }
     }
     notes.push(own_cpu_note(measurement.attached_cpu));
     let mut profile = session::into_profile(measurement);

@@ -27,14 +27,26 @@ fn bindings_json_with(
     let exe = dir.join("pc");
     let db = dir.join(format!("{name}.db"));
     let hpcdb = dir.join(format!("{name}.hpcdb"));
-    run_ok(
-        Command::new(tool("hpcrun-rs"))
-            .args(flags)
+    let hpcrun = || {
+        let mut c = Command::new(tool("hpcrun-rs"));
+        c.args(flags)
             .args(["-q", "--watch", watch, "-o"])
             .arg(&db)
             .arg(&exe)
-            .args(args),
-    );
+            .args(args);
+        c
+    };
+    // Once in a while on this VM (1 run of about 15 under a loaded suite; none in 300 alone)
+    // the kernel delivers a watchpoint trap to the program as SIGTRAP, which kills it
+    // (hpcrun-rs exits 128 + 5 and says so): run it once more then. A second one fails.
+    let first = run(&mut hpcrun());
+    if first.status.code() == Some(128 + 5) {
+        eprintln!("{name}: the command was killed by SIGTRAP; running it again");
+        run_ok(&mut hpcrun());
+    } else {
+        let stderr = String::from_utf8_lossy(&first.stderr);
+        assert!(first.status.success(), "{:?}: {stderr}", first.status);
+    }
     run_ok(
         Command::new(tool("hpcprof-rs"))
             .arg(&db)
