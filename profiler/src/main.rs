@@ -79,8 +79,8 @@ struct Cli {
     /// Watch data with hardware watchpoints for producer/consumer bindings (hpcview-rs
     /// --bindings): `VAR[,VAR]` watches up to 4 named statics of the executable exactly
     /// (reads and writes by function); `sample[@HZ]` moves one watchpoint over its static data
-    /// (with --data also over the live heap blocks) HZ times a second (default 50) and
-    /// estimates the bindings of the whole run
+    /// and its threads' stacks (with --data also over the live heap blocks) HZ times a second
+    /// (default 50) and estimates the bindings of the whole run
     #[arg(long, value_name = "VAR|sample[@HZ]")]
     watch: Vec<String>,
 
