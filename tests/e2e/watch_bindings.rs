@@ -36,7 +36,7 @@ fn bindings_json_with(
             .args(args);
         c
     };
-    // Once in a while on this VM (1 run of about 15 under a loaded suite; none in 300 alone)
+    // Once in a while on this VM (1 run under a loaded suite; none in about 900 other runs)
     // the kernel delivers a watchpoint trap to the program as SIGTRAP, which kills it
     // (hpcrun-rs exits 128 + 5 and says so): run it once more then. A second one fails.
     let first = run(&mut hpcrun());
