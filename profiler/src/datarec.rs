@@ -20,7 +20,7 @@ use crate::unwind::RawFrame;
 
 /// Bytes below the stack pointer a leaf function may use without moving it (the x86-64 ABI's
 /// red zone): touches there belong to the sampled frame.
-const RED_ZONE: u64 = 128;
+pub(crate) const RED_ZONE: u64 = 128;
 
 /// One allocation or free, as the allocation tracker reported it, its calling context already
 /// a node of the allocating thread's tree.

@@ -311,7 +311,8 @@ impl Watcher {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map_err(|e| format!("cannot see process {pid}'s executable: {e}"))?;
         let exe = exe.as_path();
-        let load = code::load_address(pid, exe)
+        let load = (exe.to_str())
+            .and_then(|path| code::load_address(&code::mappings(pid), path))
             .ok_or_else(|| format!("cannot find where {} was loaded", exe.display()))?;
         let bias = load.wrapping_sub(plan.exe.first_page);
         let mut rings = Vec::new();

@@ -149,36 +149,46 @@ impl Executable {
     }
 }
 
-/// The start of the mapping of file `exe` at offset 0 in `/proc/PID/maps`, where the kernel
-/// put the executable's first page.
-pub(crate) fn load_address(pid: i32, exe: &Path) -> Option<u64> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let exe = exe.to_str()?;
-    maps.lines().find_map(|line| {
-        let mut f = line.split_whitespace();
-        let range = f.next()?;
-        let (_perms, offset) = (f.next()?, f.next()?);
-        let path = f.nth(2)?;
-        (path == exe && u64::from_str_radix(offset, 16).ok()? == 0)
-            .then(|| u64::from_str_radix(range.split('-').next()?, 16).ok())
-            .flatten()
-    })
+/// One line of `/proc/PID/maps`: a range, its file offset, and its file (empty when
+/// anonymous).
+pub(crate) struct Mapping {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) offset: u64,
+    pub(crate) path: String,
 }
 
-/// The file mappings of a `/proc/PID/maps` text: (start, end, path) each.
-pub(crate) fn file_mappings(maps: &str) -> Vec<(u64, u64, String)> {
+impl Mapping {
+    /// Whether `addr` is inside it.
+    pub(crate) fn holds(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+}
+
+/// The mappings of process `pid`, from `/proc/PID/maps`; none when it cannot be read.
+pub(crate) fn mappings(pid: i32) -> Vec<Mapping> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
     (maps.lines())
         .filter_map(|line| {
             let mut f = line.split_whitespace();
             let (lo, hi) = f.next()?.split_once('-')?;
-            let path = f.nth(4)?;
-            path.starts_with('/').then_some((
-                u64::from_str_radix(lo, 16).ok()?,
-                u64::from_str_radix(hi, 16).ok()?,
-                path.to_string(),
-            ))
+            let offset = f.nth(1)?;
+            Some(Mapping {
+                start: u64::from_str_radix(lo, 16).ok()?,
+                end: u64::from_str_radix(hi, 16).ok()?,
+                offset: u64::from_str_radix(offset, 16).ok()?,
+                path: f.nth(2).unwrap_or_default().to_string(),
+            })
         })
         .collect()
+}
+
+/// Where file `path` was loaded: the start of its mapping at offset 0, where the kernel put its
+/// first page.
+pub(crate) fn load_address(mappings: &[Mapping], path: &str) -> Option<u64> {
+    (mappings.iter())
+        .find(|m| m.path == path && m.offset == 0)
+        .map(|m| m.start)
 }
 
 #[cfg(test)]

@@ -51,21 +51,19 @@ impl Libraries {
         if let Some(i) = self.known.iter().position(inside) {
             return self.known.get(i);
         }
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-        let mappings = code::file_mappings(&maps);
-        let path = mappings
-            .iter()
-            .find(|(lo, hi, _)| *lo <= addr && addr < *hi)
-            .map(|m| m.2.clone())?;
+        let mappings = code::mappings(pid);
+        let path = (mappings.iter())
+            .find(|m| m.path.starts_with('/') && m.holds(addr))
+            .map(|m| m.path.clone())?;
         let ranges = (mappings.iter())
-            .filter(|m| m.2 == path)
-            .map(|m| (m.0, m.1))
+            .filter(|m| m.path == path)
+            .map(|m| (m.start, m.end))
             .collect();
         let label = format!("<{}>", path.rsplit('/').next().unwrap_or(&path));
         let image = Executable::read(&PathBuf::from(&path))
             .ok()
             .and_then(|exe| {
-                let load = code::load_address(pid, path.as_ref())?;
+                let load = code::load_address(&mappings, &path)?;
                 let bias = load.wrapping_sub(exe.first_page);
                 Some((exe, bias))
             });

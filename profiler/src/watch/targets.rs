@@ -7,10 +7,8 @@
 //! `/proc/PID/maps` once per mapping). The samples and allocation records are a few ms behind
 //! the program, so the regions are too.
 
+use crate::datarec::RED_ZONE;
 use crate::liveheap::LiveHeap;
-
-/// Bytes below the stack pointer that a leaf function may use (the x86-64 ABI's red zone).
-const RED_ZONE: u64 = 128;
 
 /// Which region a word was drawn from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,16 +142,9 @@ impl Targets {
         if let Some(m) = self.stack_maps.iter().copied().find(inside) {
             return Some(m);
         }
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-        let m = (maps.lines())
-            .filter_map(|line| {
-                let (lo, hi) = line.split_whitespace().next()?.split_once('-')?;
-                Some((
-                    u64::from_str_radix(lo, 16).ok()?,
-                    u64::from_str_radix(hi, 16).ok()?,
-                ))
-            })
-            .find(inside)?;
+        let m = (super::code::mappings(pid).iter())
+            .find(|m| m.holds(sp))
+            .map(|m| (m.start, m.end))?;
         self.stack_maps.push(m);
         Some(m)
     }
