@@ -87,8 +87,8 @@ pub fn bindings(db: &Database, no_stack: bool) -> Option<Bindings> {
         let name = |f: u32| w.functions.get(f as usize).cloned().unwrap_or_default();
         out.traps += w.traps;
         out.lost += w.lost;
-        match &w.mode {
-            WatchMode::Variables(vars) => {
+        match (&w.mode, w.mode.sampled()) {
+            (WatchMode::Variables(vars), _) => {
                 let list: Vec<String> = vars
                     .iter()
                     .map(|v| format!("{} ({} of {} bytes)", v.name, v.watched, v.size))
@@ -104,10 +104,7 @@ pub fn bindings(db: &Database, no_stack: bool) -> Option<Bindings> {
                     e.1 += a.writes;
                 }
             }
-            WatchMode::Sampled(_) | WatchMode::SampledRegions(..) => {
-                let Some((s, heap)) = w.mode.sampled() else {
-                    continue;
-                };
+            (_, Some((s, regions))) => {
                 out.exact = false;
                 out.how.push(format!(
                     "sampled: {} windows at {} Hz on {}-byte words of {}, {:.3} ms watched of \
@@ -115,10 +112,10 @@ pub fn bindings(db: &Database, no_stack: bool) -> Option<Bindings> {
                     s.windows,
                     s.hz,
                     s.word,
-                    s.targets(heap),
+                    s.targets(regions),
                     s.watched_ns as f64 / 1e6,
                     s.span_ns as f64 / 1e9,
-                    s.scale(heap)
+                    s.scale(regions)
                 ));
                 out.how.push(
                     "absolute bytes are underestimates (every trap slows the watched window, \
@@ -126,7 +123,7 @@ pub fn bindings(db: &Database, no_stack: bool) -> Option<Bindings> {
                         .to_string(),
                 );
             }
-            WatchMode::None => {}
+            _ => {}
         }
         for b in &w.bindings {
             if no_stack && b.stack {

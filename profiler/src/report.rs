@@ -116,13 +116,12 @@ pub fn summary(profile: &Profile, duration_s: f64, output: &str, notes: &[String
 fn watch_summary(w: &crate::watchdb::WatchProfile) -> String {
     use crate::watchdb::WatchMode;
     let what = match (&w.mode, w.mode.sampled()) {
-        (WatchMode::None, _) => return String::new(),
         (WatchMode::Variables(vars), _) => {
             let names: Vec<&str> = vars.iter().map(|v| v.name.as_str()).collect();
             format!("watch {} (every access)", names.join(","))
         }
-        (_, Some((s, heap))) => {
-            let hint = match heap.and_then(|r| r.heap.as_ref()) {
+        (_, Some((s, regions))) => {
+            let hint = match regions.and_then(|r| r.heap.as_ref()) {
                 None => " (--data also watches heap blocks)",
                 Some(_) => "",
             };
@@ -130,10 +129,10 @@ fn watch_summary(w: &crate::watchdb::WatchProfile) -> String {
                 "watch sample@{}: {} windows over {}{hint}",
                 s.hz,
                 s.windows,
-                s.targets(heap)
+                s.targets(regions)
             )
         }
-        (_, None) => return String::new(),
+        _ => return String::new(),
     };
     format!(
         "  {what}; {} traps, {} lost; {} producer -> consumer bindings (hpcview-rs --bindings)\n",
@@ -222,9 +221,8 @@ fn precise_status(name: &str) -> String {
 fn show_watch(out: &mut String, w: &crate::watchdb::WatchProfile) {
     use crate::watchdb::WatchMode;
     let name = |f: u32| w.functions.get(f as usize).map_or("?", |s| s.as_str());
-    match &w.mode {
-        WatchMode::None => return,
-        WatchMode::Variables(vars) => {
+    match (&w.mode, w.mode.sampled()) {
+        (WatchMode::Variables(vars), _) => {
             for (i, v) in vars.iter().enumerate() {
                 let _ = writeln!(
                     out,
@@ -237,19 +235,17 @@ fn show_watch(out: &mut String, w: &crate::watchdb::WatchProfile) {
                 }
             }
         }
-        WatchMode::Sampled(_) | WatchMode::SampledRegions(..) => {
-            let Some((s, heap)) = w.mode.sampled() else {
-                return;
-            };
+        (_, Some((s, regions))) => {
             let _ = writeln!(
                 out,
                 "watch sample@{}: {} windows over {}, scale x{:.1}",
                 s.hz,
                 s.windows,
-                s.targets(heap),
-                s.scale(heap)
+                s.targets(regions),
+                s.scale(regions)
             );
         }
+        _ => return,
     }
     let _ = writeln!(out, "watch traps {}  lost {}", w.traps, w.lost);
     let _ = writeln!(

@@ -83,8 +83,8 @@ pub struct SampledWatch {
     pub hz: u64,
     /// Windows armed.
     pub windows: u64,
-    /// Bytes of static data targets were drawn from (uniformly, in 8-byte words, together
-    /// with the live heap bytes when the heap was a target).
+    /// Bytes of static data targets were drawn from (uniformly, in 8-byte words; the stacks and
+    /// heap of [`WatchMode::SampledRegions`] are in its [`Regions`]).
     pub region_bytes: u64,
     /// Bytes watched per window.
     pub word: u8,
