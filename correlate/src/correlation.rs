@@ -218,10 +218,8 @@ pub fn finish_enriched(
     let mut skipped = listed_skipped;
     skipped.append(&mut gathered.skipped);
     let summary = Summary {
-        modules: db
-            .modules
-            .iter()
-            .map(|m| (m.path.clone(), m.structure.clone()))
+        modules: (db.modules.iter().zip(&found))
+            .map(|(m, f)| (m.path.clone(), f.source.clone()))
             .collect(),
         analysed_procedures: found.iter().map(|f| f.analysed).sum(),
         contexts: db.nodes.len(),

@@ -126,10 +126,24 @@ pub enum StructureSource {
     File(String),
     /// Recovered from the binary during this run.
     OnTheFly,
-    /// Loaded from the on-disk structure cache.
+    /// Loaded from the on-disk structure cache: said in the run's summary only (databases before
+    /// this rule may hold it), since the file records [`StructureSource::recorded`].
     Cache,
     /// None: the module was unreadable or had no symbols (the reason).
     None(String),
+}
+
+impl StructureSource {
+    /// What a database records of this source: a cached analysis is the analysis of the same
+    /// binary made earlier, so it is recorded as [`StructureSource::OnTheFly`]. The same inputs
+    /// then give the same bytes whether the cache was cold or warm; the run summary still says
+    /// which modules came from the cache.
+    pub fn recorded(&self) -> StructureSource {
+        match self {
+            StructureSource::Cache => StructureSource::OnTheFly,
+            other => other.clone(),
+        }
+    }
 }
 
 /// A load module.

@@ -129,7 +129,9 @@ pub use projection::{callers, flat, top_down};
 pub use render::memmap as memmap_render;
 pub use render::timeline as timeline_render;
 pub use render::{alloc, delinquent, dhat, diff as diff_render};
-pub use render::{csv, data as data_render, folded, json, source, stats as stats_render, text};
+pub use render::{
+    csv, data as data_render, flame, folded, json, source, stats as stats_render, text,
+};
 pub use render::{footprint as footprint_render, raster, slices as slices_render};
 pub use report::{render as html_report, ReportSummary, SourceLimits};
 pub use shape::{focus, hide, keep_top, sort_by, SortKey};

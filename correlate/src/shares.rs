@@ -138,7 +138,7 @@ impl Prepared {
             .map(|(m, f)| ModuleDesc {
                 path: m.path.clone(),
                 build_id: m.build_id.clone(),
-                structure: f.source.clone(),
+                structure: f.source.recorded(),
             })
             .collect()
     }

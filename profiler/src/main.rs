@@ -50,7 +50,8 @@ struct Cli {
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_STACK_SIZE)]
     stack_size: u32,
 
-    /// Sample buffer per CPU in KiB, a power of two (default: 2048 as root, 512 otherwise)
+    /// Sample buffer per CPU in KiB, a power of two (default: 2048 as root, else 4096 or what
+    /// the locked-memory limit allows)
     #[arg(long, value_name = "KIB")]
     buffer_kib: Option<usize>,
 

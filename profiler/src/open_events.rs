@@ -23,11 +23,14 @@ pub(crate) struct OpenEvents {
     pub(crate) pages: usize,
 }
 
+/// Data pages per ring unless `--buffer-kib` says otherwise: 2 MiB as root, whose copier runs
+/// at real-time priority; 4 MiB otherwise (halved while the locked-memory limit refuses it),
+/// since an ordinary-priority copier may wait for the CPU while a fault burst fills the ring.
 pub(crate) fn default_ring_pages() -> usize {
     if nix::unistd::geteuid().is_root() {
         512
     } else {
-        128
+        1024
     }
 }
 
@@ -142,10 +145,9 @@ enum RingError {
 }
 
 /// Open the event that owns a CPU's ring and map the ring, halving it while the locked-memory
-/// budget refuses it. The wake-up watermark is half the ring: each wake-up of the reader (at
-/// `SCHED_FIFO`, often on the CPU of the command it preempts) costs the command time, and the
-/// other half, 124 samples of 8 KiB stacks in a 2 MiB ring, is room enough for a reader that
-/// runs as soon as it is woken.
+/// budget refuses it. The wake-up watermark is a quarter of the ring: the copier
+/// ([`crate::ring::Copier`]) that wakes then only copies the records out, and the other three
+/// quarters give it time to come on a busy machine.
 fn open_ring(
     mut attr: sys::perf_event_attr,
     task: i32,
@@ -154,7 +156,7 @@ fn open_ring(
     pages: &mut usize,
 ) -> Result<(Ring, u64), RingError> {
     loop {
-        perf::set_wakeup_watermark(&mut attr, (*pages * 4096 / 2) as u32);
+        perf::set_wakeup_watermark(&mut attr, (*pages * 4096 / 4) as u32);
         let fd = perf::open_in_group(&attr, task, cpu, leader).map_err(RingError::Open)?;
         let id = perf::event_id(&fd).map_err(RingError::Open)?;
         match Ring::map(fd, *pages) {

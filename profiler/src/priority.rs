@@ -6,11 +6,20 @@
 //! woken; it sleeps in between, so the command loses next to nothing (perf record's
 //! `--realtime` does the same on request).
 
-/// Give the calling thread (the reader) the lowest `SCHED_FIFO` priority, not inherited by
-/// processes it creates later; false where it is not permitted (an unprivileged user without
-/// `RLIMIT_RTPRIO`), and the reader then keeps its ordinary priority.
-pub(crate) fn raise_reader() -> bool {
-    let param = libc::sched_param { sched_priority: 1 };
+/// The reader's `SCHED_FIFO` priority: the lowest.
+pub(crate) const READER: i32 = 1;
+
+/// The ring copier's: one above the reader's, so that a copy (a few microseconds) is never kept
+/// waiting by an unwinding reader, ours or another hpcrun-rs's, on a busy machine.
+pub(crate) const COPIER: i32 = 2;
+
+/// Give the calling thread (the reader or the copier) `SCHED_FIFO` priority `priority`, not
+/// inherited by processes it creates later; false where it is not permitted (an unprivileged
+/// user without `RLIMIT_RTPRIO`), and the thread then keeps its ordinary priority.
+pub(crate) fn raise_reader(priority: i32) -> bool {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
     // SAFETY: sched_setscheduler reads `param` and changes only this thread's policy.
     unsafe {
         libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) == 0

@@ -1,18 +1,25 @@
-//! The kernel's per-CPU sample ring buffer, read without copying.
+//! The kernel's per-CPU sample ring buffer, emptied into a spool of our own.
 //!
 //! A ring is one metadata page followed by `2^n` data pages, mapped read-write so the kernel
 //! honours `data_tail` and never overwrites records we have not read (it counts them as lost
-//! instead). Records are read at a private cursor; [`Ring::release`] hands the space back.
+//! instead). Copying what the kernel wrote into the ring's spool hands the space back at once,
+//! so a burst of samples (a page-fault storm with an 8 KiB stack copy each) only has to outrun a
+//! memory copy, not the unwinding of every sample. A [`Copier`] thread does that copy as soon
+//! as a ring wakes it, while the reader unwinds what is already spooled; [`Ring::fill`] takes
+//! the spool over, and records are then read from it at a private cursor.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use linux_perf_event_reader::RawData;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use perf_event_open_sys::bindings::perf_event_mmap_page;
 
-/// One record's header and body, as it sits in the ring (possibly split at the wrap point).
+/// One record's header and body.
 #[derive(Debug, Clone, Copy)]
 pub struct RingRecord<'a> {
     /// `perf_event_header.type`.
@@ -23,21 +30,100 @@ pub struct RingRecord<'a> {
     pub data: RawData<'a>,
 }
 
-/// A mapped ring buffer of one perf event (other events may be redirected into it).
-pub struct Ring {
+/// The kernel's side of a ring: the mapping, its descriptor, and the records copied out of it
+/// and not yet taken by the reader. Shared by the reader and the [`Copier`].
+struct Mapped {
     base: NonNull<u8>,
     map_len: usize,
     data_offset: usize,
     data_size: usize,
-    cursor: u64,
-    head: u64,
+    spool: Mutex<Vec<u8>>,
+    /// Whether a [`Copier`] copies this ring out (the reader then only takes the spool).
+    copied: AtomicBool,
     fd: OwnedFd,
 }
 
-// The mapping is owned by this value and only touched through `&mut self` or the kernel.
-unsafe impl Send for Ring {}
+// SAFETY: the mapping lives as long as this value; the data area is only read, and the tail
+// only written, with the spool's lock held.
+unsafe impl Send for Mapped {}
+unsafe impl Sync for Mapped {}
 
 const PAGE: usize = 4096;
+
+/// The most a spool holds (bytes): past it the ring is left to fill, and the kernel counts what
+/// it cannot write as lost, so a reader that falls behind for good does not grow without bound.
+const SPOOL_LIMIT: usize = 64 << 20;
+
+impl Mapped {
+    fn meta(&self) -> *mut perf_event_mmap_page {
+        self.base.as_ptr().cast()
+    }
+
+    /// Copy every record the kernel has written into the spool and give the ring's space back
+    /// (unless the spool is full: then the ring keeps them until a later copy).
+    fn copy_out(&self) {
+        let mut spool = self.spool.lock().unwrap_or_else(|e| e.into_inner());
+        if spool.len() >= SPOOL_LIMIT {
+            return;
+        }
+        // SAFETY: data_head and data_tail are naturally aligned u64s in the mapped metadata
+        // page; the tail is ours to write (under the lock), the head the kernel's.
+        let (head, tail) = unsafe {
+            (
+                AtomicU64::from_ptr(std::ptr::addr_of_mut!((*self.meta()).data_head)),
+                AtomicU64::from_ptr(std::ptr::addr_of_mut!((*self.meta()).data_tail)),
+            )
+        };
+        let from = tail.load(Ordering::Relaxed);
+        let len = head
+            .load(Ordering::Acquire)
+            .saturating_sub(from)
+            .min(self.data_size as u64) as usize;
+        if len == 0 {
+            return;
+        }
+        // SAFETY: the data area is mapped for this value's lifetime; the kernel only writes
+        // past data_head, which we never read beyond.
+        let data = unsafe {
+            std::slice::from_raw_parts(self.base.as_ptr().add(self.data_offset), self.data_size)
+        };
+        let start = (from % self.data_size as u64) as usize;
+        let first = len.min(data.len() - start);
+        spool.extend_from_slice(&data[start..start + first]);
+        spool.extend_from_slice(&data[..len - first]);
+        tail.store(from + len as u64, Ordering::Release);
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `Ring::map` mapped.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.map_len);
+        }
+    }
+}
+
+/// An empty buffer whose first `bytes` are written once, so that the copies of a burst do not
+/// first have to fault its pages in (each a trap into the kernel, dearer still in a VM).
+fn touched(bytes: usize) -> Vec<u8> {
+    let mut buffer = vec![1u8; bytes];
+    buffer.clear();
+    buffer
+}
+
+/// A mapped ring buffer of one perf event (other events may be redirected into it), with the
+/// records taken from its spool and not yet all read.
+pub struct Ring {
+    mapped: Arc<Mapped>,
+    /// Records taken from the spool.
+    records: Vec<u8>,
+    /// Read position in `records`.
+    cursor: usize,
+    /// An empty buffer swapped for the spool when taking it, so that the spool's lock is held
+    /// for no copy (the copier outranks the reader and must not wait for it).
+    spare: Vec<u8>,
+}
 
 impl Ring {
     /// Map `data_pages` (a power of two) data pages for `fd`.
@@ -67,100 +153,186 @@ impl Ring {
             data_offset = PAGE;
             data_size = data_pages * PAGE;
         }
-        let mut ring = Ring {
+        let mapped = Mapped {
             base,
             map_len,
             data_offset,
             data_size,
-            cursor: 0,
-            head: 0,
+            spool: Mutex::new(touched(2 * data_size)),
+            copied: AtomicBool::new(false),
             fd,
         };
-        ring.cursor = ring.tail_word().load(Ordering::Acquire);
-        Ok(ring)
-    }
-
-    fn head_word(&self) -> &AtomicU64 {
-        let meta = self.base.as_ptr().cast::<perf_event_mmap_page>();
-        // SAFETY: data_head is a naturally aligned u64 in the mapped metadata page.
-        unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*meta).data_head)) }
-    }
-
-    fn tail_word(&self) -> &AtomicU64 {
-        let meta = self.base.as_ptr().cast::<perf_event_mmap_page>();
-        // SAFETY: as for `head_word`.
-        unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*meta).data_tail)) }
-    }
-
-    fn data(&self) -> &[u8] {
-        // SAFETY: the data area is mapped for the ring's lifetime; the kernel only writes past
-        // `data_head`, which we never read beyond.
-        unsafe {
-            std::slice::from_raw_parts(self.base.as_ptr().add(self.data_offset), self.data_size)
-        }
+        Ok(Ring {
+            mapped: Arc::new(mapped),
+            records: touched(2 * data_size),
+            cursor: 0,
+            spare: touched(2 * data_size),
+        })
     }
 
     /// The event descriptor that owns the ring.
     pub fn fd(&self) -> &OwnedFd {
-        &self.fd
+        &self.mapped.fd
     }
 
-    /// Take a snapshot of how far the kernel has written; [`Ring::peek`] reads up to it.
-    pub fn snapshot(&mut self) {
-        self.head = self.head_word().load(Ordering::Acquire);
-    }
-
-    /// The record at the cursor, if the snapshot holds one.
-    pub fn peek(&self) -> Option<RingRecord<'_>> {
-        if self.cursor + 8 > self.head {
-            return None;
+    /// Copy what the kernel has written into the spool (unless a [`Copier`] does), and take the
+    /// spool over for reading.
+    pub fn fill(&mut self) {
+        if !self.mapped.copied.load(Ordering::Relaxed) {
+            self.mapped.copy_out();
         }
-        let data = self.data();
-        let header = self.bytes_at(self.cursor, 8);
-        let header = header.as_slice();
+        {
+            let mut spool = self.mapped.spool.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::swap(&mut *spool, &mut self.spare);
+        }
+        if self.cursor == self.records.len() {
+            self.records.clear();
+            self.cursor = 0;
+            std::mem::swap(&mut self.records, &mut self.spare);
+        } else {
+            self.records.extend_from_slice(&self.spare);
+            self.spare.clear();
+        }
+    }
+
+    /// The record at the cursor, if a whole one has been taken.
+    pub fn peek(&self) -> Option<RingRecord<'_>> {
+        let rest = &self.records[self.cursor..];
+        let header = rest.get(..8)?;
         let record_type = u32::from_le_bytes(header[0..4].try_into().ok()?);
         let misc = u16::from_le_bytes(header[4..6].try_into().ok()?);
-        let size = u16::from_le_bytes(header[6..8].try_into().ok()?) as u64;
-        if size < 8 || self.cursor + size > self.head || size as usize > data.len() {
-            return None;
-        }
+        let size = u16::from_le_bytes(header[6..8].try_into().ok()?) as usize;
+        let body = rest.get(8..size.max(8))?;
         Some(RingRecord {
             record_type,
             misc,
-            data: self.bytes_at(self.cursor + 8, size as usize - 8),
+            data: RawData::Single(body),
         })
     }
 
     /// Step the cursor over the record [`Ring::peek`] returned.
     pub fn advance(&mut self) {
-        let header = self.bytes_at(self.cursor, 8).as_slice();
-        let size = u16::from_le_bytes([header[6], header[7]]) as u64;
-        self.cursor += size.max(8);
+        let size = match self.records.get(self.cursor + 6..self.cursor + 8) {
+            Some(b) => u16::from_le_bytes([b[0], b[1]]) as usize,
+            None => 0,
+        };
+        self.cursor = (self.cursor + size.max(8)).min(self.records.len());
     }
 
-    /// Give the space of every record stepped over back to the kernel.
+    /// Forget the records stepped over, keeping the memory for the next fill.
     pub fn release(&mut self) {
-        self.tail_word().store(self.cursor, Ordering::Release);
-    }
-
-    /// `len` bytes starting at ring position `pos`, split in two where they wrap.
-    fn bytes_at(&self, pos: u64, len: usize) -> RawData<'_> {
-        let data = self.data();
-        let start = (pos % self.data_size as u64) as usize;
-        let end = start + len;
-        if end <= data.len() {
-            RawData::Single(&data[start..end])
-        } else {
-            RawData::Split(&data[start..], &data[..end - data.len()])
-        }
+        self.records.drain(..self.cursor);
+        self.cursor = 0;
     }
 }
 
-impl Drop for Ring {
+/// A thread that copies the rings out as soon as the kernel wakes it (a quarter of a ring
+/// written), at a real-time priority above the reader's where permitted, so that no ring fills while the reader
+/// unwinds: it does nothing but copy, then says so on its notice pipe. It alone polls the
+/// rings (the kernel hands a ring's wake-up to one poller only). Stopped (and joined) when
+/// dropped.
+pub struct Copier {
+    mapped: Vec<Arc<Mapped>>,
+    stop: Arc<AtomicBool>,
+    wake: OwnedFd,
+    notices: OwnedFd,
+    hung: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Copier {
+    /// Start copying `rings`.
+    pub fn start(rings: &[Ring]) -> io::Result<Copier> {
+        let mapped: Vec<Arc<Mapped>> = rings.iter().map(|r| Arc::clone(&r.mapped)).collect();
+        mapped
+            .iter()
+            .for_each(|m| m.copied.store(true, Ordering::Relaxed));
+        let (wait, wake) = nix::unistd::pipe()?;
+        let (notices, notify) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let hung = Arc::new(AtomicBool::new(false));
+        let (ready, started) = std::sync::mpsc::channel();
+        let thread = {
+            let (stop, hung) = (Arc::clone(&stop), Arc::clone(&hung));
+            std::thread::Builder::new()
+                .name("hpcrun-copier".into())
+                .spawn({
+                    let mapped = mapped.clone();
+                    move || {
+                        crate::priority::raise_reader(crate::priority::COPIER);
+                        let _ = ready.send(());
+                        copy_until_stopped(&mapped, &wait, &notify, &stop, &hung)
+                    }
+                })?
+        };
+        // The command starts once this returns: the copier must already be on the CPU (a new
+        // thread of ordinary priority waits its turn on a busy machine).
+        let _ = started.recv();
+        Ok(Copier {
+            mapped,
+            stop,
+            wake,
+            notices,
+            hung,
+            thread: Some(thread),
+        })
+    }
+
+    /// Readable once the copier has copied something since [`Copier::take_notices`].
+    pub fn notices(&self) -> &OwnedFd {
+        &self.notices
+    }
+
+    /// Empty the notice pipe.
+    pub fn take_notices(&self) {
+        let mut buf = [0u8; 64];
+        while matches!(nix::unistd::read(&self.notices, &mut buf), Ok(n) if n > 0) {}
+    }
+
+    /// Whether every ring has hung up (its events' tasks are all gone).
+    pub fn all_hung(&self) -> bool {
+        self.hung.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Copier {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `map` mapped.
-        unsafe {
-            libc::munmap(self.base.as_ptr().cast(), self.map_len);
+        self.stop.store(true, Ordering::Release);
+        let _ = nix::unistd::write(&self.wake, &[1]);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        self.mapped
+            .iter()
+            .for_each(|m| m.copied.store(false, Ordering::Relaxed));
+    }
+}
+
+/// The copier's loop: wait for a ring's wake-up (or 10 ms), copy every ring out, notify.
+fn copy_until_stopped(
+    mapped: &[Arc<Mapped>],
+    wait: &OwnedFd,
+    notify: &OwnedFd,
+    stop: &AtomicBool,
+    all_hung: &AtomicBool,
+) {
+    let mut hung = vec![false; mapped.len()];
+    while !stop.load(Ordering::Acquire) {
+        let live: Vec<usize> = (0..mapped.len()).filter(|&i| !hung[i]).collect();
+        let mut fds: Vec<PollFd> = vec![PollFd::new(wait.as_fd(), PollFlags::POLLIN)];
+        fds.extend(
+            live.iter()
+                .map(|&i| PollFd::new(mapped[i].fd.as_fd(), PollFlags::POLLIN)),
+        );
+        let woken = poll(&mut fds, PollTimeout::from(10u16)).unwrap_or(0) > 0;
+        for (k, &i) in live.iter().enumerate() {
+            let revents = fds[k + 1].revents().unwrap_or(PollFlags::empty());
+            hung[i] |= revents.contains(PollFlags::POLLHUP);
+        }
+        all_hung.store(hung.iter().all(|&h| h), Ordering::Release);
+        mapped.iter().for_each(|m| m.copy_out());
+        if woken {
+            let _ = nix::unistd::write(notify, &[1]);
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::perf::{self, AttrOptions, PreciseTuning};
 use crate::pmu::MemOp;
 use crate::recorder::{EventLayout, PreciseLayout, Recorder, Recording};
 use crate::report::Notice;
+use crate::ring::Copier;
 use crate::sample::SampleLayout;
 use crate::signals::SignalPipe;
 use crate::streams::{self, HeapSource};
@@ -357,7 +358,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
                 known.extend(new);
             }
         }
-        if open.pages < pages {
+        if open.pages < pages && opts.ring_pages.is_some() {
             notices.push(format!(
                 "sample buffers reduced to {} KiB per CPU by the locked-memory limit",
                 open.pages * 4
@@ -404,6 +405,10 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     if let Some(budget) = opts.trace {
         recorder.trace(budget);
     }
+    // Copies the rings out as soon as they wake it, from before the command starts (a short
+    // program's fault burst fills a ring in a millisecond), while the reader unwinds; stopped
+    // before the last drain. Should no thread start, the reader polls the rings itself.
+    let copier = Copier::start(&open.rings).ok();
     let start_ns = now_ns();
     let started = Instant::now();
     let mut watcher = None;
@@ -427,13 +432,14 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         }
     };
     // The command exists by now (and its children reset to the ordinary policy anyway).
-    crate::priority::raise_reader();
+    crate::priority::raise_reader(crate::priority::READER);
     let mut attached_cpu = AttachedCpu::default();
     if let Target::Attach(pid) = opts.target {
         (opts.notify)(Notice::Attached(pid));
     }
     let ended = record_loop(
         &mut open,
+        copier,
         &mut recorder,
         tracker.as_mut(),
         &signals,
@@ -505,6 +511,7 @@ fn process_cpu_seconds(pid: i32) -> Option<f64> {
 #[allow(clippy::too_many_arguments)]
 fn record_loop(
     open: &mut OpenEvents,
+    copier: Option<Copier>,
     recorder: &mut Recorder,
     mut tracker: Option<&mut AllocTracker>,
     signals: &SignalPipe,
@@ -524,7 +531,14 @@ fn record_loop(
     let ended = loop {
         {
             let mut fds: Vec<PollFd> = vec![PollFd::new(signals.fd().as_fd(), PollFlags::POLLIN)];
-            let live: Vec<usize> = (0..open.rings.len()).filter(|&i| !hung[i]).collect();
+            let live: Vec<usize> = match &copier {
+                Some(c) => {
+                    fds.push(PollFd::new(c.notices().as_fd(), PollFlags::POLLIN));
+                    Vec::new()
+                }
+                None => (0..open.rings.len()).filter(|&i| !hung[i]).collect(),
+            };
+            let first_ring = fds.len();
             fds.extend(
                 live.iter()
                     .map(|&i| PollFd::new(open.rings[i].fd().as_fd(), PollFlags::POLLIN)),
@@ -547,12 +561,16 @@ fn record_loop(
             let wait = watcher.as_ref().map_or(50, |w| w.sleep_ms().min(50));
             let _ = poll(&mut fds, PollTimeout::from(wait));
             for (k, &i) in live.iter().enumerate() {
-                if fds[k + 1]
+                if fds[first_ring + k]
                     .revents()
                     .is_some_and(|r| r.contains(PollFlags::POLLHUP))
                 {
                     hung[i] = true;
                 }
+            }
+            if let Some(c) = &copier {
+                c.take_notices();
+                hung.iter_mut().for_each(|h| *h = c.all_hung());
             }
         }
         let mut stop = false;
@@ -587,6 +605,7 @@ fn record_loop(
         }
     };
     open.fds().for_each(|fd| perf::set_enabled(fd, false));
+    drop(copier);
     streams::drain(&mut open.rings, tracker, recorder, true);
     ended
 }

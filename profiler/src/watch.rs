@@ -416,7 +416,7 @@ impl Watcher {
     fn drain(&mut self) {
         let mut traps = Vec::new();
         for ring in &mut self.rings {
-            ring.snapshot();
+            ring.fill();
             while let Some(rec) = ring.peek() {
                 let mut d = rec.data;
                 match rec.record_type {

@@ -4,13 +4,12 @@
 //! Names are checked against the fixtures' own sources and symbol tables.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
 use crate::hpcrun_data::measure_faults;
-use crate::support::{compile, fixture, run, run_ok, scratch_dir, tool};
+use crate::support::{compile, fixture, run, run_ok, scratch_dir, tool_command};
 
 /// Pages of static array B in `data_touch.c` (A has three times as many).
 const NP: u64 = 256;
@@ -19,14 +18,14 @@ const NP: u64 = 256;
 pub(crate) fn correlate(db: &Path) -> PathBuf {
     let out = db.with_extension("hpcdb");
     let _ = std::fs::remove_file(&out);
-    run_ok(Command::new(tool("hpcprof-rs")).arg(db).arg("-o").arg(&out));
+    run_ok(tool_command("hpcprof-rs").arg(db).arg("-o").arg(&out));
     out
 }
 
 /// `hpcview-rs DATABASE ARGS --json`, parsed.
 pub(crate) fn view_json(database: &Path, args: &[&str]) -> Value {
     let out = run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(database)
             .args(args)
             .arg("--json"),
@@ -263,7 +262,7 @@ fn clock_database(source: &str, name: &str, arg: &str) -> PathBuf {
     let dir = scratch_dir(&format!("correlate-data-{name}"));
     let exe = compile(source, &dir, name, &["-O2", "-g"]);
     let db = dir.join(format!("{name}.db"));
-    let out = run(Command::new(tool("hpcrun-rs"))
+    let out = run(tool_command("hpcrun-rs")
         .args(["-e", "cpu-clock@f4000", "--data", "-o"])
         .arg(&db)
         .arg(&exe)
@@ -317,10 +316,10 @@ fn a_database_without_data_says_so_in_one_line() {
     let dir = scratch_dir("correlate-data-none");
     let exe = compile("run_spin.c", &dir, "spin", &["-O2", "-g"]);
     let db = dir.join("spin.db");
-    run_ok(Command::new(tool("hpcrun-rs")).arg("-o").arg(&db).arg(&exe));
+    run_ok(tool_command("hpcrun-rs").arg("-o").arg(&db).arg(&exe));
     let database = correlate(&db);
     for args in [&["--data"][..], &["--code-data"][..]] {
-        let out = run(Command::new(tool("hpcview-rs")).arg(&database).args(args));
+        let out = run(tool_command("hpcview-rs").arg(&database).args(args));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");
         assert!(out.stdout.is_empty());

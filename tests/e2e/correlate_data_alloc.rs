@@ -12,7 +12,7 @@ use profiler::db::Profile;
 use serde_json::Value;
 
 use crate::correlate_data::{correlate, line_of, touch_database, view_json};
-use crate::support::{compile, run, run_ok, scratch_dir, tool};
+use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
 
 /// Operations of `alloc_sites.c`: 3 in 4 allocate through make_small, 1 in 4 through make_big.
 const OPERATIONS: &str = "100000";
@@ -44,7 +44,7 @@ fn alloc_run() -> &'static AllocRun {
         let dir = scratch_dir("correlate-data-alloc");
         let exe = compile("alloc_sites.c", &dir, "alloc_sites", &["-O2", "-g"]);
         let db = dir.join("alloc.db");
-        let out = run(Command::new(tool("hpcrun-rs"))
+        let out = run(tool_command("hpcrun-rs")
             .args(["-e", "cpu-clock@f1000", "--data", "--alloc-min", "0", "-o"])
             .arg(&db)
             .arg(&exe)
@@ -280,7 +280,7 @@ const DHAT_PP_FIELDS: [&str; 10] = [
 
 /// `hpcview-rs --alloc --dhat FILE` on the allocation database: (exit status, stderr).
 fn write_dhat(file: &Path) -> (Option<i32>, String) {
-    let out = run(Command::new(tool("hpcview-rs"))
+    let out = run(tool_command("hpcview-rs")
         .arg(&alloc_run().database)
         .args(["--alloc", "--dhat"])
         .arg(file));
@@ -450,7 +450,7 @@ fn the_store_in_touch_leads_the_delinquent_instructions_with_each_object_it_wrot
     );
 
     let csv = run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(database)
             .args(["--delinquent", "--csv"]),
     );
@@ -482,7 +482,7 @@ fn without_data_samples_the_views_say_so_in_one_line() {
     let exe = compile("alloc_sites.c", &dir, "alloc_sites", &["-O2", "-g"]);
     let db = dir.join("plain.db");
     run_ok(
-        Command::new(tool("hpcrun-rs"))
+        tool_command("hpcrun-rs")
             .arg("-o")
             .arg(&db)
             .arg(&exe)
@@ -490,7 +490,7 @@ fn without_data_samples_the_views_say_so_in_one_line() {
     );
     let database = correlate(&db);
     for view in ["--alloc", "--delinquent"] {
-        let out = run(Command::new(tool("hpcview-rs")).arg(&database).arg(view));
+        let out = run(tool_command("hpcview-rs").arg(&database).arg(view));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{view}: {stderr}");
         assert!(out.stdout.is_empty(), "{view}");

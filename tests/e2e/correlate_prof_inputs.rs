@@ -2,10 +2,10 @@
 //! same answers as on-the-fly analysis, and bad inputs get clear errors naming the file.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::correlate_prof_common::{correlate, hpcprof, measure};
-use crate::support::{compile, run_ok, scratch_dir, tool};
+use crate::support::{compile, run_ok, scratch_dir, tool_command};
 use correlate::{top_down, Database, DbNodeId, Selection};
 use profiler::addr::Svma;
 use profiler::db::{
@@ -163,7 +163,7 @@ fn own_structure_file_matches_on_the_fly_analysis() {
     );
     let structure = dir.join("callers.hpcstruct");
     run_ok(
-        Command::new(tool("hpcstruct-rs"))
+        tool_command("hpcstruct-rs")
             .arg(&bin)
             .arg("-o")
             .arg(&structure),
@@ -225,7 +225,7 @@ fn bad_inputs_are_rejected_naming_the_file() {
     );
     let wrong_structure = dir.join("wrong.hpcstruct");
     run_ok(
-        Command::new(tool("hpcstruct-rs"))
+        tool_command("hpcstruct-rs")
             .arg(&wrong)
             .arg("-o")
             .arg(&wrong_structure),

@@ -192,7 +192,7 @@ fn a_structure_file_of_a_rebuild_that_only_moved_lines_is_refused() {
     ] {
         let (dir, bin, _) = measured(&format!("correlate-integrity-moved-{variant}"), flags);
         let structure = dir.join("app.hpcstruct");
-        let out = std::process::Command::new(crate::support::tool("hpcstruct-rs"))
+        let out = crate::support::tool_command("hpcstruct-rs")
             .arg(&bin)
             .arg("-o")
             .arg(&structure)

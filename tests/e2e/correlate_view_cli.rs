@@ -10,7 +10,7 @@ use crate::correlate_view_support::labels::check_labels;
 use crate::correlate_view_support::{
     check_consistency, check_labels_cli, check_schema, folded_lines, inferno_svg, run_view, ViewRun,
 };
-use crate::support::{run_ok, scratch_dir, tool};
+use crate::support::{run_ok, scratch_dir, tool, tool_command};
 use correlate::{
     ChildIndex, Database, DbFileId, DbModuleId, DbNodeId, MetricDesc, ModuleDesc, NodeKey,
     NodeKind, Selection, StructureSource, ThreadDesc, ThreadIdx, ViewKind, ViewTree,
@@ -589,7 +589,7 @@ fn bad_input_is_one_line_and_exit_two() {
 #[test]
 fn the_only_database_here_is_opened_by_default() {
     let (dir, _db, _) = setup("view_cli_default");
-    let out = Command::new(tool("hpcview-rs"))
+    let out = tool_command("hpcview-rs")
         .current_dir(&dir)
         .output()
         .unwrap();
@@ -598,7 +598,7 @@ fn the_only_database_here_is_opened_by_default() {
     assert!(stderr.contains("opened ./app.hpcdb"), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("<program root>"));
     // And --help reads.
-    let help = run_ok(Command::new(tool("hpcview-rs")).arg("--help"));
+    let help = run_ok(tool_command("hpcview-rs").arg("--help"));
     assert!(
         help.contains("--callers") && help.contains("Exit status"),
         "{help}"

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use crate::correlate_view_support::folded_lines;
 use crate::support::symbols::SymbolTable;
-use crate::support::{compile, run_ok, scratch_dir, tool};
+use crate::support::{compile, run_ok, scratch_dir, tool, tool_command};
 use crate::synthetic_db::Builder;
 use correlate::{Database, DbNodeId, NodeKind};
 use profiler::addr::Svma;
@@ -348,7 +348,7 @@ fn a_measured_20000_level_recursion_goes_through_every_view() {
     let app = compile("run_recursion.c", &dir, "app", &["-O2", "-g"]);
     let profile = dir.join("app.db");
     run_ok(
-        Command::new(tool("hpcrun-rs"))
+        tool_command("hpcrun-rs")
             .args(["-q", "-e", "cpu-clock@f1000", "-o"])
             .arg(&profile)
             .arg(&app)

@@ -5,12 +5,11 @@
 //! memory map pictures; and the same report used in headless Firefox.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::browser::{chromium, Browser};
 use crate::correlate_view_support::{find, run_view};
 use crate::firefox::{firefox, Firefox};
-use crate::support::{compile, run_ok, scratch_dir, tool};
+use crate::support::{compile, run_ok, scratch_dir, tool, tool_command};
 
 /// The footprint fixture measured with `hpcrun-rs -t -e page-faults@1 --data`, correlated, and
 /// its report written; returns the scratch directory, the database and the report.
@@ -29,19 +28,14 @@ fn traced_data_report(test: &str) -> (PathBuf, PathBuf, PathBuf) {
         "32768",
     ];
     run_ok(
-        Command::new(tool("hpcrun-rs"))
+        tool_command("hpcrun-rs")
             .args(args)
             .arg("-o")
             .arg(&profile)
             .arg(&exe),
     );
     let db = dir.join("fp.hpcdb");
-    run_ok(
-        Command::new(tool("hpcprof-rs"))
-            .arg(&profile)
-            .arg("-o")
-            .arg(&db),
-    );
+    run_ok(tool_command("hpcprof-rs").arg(&profile).arg("-o").arg(&db));
     let html = dir.join("fp.html");
     let made = run_view(
         &tool("hpcview-rs"),

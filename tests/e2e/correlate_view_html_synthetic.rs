@@ -4,12 +4,11 @@
 //! by default: it measures, it asserts nothing about time).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 use crate::browser::{chromium, Browser};
 use crate::correlate_view_support::run_view;
-use crate::support::{run, scratch_dir, tool};
+use crate::support::{run, scratch_dir, tool, tool_command};
 use crate::synthetic_db::{two_threads, Builder};
 use correlate::{Database, DbNodeId, NodeKind};
 
@@ -237,7 +236,7 @@ fn report_is_written_atomically_and_alone() {
     // Another output form alongside is refused, as is a directory that does not exist.
     let html = link.to_str().unwrap();
     let fails = |args: &[&str]| {
-        let o = run(Command::new(tool("hpcview-rs")).arg(&db).args(args));
+        let o = run(tool_command("hpcview-rs").arg(&db).args(args));
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         (o.status.code(), err)
     };

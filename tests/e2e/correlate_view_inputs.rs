@@ -2,9 +2,9 @@
 //! metrics, names holding terminal control characters, and missing files.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use crate::support::{scratch_dir, tool};
+use crate::support::{scratch_dir, tool_command};
 use correlate::{
     ChildIndex, Database, DbModuleId, DbNodeId, MetricDesc, ModuleDesc, NodeKey, NodeKind,
     StructureSource, ThreadDesc, ThreadIdx,
@@ -45,7 +45,7 @@ fn database(dir: &Path, metrics: usize, samples: u64, name: &str) -> PathBuf {
 }
 
 fn hpcview(db: &Path, args: &[&str]) -> Output {
-    Command::new(tool("hpcview-rs"))
+    tool_command("hpcview-rs")
         .arg(db)
         .args(args)
         .output()
@@ -107,7 +107,7 @@ fn errors_name_their_cause_once() {
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(err.matches("No such file").count(), 1, "{err}");
-    let o = Command::new(tool("hpcprof-rs"))
+    let o = tool_command("hpcprof-rs")
         .arg(dir.join("missing.db"))
         .output()
         .expect("run hpcprof-rs");
@@ -155,7 +155,7 @@ fn the_same_measurement_twice_is_refused() {
     std::fs::copy(a, copy).expect("copy");
     write_profile(other, 2000);
     let hpcprof = |inputs: &[&Path], out: &str| {
-        Command::new(tool("hpcprof-rs"))
+        tool_command("hpcprof-rs")
             .args(inputs)
             .arg("--no-cache")
             .arg("-o")

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::{run, scratch_dir, tool};
+use crate::support::{run, scratch_dir, tool, tool_command};
 use crate::synthetic_db::two_threads;
 
 fn database(test: &str) -> (PathBuf, PathBuf) {
@@ -17,7 +17,7 @@ fn database(test: &str) -> (PathBuf, PathBuf) {
 
 /// Run hpcview-rs on `db` with `args`: (exit code, stdout, stderr).
 fn view(db: &Path, args: &[&str]) -> (i32, String, String) {
-    let o = run(Command::new(tool("hpcview-rs")).arg(db).args(args));
+    let o = run(tool_command("hpcview-rs").arg(db).args(args));
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stdout).into_owned(),

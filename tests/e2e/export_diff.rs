@@ -5,51 +5,79 @@
 //! `--fail-above` (exit 1 on a regression, 0 otherwise, 2 on bad input), and its folded output
 //! must carry both runs' samples for a differential flame graph.
 //!
-//! The machine is shared, and CPU time is what is sampled: the same work can take 10-20% more
-//! of it in one run than in another (a virtual CPU's stolen time counts as the task's). So each
-//! build runs three times, alternating with the other, at 10 kHz (about 20,000 samples per
-//! procedure and build: ±1% sampling error), the procedures take turns every millisecond or
-//! so, and the changes are read against the run's own speed: the steady procedures' mean change
-//! (which must stay within 15% of none, so a diff normalised by the run's total, -25% for them,
-//! still fails).
+//! The machine is shared, and CPU time is what is sampled: the same work can take 10-30% more
+//! of it in one run than in another (a virtual CPU's stolen time counts as the task's). So the
+//! oracle is the program's own clock: each procedure's CPU time, summed over the runs of each
+//! build, gives the change the diff must show (within 6 points), whatever the machine did. Each
+//! build runs twice, alternating with the other, at 10 kHz (about 10,000 samples per procedure
+//! and build: ±1% sampling error), and the procedures take turns every millisecond or so. A diff
+//! normalised by the run's total (-33% for the steady procedures) fails.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
 use crate::correlate_view_support::{inferno_svg, run_view};
-use crate::export_support::{correlate, measure_events};
-use crate::support::{compile, run, scratch_dir, tool};
+use crate::export_support::correlate;
+use crate::support::{compile, run, run_ok, scratch_dir, tool, tool_command};
 
-/// Base and new builds measured (three runs each, alternating) and correlated: (dir, base
-/// database, new database).
-fn two_runs() -> (PathBuf, PathBuf, PathBuf) {
+/// The procedures of the fixture.
+const PROCEDURES: [&str; 3] = ["grow", "steady_a", "steady_b"];
+
+/// Each procedure's CPU time (s) over the runs of one build, as the program's clock says.
+type Clocks = HashMap<String, f64>;
+
+/// Measure `exe` at 10 kHz into `dir/NAME.db`, adding the CPU times it prints to `clocks`.
+fn measure(exe: &Path, dir: &Path, name: &str, clocks: &mut Clocks) -> PathBuf {
+    let profile = dir.join(format!("{name}.db"));
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock@f10000", "-o"])
+            .arg(&profile)
+            .arg(exe),
+    );
+    for line in stdout.lines() {
+        if let Some((proc_, ns)) = line.split_once("-cpu-ns ") {
+            *clocks.entry(proc_.to_string()).or_default() += ns.parse::<f64>().unwrap() / 1e9;
+        }
+    }
+    profile
+}
+
+/// Base and new builds measured (two runs each, alternating) and correlated: (dir, base
+/// database, new database, the procedures' clocks in base and new).
+fn two_runs() -> (PathBuf, PathBuf, PathBuf, [Clocks; 2]) {
     let dir = scratch_dir("export_diff");
-    let builds = [("base", "800000000L"), ("new", "1600000000L")].map(|(name, iters)| {
+    let mut builds = [("base", "800000000L"), ("new", "1600000000L")].map(|(name, iters)| {
         let build = dir.join(name);
         std::fs::create_dir_all(&build).unwrap();
         let define = format!("-DGROW_ITERS={iters}");
         let flags = ["-O2", "-g", "-fomit-frame-pointer", define.as_str()];
-        (
-            name,
-            compile("diff_work.c", &build, "app", &flags),
-            Vec::new(),
-        )
+        let exe = compile("diff_work.c", &build, "app", &flags);
+        (name, exe, Vec::new(), Clocks::new())
     });
-    let mut builds = builds;
-    for round in 0..3 {
-        for (name, exe, profiles) in &mut builds {
+    for round in 0..2 {
+        for (name, exe, profiles, clocks) in &mut builds {
             let name = format!("{name}{round}");
-            profiles.push(measure_events(exe, &dir, &name, &["cpu-clock@f10000"]));
+            profiles.push(measure(exe, &dir, &name, clocks));
         }
     }
-    let [base, new] = builds.map(|(name, _, profiles)| correlate(&profiles, &dir, name));
-    (dir, base, new)
+    let [base, new] = builds.map(|(name, _, profiles, clocks)| {
+        assert_eq!(clocks.len(), 3, "the program's clocks: {clocks:?}");
+        (correlate(&profiles, &dir, name), clocks)
+    });
+    (dir, base.0, new.0, [base.1, new.1])
+}
+
+/// The change (%) of `name`'s CPU time from base to new by the program's clocks.
+fn clock_change(clocks: &[Clocks; 2], name: &str) -> f64 {
+    (clocks[1][name] / clocks[0][name] - 1.0) * 100.0
 }
 
 fn diff(base: &Path, new: &Path, args: &[&str]) -> Output {
-    run(Command::new(tool("hpcview-rs"))
+    run(tool_command("hpcview-rs")
         .arg("--diff")
         .arg(base)
         .arg(new)
@@ -85,38 +113,36 @@ fn procedures(doc: &Value) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// Check the procedures' changes (see the module documentation); returns the run's speed.
-fn check_ranking(doc: &Value) -> f64 {
+/// Check the procedures' changes against the program's clocks (see the module documentation).
+fn check_ranking(doc: &Value, clocks: &[Clocks; 2]) {
     let procs = procedures(doc);
-    assert_eq!(procs[0].0, "grow", "grow ranks first: {procs:?}");
-    let ratio = |name: &str| {
+    let fastest_growing = PROCEDURES
+        .iter()
+        .max_by(|a, b| clock_change(clocks, a).total_cmp(&clock_change(clocks, b)))
+        .unwrap();
+    assert_eq!(
+        procs[0].0, *fastest_growing,
+        "the most grown ranks first: {procs:?} {clocks:?}"
+    );
+    for name in PROCEDURES {
         let change = procs.iter().find(|(n, _)| n == name);
-        1.0 + change
+        let change = change
             .unwrap_or_else(|| panic!("{name} matched: {procs:?}"))
-            .1
-            / 100.0
-    };
-    let speed = (ratio("steady_a") + ratio("steady_b")) / 2.0;
-    assert!((0.85..1.15).contains(&speed), "the run's speed: {procs:?}");
-    let grow = (ratio("grow") / speed - 1.0) * 100.0;
-    assert!((grow - 100.0).abs() <= 10.0, "grow grew {grow}%: {procs:?}");
-    for (name, _) in &procs[1..] {
-        let change = (ratio(name) / speed - 1.0) * 100.0;
+            .1;
+        let want = clock_change(clocks, name);
         assert!(
-            change.abs() <= 5.0,
-            "{name} changed by {change}%: {procs:?}"
+            (change - want).abs() <= 6.0,
+            "{name} changed by {change:.1}%, its clock by {want:.1}%: {procs:?}"
         );
     }
-    speed
 }
 
 #[test]
 fn export_diff_ranks_the_doubled_procedure_and_gates_regressions() {
-    let (dir, base, new) = two_runs();
-    let mut speed = 1.0;
+    let (dir, base, new, clocks) = two_runs();
     for view in [&[][..], &["--flat"][..]] {
         let doc = stdout_json(&diff(&base, &new, &[&["--json"], view].concat()));
-        speed = check_ranking(&doc);
+        check_ranking(&doc, &clocks);
         // Nothing unmatched among the procedures: the rebuilt binary's scopes match by name.
         let rows = doc["rows"].as_array().unwrap();
         let grow = rows.iter().find(|r| r["name"] == "grow").unwrap();
@@ -127,8 +153,11 @@ fn export_diff_ranks_the_doubled_procedure_and_gates_regressions() {
         let change = loop_row.expect("grow's loop")["change_pct"]
             .as_f64()
             .unwrap();
-        let change = ((1.0 + change / 100.0) / speed - 1.0) * 100.0;
-        assert!((change - 100.0).abs() <= 10.0, "grow's loop grew {change}%");
+        let want = clock_change(&clocks, "grow");
+        assert!(
+            (change - want).abs() <= 6.0,
+            "grow's loop grew {change}%, its clock {want}%"
+        );
     }
     // Per total: grow's share goes from about 1/3 to 1/2 of the run.
     let doc = stdout_json(&diff(&base, &new, &["--json", "--per-total", "--flat"]));
@@ -144,9 +173,14 @@ fn export_diff_ranks_the_doubled_procedure_and_gates_regressions() {
         grow["base"]["excl"].as_f64().unwrap(),
         grow["new"]["excl"].as_f64().unwrap(),
     );
+    let share = |side: usize| {
+        100.0 * clocks[side]["grow"] / PROCEDURES.iter().map(|p| clocks[side][*p]).sum::<f64>()
+    };
     assert!(
-        (25.0..42.0).contains(&b) && (42.0..58.0).contains(&n),
-        "grow's share {b}% -> {n}%"
+        (b - share(0)).abs() <= 5.0 && (n - share(1)).abs() <= 5.0,
+        "grow's share {b}% -> {n}%, by its clock {:.1}% -> {:.1}%",
+        share(0),
+        share(1)
     );
 
     // The text view: grow's row first.
@@ -225,10 +259,11 @@ fn export_diff_ranks_the_doubled_procedure_and_gates_regressions() {
         folded.contains(";grow;loop at diff_work.c: "),
         "loops stay frames: {folded}"
     );
-    let ratio = grow_n as f64 / grow_b as f64 / speed;
+    let ratio = grow_n as f64 / grow_b as f64;
+    let want = clocks[1]["grow"] / clocks[0]["grow"];
     assert!(
-        (1.8..2.2).contains(&ratio),
-        "grow's samples {grow_b} -> {grow_n}"
+        (ratio / want - 1.0).abs() <= 0.06,
+        "grow's samples {grow_b} -> {grow_n}, its clock {want:.2}x"
     );
     let svg = inferno_svg(&folded, &dir.join("diff.svg"));
     assert!(

@@ -9,14 +9,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::correlate_view_support::{folded_lines, run_view};
 use crate::export_support::{
     available, correlate, go_available, go_pprof, measure_and_correlate, measure_events,
     protoc_available, protoc_decode, speedscope_import, speedscope_package, Message,
 };
-use crate::support::{compile, run, scratch_dir, tool};
+use crate::support::{compile, run, scratch_dir, tool, tool_command};
 use object::Object;
 
 const ADD: &str = "[I] Mp::add(int, double)";
@@ -272,7 +271,7 @@ fn export_files_are_never_replaced_unless_asked() {
     let (dir, _, db) = stlmap("export_replace");
     let file = dir.join("out.json");
     std::fs::write(&file, "keep").unwrap();
-    let refused = run(Command::new(tool("hpcview-rs"))
+    let refused = run(tool_command("hpcview-rs")
         .arg(&db)
         .arg("--speedscope")
         .arg(&file));
@@ -288,7 +287,7 @@ fn export_files_are_never_replaced_unless_asked() {
     std::fs::write(&target, "target").unwrap();
     let link = dir.join("link.pb.gz");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let replaced = run(Command::new(tool("hpcview-rs"))
+    let replaced = run(tool_command("hpcview-rs")
         .arg(&db)
         .arg("--pprof")
         .arg(&link)

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::symbols::{Namer, SymbolTable};
-use crate::support::{compile, run, scratch_dir, tool};
+use crate::support::{compile, run, scratch_dir, tool, tool_command};
 use profiler::db::Profile;
 
 /// Flags of the fixtures: optimised, without frame pointers (unwinding uses DWARF CFI).
@@ -13,7 +13,7 @@ pub(crate) const CFLAGS: &[&str] = &["-O2", "-g", "-fomit-frame-pointer"];
 
 /// Run `hpcrun-rs ARGS` with output `db`; returns (exit status, stderr).
 pub(crate) fn hpcrun(db: &Path, args: &[&str]) -> (i32, String) {
-    let out = run(Command::new(tool("hpcrun-rs")).arg("-o").arg(db).args(args));
+    let out = run(tool_command("hpcrun-rs").arg("-o").arg(db).args(args));
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -265,7 +265,7 @@ fn terminating_signals_are_forwarded_and_the_profile_is_still_written() {
         ("XCPU", 24),
     ] {
         let db = dir.join(format!("{name}.db"));
-        let child = Command::new(tool("hpcrun-rs"))
+        let child = tool_command("hpcrun-rs")
             .arg("-o")
             .arg(&db)
             .arg(&spin)
@@ -291,7 +291,7 @@ fn terminating_signals_are_forwarded_and_the_profile_is_still_written() {
 fn a_killed_hpcrun_leaves_no_orphan() {
     let dir = scratch_dir("hpcrun-pdeathsig");
     let spin = compile("run_spin.c", &dir, "run_spin_orphan", CFLAGS);
-    let mut hpcrun = Command::new(tool("hpcrun-rs"))
+    let mut hpcrun = tool_command("hpcrun-rs")
         .arg("-q")
         .arg("-o")
         .arg(dir.join("orphan.db"))
@@ -443,7 +443,7 @@ fn output_errors_change_neither_the_status_nor_the_profile() {
     let dir = scratch_dir("hpcrun-output-errors");
     let db = dir.join("full.db");
     // A full stderr: the summary cannot be written, the command's status stands.
-    let out = run(Command::new(tool("hpcrun-rs"))
+    let out = run(tool_command("hpcrun-rs")
         .arg("-o")
         .arg(&db)
         .args(["/bin/sh", "-c", "exit 5"])

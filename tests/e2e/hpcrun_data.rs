@@ -12,7 +12,7 @@ use profiler::db::{CctNodeId, Profile, ProfileModuleId};
 
 use crate::hpcrun::is_root;
 use crate::support::symbols::Namer;
-use crate::support::{compile, run, scratch_dir, tool};
+use crate::support::{compile, run, scratch_dir, tool, tool_command};
 
 /// Pages of static array B in `data_touch.c` (A has three times as many).
 const NP: u64 = 256;
@@ -26,7 +26,7 @@ pub(crate) fn measure_faults(exe: &Path, db: &Path) -> Profile {
 /// [`measure_faults`] with more hpcrun-rs options `extra`; also returns the program's output.
 pub(crate) fn measure_faults_with(exe: &Path, db: &Path, extra: &[&str]) -> (Profile, String) {
     for _ in 0..2 {
-        let out = run(Command::new(tool("hpcrun-rs"))
+        let out = run(tool_command("hpcrun-rs")
             .args(["-e", "page-faults@1", "--data", "--buffer-kib", "32768"])
             .args(extra)
             .arg("-o")
@@ -147,7 +147,7 @@ fn every_data_sample_lands_in_exactly_one_class() {
 #[test]
 fn precise_memory_events_exit_2_naming_the_sources_that_work() {
     for event in ["mem", "mem-loads@1000", "mem-stores"] {
-        let out = run(Command::new(tool("hpcrun-rs")).args(["-e", event, "true"]));
+        let out = run(tool_command("hpcrun-rs").args(["-e", event, "true"]));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{event}: {stderr}");
         assert!(stderr.contains("page-faults --data"), "{event}: {stderr}");
@@ -173,7 +173,7 @@ fn printed_split(stderr: &str) -> f64 {
 /// Run `exe arg` under `hpcrun-rs -e cpu-clock@f4000 --data` into `db`; the profile and the
 /// program's own split of CPU time between its two objects.
 fn measure_clock(exe: &Path, db: &Path, arg: &str) -> (Profile, f64) {
-    let out = run(Command::new(tool("hpcrun-rs"))
+    let out = run(tool_command("hpcrun-rs")
         .args(["-e", "cpu-clock@f4000", "--data", "-o"])
         .arg(db)
         .arg(exe)
@@ -332,7 +332,7 @@ fn a_touch_belongs_to_the_block_that_lived_at_the_address_at_that_moment() {
     let dir = scratch_dir("hpcrun-data-reuse");
     let exe = compile("data_reuse.c", &dir, "reuse", &["-O2", "-g"]);
     let db = dir.join("reuse.db");
-    let out = run(Command::new(tool("hpcrun-rs"))
+    let out = run(tool_command("hpcrun-rs")
         .args([
             "-e",
             "page-faults@1",
@@ -376,7 +376,7 @@ fn a_touch_belongs_to_the_block_that_lived_at_the_address_at_that_moment() {
 /// `hpcrun-rs -e EVENT --data exe COUNTS` into `db`, the program writing its own counts of
 /// what it allocated to `counts`; the profile and hpcrun-rs's stderr.
 fn measure_counting(exe: &Path, db: &Path, counts: &Path, event: &str) -> (Profile, String) {
-    let out = run(Command::new(tool("hpcrun-rs"))
+    let out = run(tool_command("hpcrun-rs")
         .args(["-e", event, "--data", "-o"])
         .arg(db)
         .arg(exe)
@@ -559,7 +559,7 @@ fn a_process_attached_to_is_probed_as_root() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let db = dir.join("attach.db");
-    let mut hpcrun = Command::new(tool("hpcrun-rs"))
+    let mut hpcrun = tool_command("hpcrun-rs")
         .args([
             "-e",
             "page-faults@1",
@@ -655,4 +655,30 @@ fn every_allocation_function_of_a_static_binary_is_probed_exactly_as_root() {
         found, expected,
         "allocation sites against the program's own counts"
     );
+}
+
+/// A burst of 1,200 first-touch faults in about 10 ms (`fault_burst.c`), each a sample with an
+/// 8 KiB stack copy, at default settings: nothing lost, run after run (the ring copier empties
+/// the rings while the reader unwinds). As root only: an unprivileged reader has no real-time
+/// priority and can be kept off a busy CPU (scripts/bench-data measures that case).
+#[test]
+fn a_fault_burst_loses_nothing_at_default_settings() {
+    if !is_root() {
+        eprintln!("skipped: the copier's real-time priority needs root");
+        return;
+    }
+    let dir = scratch_dir("hpcrun-data-burst");
+    let exe = compile("fault_burst.c", &dir, "burst", &["-O2", "-g"]);
+    for round in 0..5 {
+        let db = dir.join(format!("burst{round}.db"));
+        let out = run(tool_command("hpcrun-rs")
+            .args(["-e", "page-faults@1", "--data", "-o"])
+            .arg(&db)
+            .arg(&exe));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let profile = Profile::read(&db).expect("profile.db readable");
+        assert_eq!(profile.stats.lost, 0, "run {round}: {stderr}");
+        assert!(profile.stats.samples >= 1200, "run {round}: {stderr}");
+    }
 }

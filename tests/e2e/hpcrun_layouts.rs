@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::symbols::Namer;
-use crate::support::{compile, run, run_ok, scratch_dir, tool};
+use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
 use profiler::db::Profile;
 
 /// Rounds of run_callers: about half a second, a thousand samples at 2 kHz.
@@ -22,7 +22,7 @@ const CALLER_ARGS: &[&str] = &["100", "2000000"];
 /// Sample `exe args` at 2 kHz into `dir/name.db`.
 fn measure(dir: &Path, name: &str, exe: &Path, args: &[&str]) -> Profile {
     let db = dir.join(format!("{name}.db"));
-    let out = run(Command::new(tool("hpcrun-rs"))
+    let out = run(tool_command("hpcrun-rs")
         .args(["-q", "-e", "cpu-clock@f2000", "-o"])
         .arg(&db)
         .arg(exe)

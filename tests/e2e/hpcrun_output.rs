@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{compile, run, scratch_dir, tool};
+use crate::support::{compile, run, scratch_dir, tool, tool_command};
 use profiler::db::Profile;
 
 /// The path after "profile written to " in a run's summary.
@@ -24,7 +24,7 @@ fn concurrent_runs_with_one_output_keep_every_profile() {
     std::fs::write(dir.join("profile.db"), b"an old profile").unwrap();
     let runs: Vec<Child> = (0..8)
         .map(|_| {
-            Command::new(tool("hpcrun-rs"))
+            tool_command("hpcrun-rs")
                 .args(["-e", "cpu-clock@f1000"])
                 .arg(&spin)
                 .arg("30000000")
@@ -59,7 +59,7 @@ fn concurrent_runs_with_one_output_keep_every_profile() {
 #[test]
 fn a_command_that_stops_itself_is_announced_and_resumes_on_sigcont() {
     let dir = scratch_dir("hpcrun-output-sigstop");
-    let mut child = Command::new(tool("hpcrun-rs"))
+    let mut child = tool_command("hpcrun-rs")
         .args(["-q", "-e", "cpu-clock", "-o"])
         .arg(dir.join("p.db"))
         .args(["/bin/sh", "-c", "kill -STOP $$; exit 3"])
@@ -101,7 +101,7 @@ fn a_command_that_stops_itself_is_announced_and_resumes_on_sigcont() {
 #[test]
 fn attaching_to_a_missing_process_fails_without_announcing_sampling() {
     let dir = scratch_dir("hpcrun-output-no-pid");
-    let out = run(Command::new(tool("hpcrun-rs"))
+    let out = run(tool_command("hpcrun-rs")
         .arg("-o")
         .arg(dir.join("p.db"))
         .args(["-p", "999999999"]));

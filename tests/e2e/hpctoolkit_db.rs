@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::correlate_prof_common::{correlate, hpcprof};
 use crate::correlate_view_support::run_view;
-use crate::support::{compile, run, run_ok, scratch_dir, tool, workspace_root};
+use crate::support::{compile, run, run_ok, scratch_dir, tool, tool_command, workspace_root};
 
 /// HPCToolkit's own databases (written by its hpcprof), shared with the project.
 const SHARED: &str = "/work/shared/hpctoolkit-databases";
@@ -181,12 +181,7 @@ fn measure_fixture(test: &str) -> (PathBuf, PathBuf) {
     // Traced, so that trace.db is written (and hatchet reads a database that has one).
     let profile = dir.join("p.db");
     let args = ["-q", "-t", "-e", "cpu-clock@f1000", "-o"];
-    run_ok(
-        Command::new(tool("hpcrun-rs"))
-            .args(args)
-            .arg(&profile)
-            .arg(&exe),
-    );
+    run_ok(tool_command("hpcrun-rs").args(args).arg(&profile).arg(&exe));
     (dir, profile)
 }
 
@@ -455,7 +450,7 @@ fn a_damaged_hpctoolkit_database_is_one_line_and_exit_2() {
     }
     let profile = std::fs::read(dir.join("profile.db")).unwrap();
     std::fs::write(dir.join("profile.db"), &profile[..profile.len() / 2]).unwrap();
-    let o = run(Command::new(tool("hpcview-rs")).arg(&dir));
+    let o = run(tool_command("hpcview-rs").arg(&dir));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     let expected = format!(
@@ -464,7 +459,7 @@ fn a_damaged_hpctoolkit_database_is_one_line_and_exit_2() {
     );
     assert_eq!(err, expected);
     std::fs::remove_file(dir.join("meta.db")).unwrap();
-    let o = run(Command::new(tool("hpcview-rs")).arg(&dir));
+    let o = run(tool_command("hpcview-rs").arg(&dir));
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("a directory without meta.db"), "{err}");

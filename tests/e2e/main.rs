@@ -43,6 +43,7 @@ mod memory_footprint;
 mod memory_map;
 mod parallel_jobs;
 mod parallel_jobs_mpi;
+mod reproducible;
 mod structure_aliens;
 mod structure_cli;
 mod structure_fixtures;

@@ -1,13 +1,11 @@
 //! `hpcview-rs --footprint`: distinct pages per procedure and samples by region, exact under
 //! `page-faults@1 --data` on a fixture whose functions touch known pages (`footprint.c`).
 
-use std::process::Command;
-
 use correlate::{footprint, Database, FootprintRow};
 
 use crate::correlate_data::correlate;
 use crate::hpcrun_data::measure_faults;
-use crate::support::{compile, run, run_ok, scratch_dir, tool};
+use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
 
 #[test]
 fn pages_and_regions_per_procedure_are_exact_under_page_faults() {
@@ -39,11 +37,7 @@ fn pages_and_regions_per_procedure_are_exact_under_page_faults() {
     );
     // Ranked by pages, touch_a first; the text says the same.
     assert_eq!(rows[0].procedure, "touch_a");
-    let text = run_ok(
-        Command::new(tool("hpcview-rs"))
-            .arg(&hpcdb)
-            .arg("--footprint"),
-    );
+    let text = run_ok(tool_command("hpcview-rs").arg(&hpcdb).arg("--footprint"));
     let first: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(
         first,
@@ -51,7 +45,7 @@ fn pages_and_regions_per_procedure_are_exact_under_page_faults() {
         "{text}"
     );
     let json = run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(&hpcdb)
             .args(["--footprint", "--json"]),
     );
@@ -79,12 +73,12 @@ fn pages_and_regions_per_procedure_are_exact_under_page_faults() {
     // A database without data samples is refused in one line, exit status 2.
     let plain = dir.join("plain.db");
     run_ok(
-        Command::new(tool("hpcrun-rs"))
+        tool_command("hpcrun-rs")
             .args(["-q", "-e", "cpu-clock", "-o"])
             .arg(&plain)
             .arg(&exe),
     );
-    let out = run(Command::new(tool("hpcview-rs"))
+    let out = run(tool_command("hpcview-rs")
         .arg(correlate(&plain))
         .arg("--footprint"));
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -4,7 +4,6 @@
 //! pixels the first phase's faults are X's and the second's Y's.
 
 use std::path::Path;
-use std::process::Command;
 
 use correlate::memmap_render::MapLayout;
 use correlate::timeline_render::colour;
@@ -13,7 +12,7 @@ use profiler::db::Profile;
 
 use crate::correlate_data::correlate;
 use crate::hpcrun_data::measure_faults_with;
-use crate::support::{compile, run, run_ok, scratch_dir, tool};
+use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
 
 /// Rounds of each phase (300 ms / 20 ms) times the pages each round faults on.
 const FAULTS_PER_PHASE: u64 = 15 * 256;
@@ -102,7 +101,7 @@ fn each_phase_shows_its_own_object_in_the_slices_the_csv_and_the_png() {
     assert_phase(&rows, (switch, end), "Y", "slices");
     let csv_path = dir.join("mp.csv");
     run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(&hpcdb)
             .args(["--memmap", "--slice", "20", "--csv", "-o"])
             .arg(&csv_path),
@@ -134,7 +133,7 @@ fn each_phase_shows_its_own_object_in_the_slices_the_csv_and_the_png() {
 
     // The text: with 100 ms slices, the second slice is X's and the fifth Y's.
     let text = run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(&hpcdb)
             .args(["--memmap", "--slice", "100"]),
     );
@@ -157,7 +156,7 @@ fn each_phase_shows_its_own_object_in_the_slices_the_csv_and_the_png() {
 fn check_png(dir: &Path, hpcdb: &Path, map: &MemMap, (x, y): (usize, usize), at: [u64; 3]) {
     let png = dir.join("mp.png");
     run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(hpcdb)
             .args(["--memmap", "--slice", "20", "--png"])
             .arg(&png),
@@ -207,11 +206,11 @@ fn a_database_without_data_traces_is_refused_with_what_to_do() {
     let db_path = dir.join("mp.db");
     measure_faults_with(&exe, &db_path, &[]);
     let hpcdb = correlate(&db_path);
-    let out = run(Command::new(tool("hpcview-rs")).arg(&hpcdb).arg("--memmap"));
+    let out = run(tool_command("hpcview-rs").arg(&hpcdb).arg("--memmap"));
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("hpcrun-rs -t --data"), "{stderr}");
-    let out = run(Command::new(tool("hpcview-rs"))
+    let out = run(tool_command("hpcview-rs")
         .arg(&hpcdb)
         .args(["--slice", "5"]));
     assert_eq!(out.status.code(), Some(2), "--slice alone is refused");

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::parallel_jobs::{have_mpi, EVENT};
-use crate::support::{compile, run, run_ok, scratch_dir, target_dir, tool, workspace_root};
+use crate::support::{
+    build_features, compile, run, run_ok, scratch_dir, target_dir, test_cache, tool_command,
+    workspace_root,
+};
 
 /// Whether this test binary is a release build.
 fn release() -> bool {
@@ -39,6 +42,9 @@ fn rank_file(m: &Path, rank: u32) -> PathBuf {
 fn build(what: &[&str], target_dir: &Path) -> PathBuf {
     let mut cmd = Command::new(env!("CARGO"));
     cmd.args(["build", "--quiet"]).args(what);
+    if !what.contains(&"--features") {
+        cmd.args(build_features());
+    }
     cmd.arg("--target-dir").arg(target_dir);
     if release() {
         cmd.arg("--release");
@@ -48,19 +54,13 @@ fn build(what: &[&str], target_dir: &Path) -> PathBuf {
     target_dir.join(if release() { "release" } else { "debug" })
 }
 
-/// hpcprof-rs-mpi, built with the `mpi` feature in its own target folder (`target/mpi`), so
-/// that the workspace's default build never needs MPI and is not rebuilt for it.
-fn hpcprof_mpi() -> PathBuf {
+/// hpcprof-rs-mpi, built with the `mpi` feature into the tests' own target folder (one build of
+/// the dependencies for every tool; a run of scripts/test has built it already with the same
+/// features, and this is then no work).
+pub(crate) fn hpcprof_mpi() -> PathBuf {
     let dir = build(
-        &[
-            "-p",
-            "correlate",
-            "--features",
-            "mpi",
-            "--bin",
-            "hpcprof-rs-mpi",
-        ],
-        &target_dir().join("mpi"),
+        &["--workspace", "--bins", "--features", "correlate/mpi"],
+        &target_dir(),
     );
     dir.join("hpcprof-rs-mpi")
 }
@@ -71,18 +71,19 @@ fn mpirun(dir: &Path, args: &[&str]) -> Output {
         .args(["--allow-run-as-root", "--oversubscribe", "-np", "4"])
         .arg(hpcprof_mpi())
         .args(args)
+        .env("XDG_CACHE_HOME", test_cache())
         .current_dir(dir))
 }
 
 /// `hpcprof-rs ARGS` in `dir`.
 fn serial(dir: &Path, args: &[&str]) -> Output {
-    run(Command::new(tool("hpcprof-rs")).args(args).current_dir(dir))
+    run(tool_command("hpcprof-rs").args(args).current_dir(dir))
 }
 
 /// hpcview-rs's output for `db` with `args`.
 fn view(dir: &Path, db: &str, args: &[&str]) -> String {
     run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(db)
             .args(args)
             .current_dir(dir),
@@ -108,12 +109,12 @@ fn hpcprof_mpi_on_four_ranks_writes_the_serial_database() {
     let dir = scratch_dir("parallel_jobs_mpi");
     compile("par_ranks.c", &dir, "ranks", &["-O1", "-g"]);
     run_ok(
-        Command::new(tool("hpcrun-rs"))
+        tool_command("hpcrun-rs")
             .args(["-q", "-e", EVENT, "-o", "base.db", "./ranks"])
             .current_dir(&dir),
     );
     let examples = build(
-        &["-p", "profiler", "--example", "synth_profiles"],
+        &["--workspace", "--example", "synth_profiles"],
         &target_dir(),
     )
     .join("examples");

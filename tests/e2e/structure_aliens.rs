@@ -3,7 +3,7 @@
 //! the same-file helper as aliens inside their callers, with loops in place, as the full DWARF
 //! does; and units that have DWARF descriptors but no inlining must not grow false aliens.
 
-use crate::support::{compile, compile_all, fixture, marker, run, scratch_dir, tool};
+use crate::support::{compile, compile_all, fixture, marker, run, scratch_dir, tool_command};
 use profiler::addr::Svma;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -215,7 +215,7 @@ fn line_table_only_binary_gets_aliens_from_the_line_map() {
 fn inferred_aliens_survive_the_structure_file() {
     let dir = scratch_dir("structure_aliens_xml");
     let (_, lines) = full_and_line_only(&dir);
-    let out = run(Command::new(tool("hpcstruct-rs"))
+    let out = run(tool_command("hpcstruct-rs")
         .arg(&lines)
         .args(["-o", "lines.hpcstruct"])
         .current_dir(&dir));

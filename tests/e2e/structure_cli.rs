@@ -1,7 +1,7 @@
 //! hpcstruct-rs as a command, and the analysis on degraded inputs: no DWARF, stripped shared
 //! library, separate debug file via `.gnu_debuglink`, compressed debug sections, not ELF.
 
-use crate::support::{compile, run, scratch_dir, tool};
+use crate::support::{compile, run, scratch_dir, tool, tool_command};
 use profiler::addr::Svma;
 use std::path::Path;
 use std::process::Command;
@@ -24,7 +24,7 @@ fn sh(cmd: &str, args: &[&str], dir: &Path) {
 fn writes_a_file_that_reads_back_with_the_same_mapping() {
     let dir = scratch_dir("structure_cli_roundtrip");
     let bin = compile("struct_shapes.c", &dir, "shapes", &["-O2", "-g"]);
-    let out = run(Command::new(tool("hpcstruct-rs"))
+    let out = run(tool_command("hpcstruct-rs")
         .arg(&bin)
         .arg("-j")
         .arg("2")
@@ -60,9 +60,7 @@ fn bad_inputs_fail_clearly_with_exit_2() {
     let junk = dir.join("junk.bin");
     std::fs::write(&junk, b"this is not an ELF file at all").unwrap();
     for path in [junk.clone(), dir.join("missing")] {
-        let out = run(Command::new(tool("hpcstruct-rs"))
-            .arg(&path)
-            .current_dir(&dir));
+        let out = run(tool_command("hpcstruct-rs").arg(&path).current_dir(&dir));
         assert_eq!(out.status.code(), Some(2), "{}", path.display());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -70,14 +68,12 @@ fn bad_inputs_fail_clearly_with_exit_2() {
             "error names the file: {err}"
         );
     }
-    let out = run(Command::new(tool("hpcstruct-rs")).arg("--bogus-flag"));
+    let out = run(tool_command("hpcstruct-rs").arg("--bogus-flag"));
     assert_eq!(out.status.code(), Some(2));
     // A stripped PIE executable has no function symbols at all.
     let bin = compile("struct_shapes.c", &dir, "stripped", &["-O2"]);
     sh("strip", &["--strip-all", "stripped"], &dir);
-    let out = run(Command::new(tool("hpcstruct-rs"))
-        .arg(&bin)
-        .current_dir(&dir));
+    let out = run(tool_command("hpcstruct-rs").arg(&bin).current_dir(&dir));
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -245,10 +241,7 @@ fn non_regular_inputs_are_refused_and_a_byte_order_mark_is_read() {
     }
     let bin = compile("struct_shapes.c", &dir, "app", &["-O2", "-g"]);
     let xml = dir.join("app.hpcstruct");
-    let out = run(Command::new(tool("hpcstruct-rs"))
-        .arg(&bin)
-        .arg("-o")
-        .arg(&xml));
+    let out = run(tool_command("hpcstruct-rs").arg(&bin).arg("-o").arg(&xml));
     assert!(out.status.success());
     let plain = read_structure_file(&xml).unwrap();
     let mut bytes = "\u{feff}".as_bytes().to_vec();
@@ -297,7 +290,7 @@ fn irreducible_loops_are_kept_and_reported_with_their_entries() {
             "entry {e:#x} inside the loop"
         );
     }
-    let out = run(Command::new(tool("hpcstruct-rs"))
+    let out = run(tool_command("hpcstruct-rs")
         .arg(&bin)
         .args(["-o", "shapes.hpcstruct"])
         .current_dir(&dir));

@@ -26,7 +26,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::{compile, compile_all, fixture, marker, run, run_ok, scratch_dir, tool};
+use crate::support::{
+    compile, compile_all, fixture, marker, run, run_ok, scratch_dir, tool_command,
+};
 use profiler::addr::Svma;
 use structure::line_table_addresses;
 use structure::verify::{self, Frame, Naming, Oracle};
@@ -557,7 +559,7 @@ fn split_dwarf_missing_or_stale_dwo_is_reported_and_symbols_still_name_procedure
     let [dwo] = dwo_files(&dir).try_into().unwrap();
     let fresh = std::fs::read(&dwo).unwrap();
     std::fs::remove_file(&dwo).unwrap();
-    let out = run(Command::new(tool("hpcstruct-rs"))
+    let out = run(tool_command("hpcstruct-rs")
         .arg(&exe)
         .arg("-o")
         .arg(dir.join("walk.hpcstruct")));

@@ -2,8 +2,7 @@
 //! binary that is shorter than its headers claim, or is cut short while it is being read, gives
 //! an error rather than a signal.
 
-use crate::support::{compile, run, scratch_dir, tool};
-use std::process::Command;
+use crate::support::{compile, run, scratch_dir, tool_command};
 
 #[test]
 fn output_replaces_a_symlink_instead_of_writing_through_it() {
@@ -13,7 +12,7 @@ fn output_replaces_a_symlink_instead_of_writing_through_it() {
     std::fs::write(&victim, "precious").unwrap();
     let out_path = dir.join("shapes.hpcstruct");
     std::os::unix::fs::symlink(&victim, &out_path).unwrap();
-    let out = run(Command::new(tool("hpcstruct-rs"))
+    let out = run(tool_command("hpcstruct-rs")
         .arg(&bin)
         .arg("-o")
         .arg(&out_path));
@@ -49,7 +48,7 @@ fn an_existing_output_is_replaced_not_rewritten_in_place() {
     std::fs::write(&out_path, "old structure").unwrap();
     let other_link = dir.join("old-link");
     std::fs::hard_link(&out_path, &other_link).unwrap();
-    let out = run(Command::new(tool("hpcstruct-rs"))
+    let out = run(tool_command("hpcstruct-rs")
         .arg(&bin)
         .arg("-o")
         .arg(&out_path));

@@ -3,7 +3,7 @@
 //! its line table); truncated and scribbled-over binaries give a result or a clean error,
 //! never a panic.
 
-use crate::support::{compile_all, marker, run, scratch_dir, tool};
+use crate::support::{compile_all, marker, run, scratch_dir, tool, tool_command};
 use profiler::addr::Svma;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -106,7 +106,7 @@ fn a_corrupt_unit_is_skipped_and_the_other_recovered() {
         damaged[info + at..info + at + patch.len()].copy_from_slice(patch);
         let path = dir.join("damaged");
         std::fs::write(&path, &damaged).unwrap();
-        let out = run(Command::new(tool("hpcstruct-rs"))
+        let out = run(tool_command("hpcstruct-rs")
             .arg(&path)
             .args(["-o", "damaged.hpcstruct"])
             .current_dir(&dir));

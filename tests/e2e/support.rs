@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 /// The workspace root (where `Cargo.toml` and `tests/` are).
 pub fn workspace_root() -> PathBuf {
@@ -92,6 +92,16 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("target"))
 }
 
+/// The `--features` the test run was built with (`HPCTOOLKIT_RS_FEATURES`, which scripts/test
+/// sets to `correlate/mpi` where MPI is installed), so that building the tools again for a test
+/// finds everything built and rebuilds nothing.
+pub fn build_features() -> Vec<String> {
+    match std::env::var("HPCTOOLKIT_RS_FEATURES") {
+        Ok(f) if !f.is_empty() => vec!["--features".into(), f],
+        _ => Vec::new(),
+    }
+}
+
 /// Path of one of the workspace's binaries (`hpcrun-rs`, ...), built on first use if needed
 /// with everything beside them (the allocation shim `libhpcrun_alloc.so` hpcrun-rs preloads).
 pub fn tool(name: &str) -> PathBuf {
@@ -102,7 +112,8 @@ pub fn tool(name: &str) -> PathBuf {
     BUILD.call_once(|| {
         let release = profile_dir.ends_with("release");
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "--workspace", "--quiet"]);
+        cmd.args(["build", "--workspace", "--quiet"])
+            .args(build_features());
         if release {
             cmd.arg("--release");
         }
@@ -113,6 +124,33 @@ pub fn tool(name: &str) -> PathBuf {
         assert!(status.success(), "cargo build --workspace failed");
     });
     path
+}
+
+/// A command running one of the workspace's tools with this test's own structure cache
+/// (`XDG_CACHE_HOME`), so that no test sees what another one cached, nor the user's cache.
+pub fn tool_command(name: &str) -> Command {
+    let mut command = Command::new(tool(name));
+    command.env("XDG_CACHE_HOME", test_cache());
+    command
+}
+
+/// This test's private cache directory, emptied the first time this process asks for it: named
+/// after the test (libtest runs each test on a thread named after it), or after the process
+/// where the thread has no test's name (a test run alone on the main thread, a helper thread).
+pub fn test_cache() -> PathBuf {
+    static MADE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let name = match std::thread::current().name() {
+        Some(n) if n != "main" => n.replace("::", "-"),
+        _ => format!("process-{}", std::process::id()),
+    };
+    let dir = target_dir().join("test-caches").join(&name);
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if !made.contains(&name) {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the test's cache directory");
+        made.push(name);
+    }
+    dir
 }
 
 /// Run a command and return its output, panicking if it cannot be started.

@@ -4,7 +4,6 @@
 //! trees sample for sample.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use correlate::timeline_render::Layout;
 use correlate::{slices, timeline, Database, Selection, Timeline, TimelineOptions};
@@ -12,7 +11,7 @@ use profiler::db::Profile;
 
 use crate::correlate_prof_common::correlate;
 use crate::hpcrun::CFLAGS;
-use crate::support::{compile, run, run_ok, scratch_dir, tool};
+use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
 
 /// Measure `tp MODE MS` with `-t` at 1 kHz; returns the profile's path and the program's
 /// stdout.
@@ -21,7 +20,7 @@ fn measure(dir: &Path, mode: &str, ms: &str) -> (PathBuf, String) {
     flags.push("-pthread");
     let exe = compile("trace_phases.c", dir, "tp", &flags);
     let db = dir.join(format!("{mode}.db"));
-    let out = run(Command::new(tool("hpcrun-rs"))
+    let out = run(tool_command("hpcrun-rs")
         .args(["-t", "-e", "cpu-clock@f1000", "-o"])
         .arg(&db)
         .arg(&exe)
@@ -137,7 +136,7 @@ fn two_phases_are_seen_in_order_in_the_trace_the_text_and_the_png() {
     // The text and the PNG, drawn by hpcview-rs, 100 text columns = 800 pixel columns.
     let png = dir.join("phases.png");
     let text = run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(dir.join("phases.hpcdb"))
             .args(["--timeline", "--depth", &depth.to_string(), "--png"])
             .arg(&png),
@@ -252,7 +251,7 @@ fn check_phase_slices(db: &Database, file: &Path, depth: usize, switch: u64) {
         span_a.1 <= k + 1 && span_b.0 + 1 >= k,
         "{k} {span_a:?} {span_b:?}"
     );
-    let text = run_ok(Command::new(tool("hpcview-rs")).arg(file).args([
+    let text = run_ok(tool_command("hpcview-rs").arg(file).args([
         "--slices",
         "--depth",
         &depth.to_string(),
@@ -276,7 +275,7 @@ fn a_one_to_three_imbalance_between_two_threads_shows() {
     let (db_path, _) = measure(&dir, "imbalance", "150");
     let profile = Profile::read(&db_path).unwrap();
     check_invariants(&profile);
-    let shown = run_ok(Command::new(tool("hpcrun-rs")).arg("--show").arg(&db_path));
+    let shown = run_ok(tool_command("hpcrun-rs").arg("--show").arg(&db_path));
     // The two workers, and the main thread when its start-up (loading, creating the threads)
     // ran long enough for a sample, as it does on a loaded machine.
     let threads = profile.threads.len();
@@ -326,7 +325,7 @@ fn a_one_to_three_imbalance_between_two_threads_shows() {
     // --thread draws only that thread's lane.
     let light_tid = db.threads[light_lane_thread.index()].tid;
     let one = run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(dir.join("imbalance.hpcdb"))
             .args(["--timeline", "--json", "--thread", &light_tid.to_string()]),
     );
@@ -341,7 +340,7 @@ fn a_one_to_three_imbalance_between_two_threads_shows() {
 
     // --json carries the same numbers.
     let text = run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(dir.join("imbalance.hpcdb"))
             .args([
                 "--slices",

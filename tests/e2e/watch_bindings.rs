@@ -3,9 +3,7 @@
 //! writes buf, `consume1` reads it twice, `consume2` once), also with the consumers in another
 //! thread than the producer, through a heap buffer with `--data`, and through a stack array.
 
-use std::process::Command;
-
-use crate::support::{compile, run, run_ok, scratch_dir, tool};
+use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
 
 fn bindings_json(
     dir: &std::path::Path,
@@ -28,7 +26,7 @@ fn bindings_json_with(
     let db = dir.join(format!("{name}.db"));
     let hpcdb = dir.join(format!("{name}.hpcdb"));
     let hpcrun = || {
-        let mut c = Command::new(tool("hpcrun-rs"));
+        let mut c = tool_command("hpcrun-rs");
         c.args(flags)
             .args(["-q", "--watch", watch, "-o"])
             .arg(&db)
@@ -47,14 +45,9 @@ fn bindings_json_with(
         let stderr = String::from_utf8_lossy(&first.stderr);
         assert!(first.status.success(), "{:?}: {stderr}", first.status);
     }
-    run_ok(
-        Command::new(tool("hpcprof-rs"))
-            .arg(&db)
-            .arg("-o")
-            .arg(&hpcdb),
-    );
+    run_ok(tool_command("hpcprof-rs").arg(&db).arg("-o").arg(&hpcdb));
     let json = run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(&hpcdb)
             .args(["--bindings", "--json"]),
     );
@@ -110,7 +103,7 @@ fn watch_var_counts_are_exact_and_sampling_keeps_the_two_to_one() {
 
     // Bad requests: one line, exit status 2.
     for watch in ["nosuch", "a,b,c,d,e"] {
-        let out = run(Command::new(tool("hpcrun-rs"))
+        let out = run(tool_command("hpcrun-rs")
             .args(["--watch", watch])
             .arg(dir.join("pc")));
         assert_eq!(out.status.code(), Some(2), "{watch}");
@@ -214,7 +207,7 @@ fn stack_arrays_are_watched_and_no_stack_drops_them() {
     let ratio = bytes(&doc, "consume1") / bytes(&doc, "consume2");
     assert!((1.8..=2.2).contains(&ratio), "{ratio} {doc}");
     let json = run_ok(
-        Command::new(tool("hpcview-rs"))
+        tool_command("hpcview-rs")
             .arg(dir.join("stack.hpcdb"))
             .args(["--bindings", "--no-stack", "--json"]),
     );

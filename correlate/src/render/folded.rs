@@ -56,25 +56,51 @@ pub fn render(view: &ViewTree, metric: usize, out: &mut dyn Write) -> io::Result
     PathTree::of(view, metric).write(out)
 }
 
+/// What a frame is, for the flame graph's colours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FrameKind {
+    /// A procedure or placeholder.
+    Code,
+    /// Inlined code.
+    Inlined,
+    /// The kernel.
+    Kernel,
+    /// A loop.
+    Loop,
+}
+
+impl FrameKind {
+    fn of(kind: NodeKind) -> FrameKind {
+        match kind {
+            NodeKind::Inlined => FrameKind::Inlined,
+            NodeKind::Kernel => FrameKind::Kernel,
+            NodeKind::Loop => FrameKind::Loop,
+            _ => FrameKind::Code,
+        }
+    }
+}
+
 /// One distinct path: its last frame, the samples taken there, and its extensions.
 struct PathNode {
     frame: String,
+    kind: FrameKind,
     samples: u64,
     children: Vec<usize>,
 }
 
 /// The distinct paths of a view as a tree of frames; node 0 is the empty path (the root).
-struct PathTree {
+pub(crate) struct PathTree {
     nodes: Vec<PathNode>,
 }
 
 impl PathTree {
     /// Merge the paths of `view`, counting samples of metric `metric`.
-    fn of(view: &ViewTree, metric: usize) -> PathTree {
+    pub(crate) fn of(view: &ViewTree, metric: usize) -> PathTree {
         let mut tree = PathTree {
             nodes: vec![PathNode {
                 // Samples at the root itself (none in a well-formed profile) keep it as frame.
                 frame: separable(&view.root().name),
+                kind: FrameKind::Code,
                 samples: 0,
                 children: Vec::new(),
             }],
@@ -84,7 +110,7 @@ impl PathTree {
         while let Some((id, parent)) = stack.pop() {
             let node = &view.nodes[id];
             let at = match frame(node) {
-                Some(f) => tree.child(&mut index, parent, f),
+                Some(f) => tree.child(&mut index, parent, f, FrameKind::of(node.kind)),
                 None => parent,
             };
             let own = node.own.get(metric).map_or(0, |o| o.samples);
@@ -100,18 +126,46 @@ impl PathTree {
         index: &mut HashMap<(usize, String), usize>,
         parent: usize,
         frame: String,
+        kind: FrameKind,
     ) -> usize {
         let next = self.nodes.len();
         let id = *index.entry((parent, frame.clone())).or_insert(next);
         if id == next {
             self.nodes.push(PathNode {
                 frame,
+                kind,
                 samples: 0,
                 children: Vec::new(),
             });
             self.nodes[parent].children.push(id);
         }
         id
+    }
+
+    /// The samples at and below each path (children come after their parent in `nodes`).
+    pub(crate) fn inclusive(&self) -> Vec<u64> {
+        let mut total: Vec<u64> = self.nodes.iter().map(|n| n.samples).collect();
+        for id in (0..self.nodes.len()).rev() {
+            for &child in &self.nodes[id].children {
+                total[id] = total[id].saturating_add(total[child]);
+            }
+        }
+        total
+    }
+
+    /// The extensions of path `id`.
+    pub(crate) fn children(&self, id: usize) -> &[usize] {
+        &self.nodes[id].children
+    }
+
+    /// The last frame of path `id`, as the folded stacks write it.
+    pub(crate) fn frame(&self, id: usize) -> &str {
+        &self.nodes[id].frame
+    }
+
+    /// What the last frame of path `id` is.
+    pub(crate) fn kind(&self, id: usize) -> FrameKind {
+        self.nodes[id].kind
     }
 
     /// Print every path with samples, depth first, building each from one prefix buffer.

@@ -3,6 +3,7 @@
 //! - [`text`]: the indented tree for people (threshold folding, hot path, colour on a terminal);
 //! - [`json`]: the documented JSON contract for scripts;
 //! - [`folded`]: folded stacks for inferno-flamegraph and flamegraph.pl;
+//! - [`flame`]: the same stacks drawn as a flame graph (SVG) with no other tool;
 //! - [`source`]: source lines annotated with their costs;
 //! - [`data`]: the data views' tables (objects, an object's fields);
 //! - [`delinquent`], [`alloc`]: the delinquent instructions (text, CSV, JSON) and the
@@ -27,6 +28,7 @@ pub mod data;
 pub mod delinquent;
 pub mod dhat;
 pub mod diff;
+pub mod flame;
 pub mod folded;
 pub mod footprint;
 pub mod json;

@@ -2,9 +2,9 @@
 //! correlate with `hpcprof-rs` (with a private structure cache), load the database.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use crate::support::{run, run_ok, tool};
+use crate::support::{run, run_ok, tool_command};
 use correlate::{Database, ViewNode, ViewTree};
 
 use crate::correlate_view_support::labels;
@@ -18,7 +18,7 @@ pub fn measure(bin: &Path, args: &[&str], dir: &Path, name: &str) -> PathBuf {
 pub fn measure_with(event: &str, bin: &Path, args: &[&str], dir: &Path, name: &str) -> PathBuf {
     let out = dir.join(format!("{name}.db"));
     run_ok(
-        Command::new(tool("hpcrun-rs"))
+        tool_command("hpcrun-rs")
             .args(["-q", "-e", event, "-o"])
             .arg(&out)
             .arg(bin)
@@ -30,7 +30,7 @@ pub fn measure_with(event: &str, bin: &Path, args: &[&str], dir: &Path, name: &s
 
 /// Run `hpcprof-rs` on `inputs` with extra `args`; the structure cache lives in `dir/cache`.
 pub fn hpcprof(dir: &Path, inputs: &[&Path], args: &[&str]) -> Output {
-    run(Command::new(tool("hpcprof-rs"))
+    run(tool_command("hpcprof-rs")
         .args(inputs)
         .args(args)
         .env("XDG_CACHE_HOME", dir.join("cache")))

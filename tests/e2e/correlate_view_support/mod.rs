@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use correlate::{NodeKind, ViewKind, ViewNode, ViewTree};
 use serde_json::Value;
 
-use crate::support::{compile, run_ok, scratch_dir, tool};
+use crate::support::{compile, run_ok, scratch_dir, tool_command};
 
 /// One `hpcview-rs` run.
 pub struct ViewRun {
@@ -33,7 +33,7 @@ pub fn measured_database(
     let exe = compile(source, &dir, name, flags);
     let profile = dir.join(format!("{name}.db"));
     run_ok(
-        Command::new(tool("hpcrun-rs"))
+        tool_command("hpcrun-rs")
             .args(["-q", "-e", "cpu-clock@f4000", "-o"])
             .arg(&profile)
             .arg(&exe)
@@ -41,7 +41,7 @@ pub fn measured_database(
     );
     let db = dir.join(format!("{name}.hpcdb"));
     run_ok(
-        Command::new(tool("hpcprof-rs"))
+        tool_command("hpcprof-rs")
             .arg("--no-cache")
             .arg(&profile)
             .arg("-o")

@@ -18,7 +18,7 @@ pub fn measure(exe: &Path, dir: &Path, name: &str) -> PathBuf {
 /// Measure `exe` with `events` (`hpcrun-rs -e` each) into `dir/NAME.db`.
 pub fn measure_events(exe: &Path, dir: &Path, name: &str, events: &[&str]) -> PathBuf {
     let profile = dir.join(format!("{name}.db"));
-    let mut command = Command::new(crate::support::tool("hpcrun-rs"));
+    let mut command = crate::support::tool_command("hpcrun-rs");
     command.arg("-q");
     for event in events {
         command.args(["-e", event]);
@@ -31,7 +31,7 @@ pub fn measure_events(exe: &Path, dir: &Path, name: &str, events: &[&str]) -> Pa
 pub fn correlate(profiles: &[PathBuf], dir: &Path, name: &str) -> PathBuf {
     let db = dir.join(format!("{name}.hpcdb"));
     run_ok(
-        Command::new(crate::support::tool("hpcprof-rs"))
+        crate::support::tool_command("hpcprof-rs")
             .arg("--no-cache")
             .args(profiles)
             .arg("-o")

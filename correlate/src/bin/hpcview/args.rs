@@ -12,6 +12,7 @@ Examples:
   hpcview-rs --depth 3 --absolute     three levels (hot path in full), with seconds
   hpcview-rs --source app.cc:10-40    lines 10-40 of app.cc with their costs
   hpcview-rs --json | jq '.root.children[0].name'
+  hpcview-rs --flamegraph -o app.svg  a flame graph (SVG), no other tool needed
   hpcview-rs --folded | inferno-flamegraph > app.svg
   hpcview-rs --data                   data objects ranked by cost (hpcrun-rs --data)
   hpcview-rs --data --tree            each object, then the code that touched it
@@ -69,6 +70,11 @@ pub(crate) struct Args {
     /// top-down view, first metric
     #[arg(long, conflicts_with_all = ["flat", "callers", "source"])]
     pub(crate) folded: bool,
+
+    /// Draw a flame graph as SVG (top-down view, first metric; the frames of --folded, hover
+    /// for names and shares); write it with -o FILE.svg
+    #[arg(long, conflicts_with_all = ["flat", "callers", "source", "folded", "json", "csv"])]
+    pub(crate) flamegraph: bool,
 
     /// Show source lines of FILE (optionally only LINES, `N` or `N-M`) with their costs
     #[arg(long, value_name = "FILE[:LINES]", conflicts_with_all = ["flat", "callers"])]

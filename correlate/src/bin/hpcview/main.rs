@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use clap::Parser;
-use correlate::{csv, folded, json, source, text, ViewKind, ViewTree};
+use correlate::{csv, flame, folded, json, source, text, ViewKind, ViewTree};
 
 use args::{Args, ColorChoice};
 use inputs::{check_percent, database_path, metric_indices, thread_selection};
@@ -127,6 +127,13 @@ fn run(args: &Args) -> Result<String, Failure> {
         format!(
             "{lines} lines with samples in {spec} (from {})",
             path.display()
+        )
+    } else if args.flamegraph {
+        let title = format!("{} ({})", path.display(), kind.name());
+        let drawn = flame::render(&view, 0, &title, &mut out)?;
+        format!(
+            "{what}: flame graph of {} frames, {} deep, {} samples",
+            drawn.frames, drawn.depth, drawn.samples
         )
     } else if args.folded {
         let written = folded::render(&view, 0, &mut out)?;
