@@ -12,7 +12,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use linux_perf_event_reader::RawData;
@@ -38,7 +38,8 @@ struct Mapped {
     data_offset: usize,
     data_size: usize,
     spool: Mutex<Vec<u8>>,
-    /// Whether a [`Copier`] copies this ring out (the reader then only takes the spool).
+    /// Whether a [`Copier`] copies this ring out: the reader then asks it to
+    /// ([`Copier::flush`]) rather than copy under the spool's lock itself.
     copied: AtomicBool,
     fd: OwnedFd,
 }
@@ -120,8 +121,8 @@ pub struct Ring {
     records: Vec<u8>,
     /// Read position in `records`.
     cursor: usize,
-    /// An empty buffer swapped for the spool when taking it, so that the spool's lock is held
-    /// for no copy (the copier outranks the reader and must not wait for it).
+    /// An empty buffer swapped for the spool when taking it, so that the spool's lock is not
+    /// held for a second copy.
     spare: Vec<u8>,
 }
 
@@ -175,10 +176,10 @@ impl Ring {
         &self.mapped.fd
     }
 
-    /// Copy what the kernel has written into the spool (unless a [`Copier`] does), and take the
-    /// spool over for reading.
+    /// Copy what the kernel has written into the spool (unless a [`Copier`] does: see
+    /// [`Copier::flush`]), and take the spool over for reading.
     pub fn fill(&mut self) {
-        if !self.mapped.copied.load(Ordering::Relaxed) {
+        if !self.mapped.copied.load(Ordering::Acquire) {
             self.mapped.copy_out();
         }
         {
@@ -237,43 +238,56 @@ pub struct Copier {
     wake: OwnedFd,
     notices: OwnedFd,
     hung: Arc<AtomicBool>,
+    flushes: Arc<Flushes>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// The reader's requests for a copy of everything written so far, and the copier's answers.
+#[derive(Default)]
+struct Flushes {
+    asked: AtomicU64,
+    done: Mutex<u64>,
+    answered: Condvar,
 }
 
 impl Copier {
     /// Start copying `rings`.
     pub fn start(rings: &[Ring]) -> io::Result<Copier> {
         let mapped: Vec<Arc<Mapped>> = rings.iter().map(|r| Arc::clone(&r.mapped)).collect();
-        mapped
-            .iter()
-            .for_each(|m| m.copied.store(true, Ordering::Relaxed));
         let (wait, wake) = nix::unistd::pipe()?;
         let (notices, notify) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK)?;
         let stop = Arc::new(AtomicBool::new(false));
         let hung = Arc::new(AtomicBool::new(false));
+        let flushes = Arc::new(Flushes::default());
         let (ready, started) = std::sync::mpsc::channel();
         let thread = {
-            let (stop, hung) = (Arc::clone(&stop), Arc::clone(&hung));
+            let shared = Shared {
+                mapped: mapped.clone(),
+                stop: Arc::clone(&stop),
+                hung: Arc::clone(&hung),
+                flushes: Arc::clone(&flushes),
+            };
             std::thread::Builder::new()
                 .name("hpcrun-copier".into())
-                .spawn({
-                    let mapped = mapped.clone();
-                    move || {
-                        crate::priority::raise_reader(crate::priority::COPIER);
-                        let _ = ready.send(());
-                        copy_until_stopped(&mapped, &wait, &notify, &stop, &hung)
-                    }
+                .spawn(move || {
+                    crate::priority::raise_reader(crate::priority::COPIER);
+                    let _ = ready.send(());
+                    copy_until_stopped(&shared, &wait, &notify)
                 })?
         };
         // The command starts once this returns: the copier must already be on the CPU (a new
         // thread of ordinary priority waits its turn on a busy machine).
         let _ = started.recv();
+        mapped
+            .iter()
+            .for_each(|m| m.copied.store(true, Ordering::Release));
         Ok(Copier {
             mapped,
             stop,
             wake,
             notices,
             hung,
+            flushes,
             thread: Some(thread),
         })
     }
@@ -293,6 +307,18 @@ impl Copier {
     pub fn all_hung(&self) -> bool {
         self.hung.load(Ordering::Acquire)
     }
+
+    /// Have the copier copy everything written so far, and wait until it has: the records up
+    /// to now are then in the spools, to meet the allocation records in time order.
+    pub fn flush(&self) {
+        let ticket = self.flushes.asked.fetch_add(1, Ordering::AcqRel) + 1;
+        let _ = nix::unistd::write(&self.wake, &[0]);
+        let done = self.flushes.done.lock().unwrap_or_else(|e| e.into_inner());
+        let _done = self
+            .flushes
+            .answered
+            .wait_while(done, |d| *d < ticket && self.thread.is_some());
+    }
 }
 
 impl Drop for Copier {
@@ -304,35 +330,65 @@ impl Drop for Copier {
         }
         self.mapped
             .iter()
-            .for_each(|m| m.copied.store(false, Ordering::Relaxed));
+            .for_each(|m| m.copied.store(false, Ordering::Release));
     }
 }
 
-/// The copier's loop: wait for a ring's wake-up (or 10 ms), copy every ring out, notify.
-fn copy_until_stopped(
-    mapped: &[Arc<Mapped>],
-    wait: &OwnedFd,
-    notify: &OwnedFd,
-    stop: &AtomicBool,
-    all_hung: &AtomicBool,
-) {
+/// What the copier thread shares with its [`Copier`].
+struct Shared {
+    mapped: Vec<Arc<Mapped>>,
+    stop: Arc<AtomicBool>,
+    hung: Arc<AtomicBool>,
+    flushes: Arc<Flushes>,
+}
+
+/// The copier's loop: wait for a ring's wake-up, a flush (or 10 ms), copy every ring out,
+/// answer the flushes asked before the copy, notify the reader.
+fn copy_until_stopped(shared: &Shared, wait: &OwnedFd, notify: &OwnedFd) {
+    let mapped = &shared.mapped;
     let mut hung = vec![false; mapped.len()];
-    while !stop.load(Ordering::Acquire) {
+    let mut byte = [0u8; 64];
+    while !shared.stop.load(Ordering::Acquire) {
         let live: Vec<usize> = (0..mapped.len()).filter(|&i| !hung[i]).collect();
         let mut fds: Vec<PollFd> = vec![PollFd::new(wait.as_fd(), PollFlags::POLLIN)];
         fds.extend(
             live.iter()
                 .map(|&i| PollFd::new(mapped[i].fd.as_fd(), PollFlags::POLLIN)),
         );
-        let woken = poll(&mut fds, PollTimeout::from(10u16)).unwrap_or(0) > 0;
+        let _ = poll(&mut fds, PollTimeout::from(10u16));
+        if fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLIN))
+        {
+            let _ = nix::unistd::read(wait, &mut byte);
+        }
+        // Woken by a ring (not by a flush, which the reader waits for anyway).
+        let mut woken = false;
         for (k, &i) in live.iter().enumerate() {
             let revents = fds[k + 1].revents().unwrap_or(PollFlags::empty());
             hung[i] |= revents.contains(PollFlags::POLLHUP);
+            woken |= revents.contains(PollFlags::POLLIN);
         }
-        all_hung.store(hung.iter().all(|&h| h), Ordering::Release);
+        shared
+            .hung
+            .store(hung.iter().all(|&h| h), Ordering::Release);
+        let asked = shared.flushes.asked.load(Ordering::Acquire);
         mapped.iter().for_each(|m| m.copy_out());
+        *shared
+            .flushes
+            .done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = asked;
+        shared.flushes.answered.notify_all();
         if woken {
             let _ = nix::unistd::write(notify, &[1]);
         }
     }
+    // A flush asked while stopping is answered too.
+    *shared
+        .flushes
+        .done
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = u64::MAX;
+    shared.flushes.answered.notify_all();
 }

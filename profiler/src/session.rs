@@ -585,6 +585,9 @@ fn record_loop(
                 None => stop |= sig.signal != nix::sys::signal::Signal::SIGPIPE,
             }
         }
+        if let Some(c) = &copier {
+            c.flush();
+        }
         streams::drain(&mut open.rings, tracker.as_deref_mut(), recorder, false);
         if let Some(w) = watcher.as_deref_mut() {
             w.tick(recorder);
