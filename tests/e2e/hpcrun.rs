@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::correlate_view_support::work_clocks;
 use crate::support::symbols::{Namer, SymbolTable};
-use crate::support::{compile, run, scratch_dir, tool, tool_command};
+use crate::support::{compile, run, run_ok, scratch_dir, tool, tool_command};
 use profiler::db::Profile;
 
 /// Flags of the fixtures: optimised, without frame pointers (unwinding uses DWARF CFI).
@@ -79,13 +80,17 @@ fn leaf_samples_split_two_to_one_between_its_callers() {
 #[test]
 fn three_threads_get_three_one_two_shares() {
     let dir = scratch_dir("hpcrun-threads");
-    let (profile, _) = profile_of(
-        &dir,
-        "run_threads",
-        &["-pthread"],
-        &[],
-        &["cpu-clock@f2000"],
+    let mut flags = CFLAGS.to_vec();
+    flags.push("-pthread");
+    let exe = compile("run_threads.c", &dir, "run_threads", &flags);
+    let db = dir.join("run_threads.db");
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-e", "cpu-clock@f2000", "-o"])
+            .arg(&db)
+            .arg(&exe),
     );
+    let profile = Profile::read(&db).expect("profile.db readable");
     let mut per_thread: Vec<u64> = profile
         .threads
         .iter()
@@ -94,12 +99,17 @@ fn three_threads_get_three_one_two_shares() {
         .collect();
     assert_eq!(per_thread.len(), 3, "threads with samples: {per_thread:?}");
     per_thread.sort_unstable();
+    // Given 1:2:3 units; the oracle is the CPU time each thread's clock says it got.
+    let mut clocks: Vec<f64> = work_clocks(&stdout).into_values().collect();
+    assert_eq!(clocks.len(), 3, "{stdout}");
+    clocks.sort_by(f64::total_cmp);
     let total: u64 = per_thread.iter().sum();
-    for (got, want) in per_thread.iter().zip([1.0 / 6.0, 2.0 / 6.0, 3.0 / 6.0]) {
-        let s = share(*got, total);
+    let clock_total: f64 = clocks.iter().sum();
+    for (got, clock) in per_thread.iter().zip(&clocks) {
+        let (s, want) = (share(*got, total), clock / clock_total);
         assert!(
             (s - want).abs() <= 0.05,
-            "thread share {s:.3}, expected {want:.3} ({per_thread:?})"
+            "thread share {s:.3}, its clock's {want:.3} ({per_thread:?}, {clocks:?})"
         );
     }
 }

@@ -5,7 +5,7 @@
 //! loops and the kernel, merged by path, each as wide as the samples of the first metric at and
 //! below it. The root is at the bottom, children stand on their parent ordered by name (as
 //! flamegraph.pl orders them), and each frame carries its full name and share as a tooltip.
-//! Frames narrower than [`MIN_WIDTH`] pixels are left out (their cost stays in their parent's
+//! Frames narrower than a fifth of a pixel are left out (their cost stays in their parent's
 //! width), so a profile of a million paths stays a picture a browser opens at once.
 
 use std::fmt::Write as _;

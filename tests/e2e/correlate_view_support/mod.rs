@@ -21,7 +21,7 @@ pub struct ViewRun {
 /// Compile fixture `source` as `name` with `flags` in test `test`'s scratch directory, measure
 /// `name ARGS` with `hpcrun-rs -e cpu-clock@f4000` (a few hundred samples per tenth of a second
 /// of CPU time) and correlate it without the structure cache; returns the scratch directory and
-/// the database (`NAME.hpcdb`).
+/// the database (`NAME.hpcdb`). The program's output is kept in `NAME.stdout`.
 pub fn measured_database(
     test: &str,
     source: &str,
@@ -32,13 +32,14 @@ pub fn measured_database(
     let dir = scratch_dir(test);
     let exe = compile(source, &dir, name, flags);
     let profile = dir.join(format!("{name}.db"));
-    run_ok(
+    let stdout = run_ok(
         tool_command("hpcrun-rs")
             .args(["-q", "-e", "cpu-clock@f4000", "-o"])
             .arg(&profile)
             .arg(&exe)
             .args(args),
     );
+    std::fs::write(dir.join(format!("{name}.stdout")), stdout).unwrap();
     let db = dir.join(format!("{name}.hpcdb"));
     run_ok(
         tool_command("hpcprof-rs")
@@ -48,6 +49,16 @@ pub fn measured_database(
             .arg(&db),
     );
     (dir, db)
+}
+
+/// The CPU time (s) each `who` reported in `stdout` ("WHO work-cpu-ns N" lines, as the
+/// fixtures print them from their own thread clocks), by WHO.
+pub fn work_clocks(stdout: &str) -> std::collections::BTreeMap<String, f64> {
+    stdout
+        .lines()
+        .filter_map(|l| l.split_once(" work-cpu-ns "))
+        .map(|(who, ns)| (who.to_string(), ns.trim().parse::<f64>().unwrap() / 1e9))
+        .collect()
 }
 
 /// Run `hpcview` on `db` with `args`; it must succeed.
