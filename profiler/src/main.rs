@@ -50,8 +50,8 @@ struct Cli {
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_STACK_SIZE)]
     stack_size: u32,
 
-    /// Sample buffer per CPU in KiB, a power of two (default: 2048 as root, else 4096 or what
-    /// the locked-memory limit allows)
+    /// Sample buffer per CPU in KiB, a power of two (default: as root 64 MiB over all CPUs,
+    /// 2048 to 16384 each; else 4096 or what the locked-memory limit allows)
     #[arg(long, value_name = "KIB")]
     buffer_kib: Option<usize>,
 

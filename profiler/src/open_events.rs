@@ -23,15 +23,19 @@ pub(crate) struct OpenEvents {
     pub(crate) pages: usize,
 }
 
-/// Data pages per ring unless `--buffer-kib` says otherwise: 2 MiB as root, whose copier runs
-/// at real-time priority; 4 MiB otherwise (halved while the locked-memory limit refuses it),
-/// since an ordinary-priority copier may wait for the CPU while a fault burst fills the ring.
-pub(crate) fn default_ring_pages() -> usize {
-    if nix::unistd::geteuid().is_root() {
-        512
-    } else {
-        1024
+/// Data pages per ring unless `--buffer-kib` says otherwise, for `cpus` CPUs. As root, 64 MiB
+/// over all the rings, each between 2 and 16 MiB: on a small machine one ring then holds a whole
+/// burst of faults (1,200 samples with 8 KiB stack copies are 11 MB) even if the copier is kept
+/// waiting (a loaded machine throttles real-time threads too), and a large one spends no more.
+/// Otherwise 4 MiB, halved while the locked-memory limit refuses it, since an ordinary-priority
+/// copier may wait for the CPU while a burst fills the ring.
+pub(crate) fn default_ring_pages(cpus: usize) -> usize {
+    if !nix::unistd::geteuid().is_root() {
+        return 1024;
     }
+    let pages = (64 << 20) / 4096 / cpus.max(1);
+    let pages = 1 << pages.max(1).ilog2();
+    pages.clamp(512, 4096)
 }
 
 impl OpenEvents {

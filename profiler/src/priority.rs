@@ -25,3 +25,46 @@ pub(crate) fn raise_reader(priority: i32) -> bool {
         libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) == 0
     }
 }
+
+/// Where the reader cannot have real-time priority: make it nicer than the copier (`nice` 10,
+/// this thread only), so that the copier, woken while the reader unwinds, takes the CPU from it
+/// at once rather than after the scheduler's usual slice.
+pub(crate) fn yield_to_copier() {
+    // SAFETY: gettid has no arguments; setpriority changes only this thread's nice value.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+    }
+}
+
+/// `struct sched_attr` as `sched_setattr(2)` reads it (its first version, 48 bytes).
+#[repr(C)]
+struct SchedAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+}
+
+/// Where the copier cannot have real-time priority: ask the scheduler for a short slice (100
+/// µs; Linux 6.12 and later honour it for ordinary threads, unprivileged), which lets the copier,
+/// when a ring wakes it, take the CPU from a thread that has run longer instead of waiting for
+/// that thread's slice to end. False where the kernel refuses it.
+pub(crate) fn short_slice() -> bool {
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: libc::SCHED_OTHER as u32,
+        flags: 0,
+        nice: 0,
+        priority: 0,
+        runtime: 100_000,
+        deadline: 0,
+        period: 0,
+    };
+    // SAFETY: sched_setattr reads `attr` (its size given in it) for the calling thread only.
+    unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) == 0 }
+}

@@ -105,6 +105,10 @@ impl Drop for Mapped {
     }
 }
 
+/// The most of each buffer written in advance (bytes), so that memory use stays a small multiple
+/// of the rings' however many CPUs there are.
+const PRE_TOUCHED: usize = 2 << 20;
+
 /// An empty buffer whose first `bytes` are written once, so that the copies of a burst do not
 /// first have to fault its pages in (each a trap into the kernel, dearer still in a VM).
 fn touched(bytes: usize) -> Vec<u8> {
@@ -159,15 +163,15 @@ impl Ring {
             map_len,
             data_offset,
             data_size,
-            spool: Mutex::new(touched(2 * data_size)),
+            spool: Mutex::new(touched(data_size.min(PRE_TOUCHED))),
             copied: AtomicBool::new(false),
             fd,
         };
         Ok(Ring {
             mapped: Arc::new(mapped),
-            records: touched(2 * data_size),
+            records: touched(data_size.min(PRE_TOUCHED)),
             cursor: 0,
-            spare: touched(2 * data_size),
+            spare: touched(data_size.min(PRE_TOUCHED)),
         })
     }
 
@@ -270,7 +274,9 @@ impl Copier {
             std::thread::Builder::new()
                 .name("hpcrun-copier".into())
                 .spawn(move || {
-                    crate::priority::raise_reader(crate::priority::COPIER);
+                    if !crate::priority::raise_reader(crate::priority::COPIER) {
+                        crate::priority::short_slice();
+                    }
                     let _ = ready.send(());
                     copy_until_stopped(&shared, &wait, &notify)
                 })?

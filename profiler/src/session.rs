@@ -324,8 +324,8 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     // copy per call every few µs: give the reader longer to come (measured on this project's
     // VM, 200,000 malloc+free pairs: 250-3900 records lost with 2 MiB per CPU, none with 8).
     let pages = opts.ring_pages.unwrap_or_else(|| match probes.is_empty() {
-        true => default_ring_pages(),
-        false => default_ring_pages().max(PROBE_RING_PAGES),
+        true => default_ring_pages(cpus.len()),
+        false => default_ring_pages(cpus.len()).max(PROBE_RING_PAGES),
     });
     let setup = (|| {
         let mut attr_opts = AttrOptions {
@@ -409,6 +409,11 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     // program's fault burst fills a ring in a millisecond), while the reader unwinds; stopped
     // before the last drain. Should no thread start, the reader polls the rings itself.
     let copier = Copier::start(&open.rings).ok();
+    // The command exists by now, stopped (and its children reset to the ordinary policy
+    // anyway); the copier thread exists too, so the reader's nice value is its own.
+    if !crate::priority::raise_reader(crate::priority::READER) {
+        crate::priority::yield_to_copier();
+    }
     let start_ns = now_ns();
     let started = Instant::now();
     let mut watcher = None;
@@ -431,8 +436,6 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
             None
         }
     };
-    // The command exists by now (and its children reset to the ordinary policy anyway).
-    crate::priority::raise_reader(crate::priority::READER);
     let mut attached_cpu = AttachedCpu::default();
     if let Target::Attach(pid) = opts.target {
         (opts.notify)(Notice::Attached(pid));
