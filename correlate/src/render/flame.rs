@@ -208,17 +208,22 @@ mod tests {
         n
     }
 
-    /// A view of 100 samples: main 10 own, main > a 60 (of which a > <kernel> 20), main > b 30.
-    fn view() -> ViewTree {
+    /// A top-down view of `samples` cpu-clock samples holding only its root.
+    fn empty(samples: u64) -> ViewTree {
         let metrics = vec![MetricInfo {
             name: "cpu-clock".into(),
             unit: "ns".into(),
             period: Some(1),
-            total: 100,
-            samples: 100,
+            total: samples,
+            samples,
         }];
         let root = with_own(NodeKind::Root, "<program root>", 0);
-        let mut view = ViewTree::new(ViewKind::TopDown, metrics, root);
+        ViewTree::new(ViewKind::TopDown, metrics, root)
+    }
+
+    /// A view of 100 samples: main 10 own, main > a 60 (of which a > <kernel> 20), main > b 30.
+    fn view() -> ViewTree {
+        let mut view = empty(100);
         let main = view.push(0, with_own(NodeKind::Procedure, "main", 10));
         let a = view.push(main, with_own(NodeKind::Procedure, "a<&>", 40));
         view.push(a, with_own(NodeKind::Kernel, "<kernel>", 20));
@@ -263,17 +268,8 @@ mod tests {
 
     #[test]
     fn an_empty_view_is_a_picture_without_frames() {
-        let metrics = vec![MetricInfo {
-            name: "cpu-clock".into(),
-            unit: "ns".into(),
-            period: Some(1),
-            total: 0,
-            samples: 0,
-        }];
-        let root = with_own(NodeKind::Root, "<program root>", 0);
-        let view = ViewTree::new(ViewKind::TopDown, metrics, root);
         let mut out = Vec::new();
-        let summary = render(&view, 0, "t", &mut out).unwrap();
+        let summary = render(&empty(0), 0, "t", &mut out).unwrap();
         assert_eq!(summary.samples, 0);
         assert!(String::from_utf8(out).unwrap().ends_with("</svg>\n"));
     }
