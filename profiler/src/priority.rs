@@ -16,7 +16,7 @@ pub(crate) const COPIER: i32 = 2;
 /// Give the calling thread (the reader or the copier) `SCHED_FIFO` priority `priority`, not
 /// inherited by processes it creates later; false where it is not permitted (an unprivileged
 /// user without `RLIMIT_RTPRIO`), and the thread then keeps its ordinary priority.
-pub(crate) fn raise_reader(priority: i32) -> bool {
+pub(crate) fn set_realtime(priority: i32) -> bool {
     let param = libc::sched_param {
         sched_priority: priority,
     };
@@ -53,8 +53,8 @@ struct SchedAttr {
 /// Where the copier cannot have real-time priority: ask the scheduler for a short slice (100
 /// µs; Linux 6.12 and later honour it for ordinary threads, unprivileged), which lets the copier,
 /// when a ring wakes it, take the CPU from a thread that has run longer instead of waiting for
-/// that thread's slice to end. False where the kernel refuses it.
-pub(crate) fn short_slice() -> bool {
+/// that thread's slice to end. Older kernels refuse it, and the copier then keeps the usual slice.
+pub(crate) fn short_slice() {
     let attr = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
         policy: libc::SCHED_OTHER as u32,
@@ -66,5 +66,7 @@ pub(crate) fn short_slice() -> bool {
         period: 0,
     };
     // SAFETY: sched_setattr reads `attr` (its size given in it) for the calling thread only.
-    unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) == 0 }
+    unsafe {
+        libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0);
+    }
 }

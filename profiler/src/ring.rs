@@ -232,8 +232,8 @@ impl Ring {
 }
 
 /// A thread that copies the rings out as soon as the kernel wakes it (a quarter of a ring
-/// written), at a real-time priority above the reader's where permitted, so that no ring fills while the reader
-/// unwinds: it does nothing but copy, then says so on its notice pipe. It alone polls the
+/// written), at a real-time priority above the reader's where permitted, so that no ring fills
+/// while the reader unwinds: it does nothing but copy, then says so on its notice pipe. It alone polls the
 /// rings (the kernel hands a ring's wake-up to one poller only). Stopped (and joined) when
 /// dropped.
 pub struct Copier {
@@ -274,7 +274,7 @@ impl Copier {
             std::thread::Builder::new()
                 .name("hpcrun-copier".into())
                 .spawn(move || {
-                    if !crate::priority::raise_reader(crate::priority::COPIER) {
+                    if !crate::priority::set_realtime(crate::priority::COPIER) {
                         crate::priority::short_slice();
                     }
                     let _ = ready.send(());
@@ -320,10 +320,7 @@ impl Copier {
         let ticket = self.flushes.asked.fetch_add(1, Ordering::AcqRel) + 1;
         let _ = nix::unistd::write(&self.wake, &[0]);
         let done = self.flushes.done.lock().unwrap_or_else(|e| e.into_inner());
-        let _done = self
-            .flushes
-            .answered
-            .wait_while(done, |d| *d < ticket && self.thread.is_some());
+        let _done = self.flushes.answered.wait_while(done, |d| *d < ticket);
     }
 }
 

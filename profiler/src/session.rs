@@ -407,11 +407,21 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     }
     // Copies the rings out as soon as they wake it, from before the command starts (a short
     // program's fault burst fills a ring in a millisecond), while the reader unwinds; stopped
-    // before the last drain. Should no thread start, the reader polls the rings itself.
-    let copier = Copier::start(&open.rings).ok();
+    // before the last drain.
+    let copier = match Copier::start(&open.rings) {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(c) = child {
+                c.abandon();
+            }
+            return Err(RunError::System(format!(
+                "cannot start the thread that empties the sample buffers: {e}"
+            )));
+        }
+    };
     // The command exists by now, stopped (and its children reset to the ordinary policy
     // anyway); the copier thread exists too, so the reader's nice value is its own.
-    if !crate::priority::raise_reader(crate::priority::READER) {
+    if !crate::priority::set_realtime(crate::priority::READER) {
         crate::priority::yield_to_copier();
     }
     let start_ns = now_ns();
@@ -514,7 +524,7 @@ fn process_cpu_seconds(pid: i32) -> Option<f64> {
 #[allow(clippy::too_many_arguments)]
 fn record_loop(
     open: &mut OpenEvents,
-    copier: Option<Copier>,
+    copier: Copier,
     recorder: &mut Recorder,
     mut tracker: Option<&mut AllocTracker>,
     signals: &SignalPipe,
@@ -528,24 +538,15 @@ fn record_loop(
         attached_cpu.update(tasks[0]);
         open.fds().for_each(|fd| perf::set_enabled(fd, true));
     }
-    let mut hung = vec![false; open.rings.len()];
     // Readable when the child exits, so the end of the run is noticed at once.
     let exit_fd = child.and_then(launch::exit_fd);
     let ended = loop {
         {
-            let mut fds: Vec<PollFd> = vec![PollFd::new(signals.fd().as_fd(), PollFlags::POLLIN)];
-            let live: Vec<usize> = match &copier {
-                Some(c) => {
-                    fds.push(PollFd::new(c.notices().as_fd(), PollFlags::POLLIN));
-                    Vec::new()
-                }
-                None => (0..open.rings.len()).filter(|&i| !hung[i]).collect(),
-            };
-            let first_ring = fds.len();
-            fds.extend(
-                live.iter()
-                    .map(|&i| PollFd::new(open.rings[i].fd().as_fd(), PollFlags::POLLIN)),
-            );
+            // The copier alone polls the rings; it says when it has copied something.
+            let mut fds: Vec<PollFd> = vec![
+                PollFd::new(signals.fd().as_fd(), PollFlags::POLLIN),
+                PollFd::new(copier.notices().as_fd(), PollFlags::POLLIN),
+            ];
             fds.extend(
                 exit_fd
                     .iter()
@@ -563,18 +564,7 @@ fn record_loop(
             );
             let wait = watcher.as_ref().map_or(50, |w| w.sleep_ms().min(50));
             let _ = poll(&mut fds, PollTimeout::from(wait));
-            for (k, &i) in live.iter().enumerate() {
-                if fds[first_ring + k]
-                    .revents()
-                    .is_some_and(|r| r.contains(PollFlags::POLLHUP))
-                {
-                    hung[i] = true;
-                }
-            }
-            if let Some(c) = &copier {
-                c.take_notices();
-                hung.iter_mut().for_each(|h| *h = c.all_hung());
-            }
+            copier.take_notices();
         }
         let mut stop = false;
         for sig in signals.take() {
@@ -588,9 +578,7 @@ fn record_loop(
                 None => stop |= sig.signal != nix::sys::signal::Signal::SIGPIPE,
             }
         }
-        if let Some(c) = &copier {
-            c.flush();
-        }
+        copier.flush();
         streams::drain(&mut open.rings, tracker.as_deref_mut(), recorder, false);
         if let Some(w) = watcher.as_deref_mut() {
             w.tick(recorder);
@@ -604,7 +592,7 @@ fn record_loop(
             None => {
                 attached_cpu.update(tasks[0]);
                 let gone = kill(Pid::from_raw(tasks[0]), None).is_err();
-                if stop || gone || hung.iter().all(|&h| h) {
+                if stop || gone || copier.all_hung() {
                     break None;
                 }
             }

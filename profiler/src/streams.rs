@@ -21,9 +21,6 @@ pub(crate) fn monotonic_ns() -> u64 {
         .unwrap_or(u64::MAX)
 }
 
-/// Records handled between two emptyings of the rings while draining.
-const REFILL_EVERY: usize = 16;
-
 /// Hand the recorder every record that is out of every stream: all of them once the command
 /// has ended (`last`), otherwise up to now, or up to the start of an allocation call still in
 /// progress (its record, stamped when it returns, comes later and must not be overtaken).
@@ -41,14 +38,7 @@ pub(crate) fn drain(
     };
     rings.iter_mut().for_each(Ring::fill);
     let mut allocs = allocs.into_iter().peekable();
-    let mut handled = 0usize;
     loop {
-        // Empty the rings again every few records: unwinding is slower than a fault storm
-        // writes, and a full ring loses what comes next.
-        if handled % REFILL_EVERY == REFILL_EVERY - 1 {
-            rings.iter_mut().for_each(Ring::fill);
-        }
-        handled += 1;
         let mut best: Option<(usize, u64)> = None;
         for (i, ring) in rings.iter().enumerate() {
             if let Some(rec) = ring.peek() {
