@@ -72,6 +72,10 @@ pub struct Summary {
     /// The loops among them that are irreducible regions (several entries), kept in the tree
     /// as loops headed by their first entry.
     pub irreducible_loops: Vec<IrreducibleLoop>,
+    /// Indirect jumps in the analysed code whose targets could not be found (computed gotos,
+    /// calls through pointers in tail position, table shapes not recognised): code reached
+    /// only through them is analysed on its own and never enters a loop around it.
+    pub unresolved_jumps: usize,
     /// Statements in the tree.
     pub statements: usize,
     /// DWARF compilation units read.

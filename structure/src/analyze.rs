@@ -20,7 +20,9 @@ use crate::dwofiles::DwoFiles;
 use crate::error::StructureError;
 use crate::focus;
 use crate::identity::BinaryIdentity;
+use crate::imports;
 use crate::loopnest::{self, LoopEnv};
+use crate::noreturn::NoReturns;
 use crate::normalize;
 use crate::plan::{lacks_inline_records, plan_procedures, ProcPlan};
 use crate::procedure::{self, LocalTree, Step};
@@ -28,7 +30,7 @@ use crate::ranges::normalize_ranges;
 use crate::scope::{module_basename, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
 use profiler::addr::Svma;
 use rayon::prelude::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -140,14 +142,12 @@ fn analyze_in_pool(
     skipped.extend(info.skipped.iter().cloned());
 
     let data = binary::data_sections(&file);
-    let noreturn: HashSet<u64> = symbols
-        .iter()
-        .filter(|s| loopnest::NORETURN_NAMES.contains(&s.name.as_str()))
-        .map(|s| s.address)
-        .collect();
+    let imports = imports::imports(&file);
+    let noreturn = NoReturns::new(&symbols, &imports, &code);
     let link_names: HashMap<u64, &str> = symbols
         .iter()
         .map(|s| (s.address, s.link_name.as_str()))
+        .chain(imports.names.iter().map(|(&a, n)| (a, n.as_str())))
         .collect();
     let env = LoopEnv {
         code: &code,
@@ -187,6 +187,7 @@ fn analyze_in_pool(
     summary.inferred_inlined = inferred_inlined;
     summary.unitless_line_programs = info.unitless_programs;
     summary.irreducible_loops = irreducible_loops;
+    summary.unresolved_jumps = built.iter().map(|b| b.unresolved_jumps).sum();
     Ok(Analysis {
         tree,
         summary,
@@ -208,6 +209,7 @@ fn summarize(
         inferred_inlined: 0,
         loops: count(&|s| s.kind == ScopeKind::Loop),
         irreducible_loops: Vec::new(),
+        unresolved_jumps: 0,
         statements: count(&|s| s.kind == ScopeKind::Statement),
         units,
         unitless_line_programs: 0,
@@ -245,6 +247,8 @@ struct Built {
     inferred: Option<Vec<InlineCall>>,
     /// What was skipped, if anything.
     note: Option<String>,
+    /// Indirect jumps with unknown targets.
+    unresolved_jumps: usize,
 }
 
 impl Built {
@@ -279,6 +283,7 @@ fn build_procedure(
         local,
         inferred,
         note,
+        unresolved_jumps: nest.unresolved_jumps,
     }
 }
 

@@ -3,12 +3,13 @@
 //! line (bbranch-max-fuzzy over the line table).
 
 use crate::binary::CodeSection;
-use crate::cfg::{Cfg, CfgEnv, CodeRange};
+use crate::cfg::{Cfg, CfgEnv, CodeRange, Terminator};
 use crate::dwarf::DwarfInfo;
 use crate::loops::{LoopForest, LOOP_BEGIN_TOLERANCE};
+use crate::noreturn::NoReturns;
 use crate::plan::ProcPlan;
 use crate::procedure::{LoopDesc, LoopNest};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// What loop recovery needs to know about the whole binary.
 pub struct LoopEnv<'a, 'd> {
@@ -16,8 +17,8 @@ pub struct LoopEnv<'a, 'd> {
     pub code: &'a [CodeSection<'d>],
     /// All sections with file contents (for jump tables).
     pub data: &'a [CodeSection<'d>],
-    /// Entry addresses of functions that never return, known by name.
-    pub noreturn: &'a HashSet<u64>,
+    /// Functions that never return, by name or by analysis.
+    pub noreturn: &'a NoReturns<'a, 'd>,
     /// The link name of the function symbol at each entry address (to match a procedure's
     /// unit's `DW_AT_noreturn` declarations).
     pub link_names: &'a HashMap<u64, &'a str>,
@@ -29,28 +30,6 @@ impl LoopEnv<'_, '_> {
         s.slice(addr, addr.checked_add(len as u64)?)
     }
 }
-
-/// Names of functions known never to return, matched against symbols.
-pub const NORETURN_NAMES: &[&str] = &[
-    "exit",
-    "_exit",
-    "_Exit",
-    "abort",
-    "__stack_chk_fail",
-    "__assert_fail",
-    "__cxa_throw",
-    "__cxa_rethrow",
-    "__cxa_bad_cast",
-    "__cxa_bad_typeid",
-    "__cxa_throw_bad_array_new_length",
-    "_Unwind_Resume",
-    "std::terminate()",
-    "__fortify_fail",
-    "__chk_fail",
-    "core::panicking::panic",
-    "core::panicking::panic_fmt",
-    "std::process::exit",
-];
 
 /// The loops of procedure `plan`, and a note if part of its code was not in the file.
 pub fn find_loops<'i>(
@@ -86,7 +65,7 @@ pub fn find_loops<'i>(
         return (LoopNest::default(), note);
     }
     let is_noreturn = |a: u64| {
-        env.noreturn.contains(&a)
+        env.noreturn.contains(a)
             || plan
                 .noreturn_callees
                 .contains(a, env.link_names.get(&a).copied())
@@ -133,9 +112,15 @@ fn describe<'i>(cfg: &Cfg, forest: &LoopForest, info: &DwarfInfo) -> LoopNest<'i
         })
         .collect();
     membership.sort_unstable();
+    let unresolved_jumps = cfg
+        .blocks
+        .iter()
+        .filter(|b| b.terminator == Terminator::IndirectJump)
+        .count();
     LoopNest {
         loops,
         membership,
         begin_line: None,
+        unresolved_jumps,
     }
 }

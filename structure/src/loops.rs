@@ -10,8 +10,11 @@
 //! it terminates on any graph.
 //!
 //! Blocks that cannot be reached from the procedure's entry (code behind an unresolved indirect
-//! jump) are analysed too: each block not yet numbered becomes the root of a further depth-first
-//! tree, in address order.
+//! jump, landing pads) are analysed too: each block not yet numbered becomes the root of a further
+//! depth-first tree, in address order. An edge from such a later tree into an earlier one can
+//! never close a cycle (nothing in the earlier tree reaches the later one), so it is not an entry
+//! of any loop: code reached only through an unknown jump may form loops of its own, but it never
+//! makes a loop of the code around it irreducible.
 //!
 //! Each [`Loop`] reports its header, its entry blocks (several for an irreducible loop), all its
 //! blocks, the blocks it owns directly (not in an inner loop), its parent and children, its depth
@@ -88,8 +91,10 @@ struct Dfs {
     number: Vec<u32>,
     /// Highest preorder number in each node's subtree (by preorder number).
     last: Vec<u32>,
-    /// Preorder numbers of the depth-first roots.
+    /// True at the preorder numbers of the depth-first roots.
     is_root: Vec<bool>,
+    /// The depth-first tree (0 for the entry's) of each node, by preorder number.
+    tree: Vec<u32>,
 }
 
 impl Dfs {
@@ -101,6 +106,7 @@ impl Dfs {
             number: vec![u32::MAX; n],
             last: vec![0; n],
             is_root: vec![false; n],
+            tree: Vec::with_capacity(n),
         };
         let roots = cfg.entry.into_iter().chain((0..n as u32).map(BlockId));
         let mut stack: Vec<(BlockId, usize)> = Vec::new();
@@ -128,14 +134,26 @@ impl Dfs {
     }
 
     fn visit(&mut self, b: BlockId, stack: &mut Vec<(BlockId, usize)>) {
+        let tree = match self.tree.last() {
+            Some(&t) if !self.is_root[self.node.len()] => t,
+            Some(&t) => t + 1,
+            None => 0,
+        };
         self.number[b.index()] = self.node.len() as u32;
         self.node.push(b);
+        self.tree.push(tree);
         stack.push((b, 0));
     }
 
     /// True if preorder node `w` is an ancestor of (or equal to) `v`.
     fn is_ancestor(&self, w: usize, v: usize) -> bool {
         w <= v && v <= self.last[w] as usize
+    }
+
+    /// True if the edge from preorder node `v` to `w` comes from a later depth-first tree: it
+    /// closes no cycle and enters no loop (see the module's documentation).
+    fn enters_from_later_tree(&self, v: usize, w: usize) -> bool {
+        self.tree[v] > self.tree[w]
     }
 }
 
@@ -169,6 +187,9 @@ impl Havlak {
         for (w, &b) in dfs.node.iter().enumerate() {
             for &p in &cfg.block(b).preds {
                 let v = dfs.number[p.index()];
+                if dfs.enters_from_later_tree(v as usize, w) {
+                    continue;
+                }
                 if dfs.is_ancestor(w, v as usize) {
                     back_preds[w].push(v);
                 } else {
@@ -352,8 +373,12 @@ impl LoopForest {
                 .iter()
                 .copied()
                 .filter(|&b| {
-                    dfs.is_root[dfs.number[b.index()] as usize]
-                        || cfg.block(b).preds.iter().any(|&p| !self.contains(id, p))
+                    let w = dfs.number[b.index()] as usize;
+                    dfs.is_root[w]
+                        || cfg.block(b).preds.iter().any(|&p| {
+                            let v = dfs.number[p.index()] as usize;
+                            !self.contains(id, p) && !dfs.enters_from_later_tree(v, w)
+                        })
                 })
                 .collect();
             entries.retain(|&b| b != header);

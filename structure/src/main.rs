@@ -42,6 +42,10 @@ struct Cli {
     /// code in its host procedure.
     #[arg(long)]
     no_inferred_inlining: bool,
+    /// List every irreducible loop (procedure, line and entry addresses) after the summary,
+    /// which otherwise only counts them.
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 fn main() -> ExitCode {
@@ -82,6 +86,9 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     write_structure_file(&output, std::slice::from_ref(&analysis.tree))
         .context("cannot write the structure file")?;
     print_summary(&cli.binary, &output, &analysis.summary, writing.elapsed());
+    if cli.verbose {
+        print_irreducible(&analysis.summary.irreducible_loops);
+    }
     Ok(())
 }
 
@@ -111,8 +118,13 @@ fn print_summary(
     } else {
         format!(" ({} irreducible)", s.irreducible_loops.len())
     };
+    let unresolved = if s.unresolved_jumps > 0 {
+        format!(", {} indirect jumps unresolved", s.unresolved_jumps)
+    } else {
+        String::new()
+    };
     eprintln!(
-        "hpcstruct-rs: {}: {} procedures, {} inlined instances{inferred}, {} loops{irreducible}, {} statements ({debug}, {} units{unitless}); analysis {:.2} s, writing {:.2} s -> {}",
+        "hpcstruct-rs: {}: {} procedures, {} inlined instances{inferred}, {} loops{irreducible}{unresolved}, {} statements ({debug}, {} units{unitless}); analysis {:.2} s, writing {:.2} s -> {}",
         binary.display(),
         s.procedures,
         s.inlined,
@@ -123,7 +135,6 @@ fn print_summary(
         writing.as_secs_f64(),
         output.display()
     );
-    print_irreducible(&s.irreducible_loops);
     if !s.skipped.is_empty() {
         eprintln!("hpcstruct-rs: skipped {} item(s):", s.skipped.len());
         for line in s.skipped.iter().take(20) {
@@ -135,10 +146,9 @@ fn print_summary(
     }
 }
 
-/// List irreducible loops (the first few): where they are and where control enters them.
+/// List the irreducible loops: where they are and where control enters them.
 fn print_irreducible(loops: &[structure::IrreducibleLoop]) {
-    const SHOWN: usize = 10;
-    for l in loops.iter().take(SHOWN) {
+    for l in loops {
         let file = l.file.rsplit('/').next().unwrap_or(&l.file);
         let entries: Vec<String> = l.entries.iter().map(|e| format!("{e:#x}")).collect();
         eprintln!(
@@ -147,8 +157,5 @@ fn print_irreducible(loops: &[structure::IrreducibleLoop]) {
             l.line,
             entries.join(" ")
         );
-    }
-    if loops.len() > SHOWN {
-        eprintln!("  ... and {} more irreducible loops", loops.len() - SHOWN);
     }
 }

@@ -42,6 +42,9 @@ pub struct LoopNest<'a> {
     pub membership: Vec<(u64, u64, usize)>,
     /// Recomputes a loop's begin line once its context is known (else `LoopDesc` lines stay).
     pub begin_line: Option<BeginLine<'a>>,
+    /// Indirect jumps whose targets are unknown (neither a recognised jump table nor a tail
+    /// call through the GOT).
+    pub unresolved_jumps: usize,
 }
 
 impl LoopNest<'_> {

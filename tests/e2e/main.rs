@@ -50,6 +50,7 @@ mod structure_fixtures;
 mod structure_focus;
 mod structure_inline_names;
 mod structure_languages;
+mod structure_loops;
 mod structure_output;
 mod structure_robustness;
 mod structure_variables;

@@ -17,10 +17,14 @@ pub(super) struct Builder<'d, 'e> {
     pub(super) tables: Vec<(usize, u64, Vec<usize>)>,
     pub(super) unresolved: Vec<u64>,
     pub(super) calls: Vec<CallSite>,
+    /// Direct branches inside the procedure as (target index, source index), sorted.
+    pub(super) incoming: Vec<(u32, u32)>,
+    /// Index of the procedure's entry instruction (`usize::MAX` if it did not decode).
+    pub(super) entry: usize,
 }
 
 impl<'d, 'e> Builder<'d, 'e> {
-    pub(super) fn new(d: &'d Decoded, env: &'d CfgEnv<'e>) -> Self {
+    pub(super) fn new(d: &'d Decoded, env: &'d CfgEnv<'e>, entry: Option<u64>) -> Self {
         Builder {
             d,
             env,
@@ -30,6 +34,8 @@ impl<'d, 'e> Builder<'d, 'e> {
             tables: Vec::new(),
             unresolved: Vec::new(),
             calls: Vec::new(),
+            incoming: Vec::new(),
+            entry: entry.and_then(|e| d.index_of(e)).unwrap_or(usize::MAX),
         }
     }
 
@@ -43,8 +49,14 @@ impl<'d, 'e> Builder<'d, 'e> {
         idx
     }
 
-    pub(super) fn call_site(&mut self, insn: &Instruction, target: Option<u64>, kind: CallKind) {
-        let noreturn = kind == CallKind::Call && target.is_some_and(|t| (self.env.is_noreturn)(t));
+    /// Record a call (`noreturn` as classified when decoding) or a tail call.
+    pub(super) fn call_site(
+        &mut self,
+        insn: &Instruction,
+        target: Option<u64>,
+        kind: CallKind,
+        noreturn: bool,
+    ) {
         self.calls.push(CallSite {
             addr: insn.ip(),
             next_addr: insn.next_ip(),
@@ -54,9 +66,11 @@ impl<'d, 'e> Builder<'d, 'e> {
         });
     }
 
-    /// Mark block leaders, record call sites and resolve jump tables.
+    /// Mark block leaders, record call sites and resolve jump tables (once all direct branches
+    /// are known, since tracing a table's registers follows them backwards).
     pub(super) fn find_leaders(&mut self) {
         let d = self.d;
+        let mut indirect = Vec::new();
         for (i, (insn, &flow)) in d.insns.iter().zip(&d.flows).enumerate() {
             let contiguous = i > 0
                 && d.insns[i - 1].next_ip() == insn.ip()
@@ -65,23 +79,30 @@ impl<'d, 'e> Builder<'d, 'e> {
                 self.leader[i] = true;
             }
             match flow {
-                Flow::Call { target, .. } => self.call_site(insn, target, CallKind::Call),
+                Flow::Call { target, noreturn } => {
+                    self.call_site(insn, target, CallKind::Call, noreturn)
+                }
                 Flow::Jump(t) | Flow::CondJump(t) => {
                     if d.contains(t) {
                         if let Some(j) = d.containing(t) {
                             if d.insns[j].ip() != t {
                                 self.unresolved.push(t);
                             }
+                            self.incoming.push((j as u32, i as u32));
                             self.leader[j] = true;
                             self.target[j] = true;
                         }
                     } else {
-                        self.call_site(insn, Some(t), CallKind::TailCall);
+                        self.call_site(insn, Some(t), CallKind::TailCall, false);
                     }
                 }
-                Flow::Indirect => self.indirect_jump(i),
+                Flow::Indirect => indirect.push(i),
                 _ => {}
             }
+        }
+        self.incoming.sort_unstable();
+        for i in indirect {
+            self.indirect_jump(i);
         }
     }
 

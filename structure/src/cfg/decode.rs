@@ -111,14 +111,9 @@ impl Decoded {
                 }
                 _ => Flow::Next,
             },
-            FlowControl::Call => {
-                let target = near_target(insn);
-                let noreturn = target.is_some_and(|t| (env.is_noreturn)(t));
-                Flow::Call { target, noreturn }
-            }
-            FlowControl::IndirectCall => Flow::Call {
-                target: None,
-                noreturn: false,
+            FlowControl::Call | FlowControl::IndirectCall => Flow::Call {
+                target: near_target(insn),
+                noreturn: call_never_returns(insn, env),
             },
             FlowControl::UnconditionalBranch => match near_target(insn) {
                 Some(t) => Flow::Jump(t),
@@ -132,6 +127,15 @@ impl Decoded {
             FlowControl::Return => Flow::Return,
             FlowControl::Exception => Flow::Trap,
         }
+    }
+}
+
+/// True if the call `insn` never returns by `env`: a direct call to a noreturn target, or
+/// `call *slot(%rip)` (`-fno-plt`) through the GOT slot of a noreturn import.
+pub(super) fn call_never_returns(insn: &Instruction, env: &CfgEnv<'_>) -> bool {
+    match near_target(insn) {
+        Some(t) => (env.is_noreturn)(t),
+        None => insn.is_ip_rel_memory_operand() && (env.is_noreturn)(insn.ip_rel_memory_address()),
     }
 }
 

@@ -23,6 +23,7 @@
 
 mod builder;
 mod decode;
+mod exits;
 mod tables;
 
 use builder::Builder;
@@ -51,7 +52,8 @@ pub struct CodeRange<'a> {
 /// What the caller knows about the rest of the binary, consulted while building a [`Cfg`].
 pub struct CfgEnv<'a> {
     /// True for a call target (link-time address) that never returns; such a call ends its
-    /// block without successors.
+    /// block without successors. Asked also about the GOT slot of a call through memory
+    /// (`call *slot(%rip)`), which names its import the same way.
     pub is_noreturn: &'a dyn Fn(u64) -> bool,
     /// Read `len` bytes of read-only data at a link-time address, `None` if not mapped in the
     /// file. Used to read jump tables.
@@ -195,7 +197,8 @@ impl Cfg {
     /// Decode `code` and build its control-flow graph. `code[0].start` is the procedure's entry.
     pub fn build(code: &[CodeRange<'_>], env: &CfgEnv<'_>) -> Cfg {
         let decoded = Decoded::new(code, env);
-        let mut builder = Builder::new(&decoded, env);
+        let entry = code.first().map(|r| r.start);
+        let mut builder = Builder::new(&decoded, env, entry);
         builder.find_leaders();
         builder.find_padding();
         let mut cfg = builder.make_blocks();
@@ -204,6 +207,13 @@ impl Cfg {
             .filter(|r| !r.bytes.is_empty())
             .and_then(|r| cfg.block_starting_at(r.start));
         cfg
+    }
+
+    /// False when the procedure in `code` (entry at `code[0].start`) can never return to its
+    /// caller: every path from its entry ends in a call `env` declares noreturn, a trap or an
+    /// endless loop. Used to find noreturn functions the compiler did not mark.
+    pub fn may_return(code: &[CodeRange<'_>], env: &CfgEnv<'_>) -> bool {
+        exits::may_return(code, env)
     }
 
     /// The block containing link-time address `addr`.

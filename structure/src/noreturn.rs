@@ -1,0 +1,149 @@
+//! Functions that never return, so that a call to one ends its basic block.
+//!
+//! Three sources, from cheapest to dearest: names every C, C++ and Rust runtime uses for such
+//! functions (matched against symbols and against the imports behind PLT stubs and GOT slots),
+//! the `DW_AT_noreturn` declarations of the calling unit (see [`crate::dwarf::NoReturn`]), and
+//! analysis: a function symbol whose code has no path back to its caller (an assertion helper
+//! that ends in `abort@plt`, a fatal-error function the compiler was not told about). The
+//! analysis is done on first use per callee, follows calls a few levels deep and depends on
+//! nothing but the code and the names, so a whole-module and a focused analysis agree.
+
+use crate::binary::{CodeSection, FunctionSymbol};
+use crate::cfg::{Cfg, CfgEnv, CodeRange};
+use crate::demangle::demangle;
+use crate::imports::Imports;
+use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
+
+/// Names of functions known never to return, matched against (demangled) symbol names.
+const NORETURN_NAMES: &[&str] = &[
+    "exit",
+    "_exit",
+    "_Exit",
+    "quick_exit",
+    "abort",
+    "longjmp",
+    "siglongjmp",
+    "pthread_exit",
+    "__stack_chk_fail",
+    "__assert_fail",
+    "__assert_perror_fail",
+    "__cxa_throw",
+    "__cxa_rethrow",
+    "__cxa_bad_cast",
+    "__cxa_bad_typeid",
+    "__cxa_throw_bad_array_new_length",
+    "__cxa_call_terminate",
+    "_Unwind_Resume",
+    "std::terminate()",
+    "__fortify_fail",
+    "__chk_fail",
+    "_gfortran_stop_string",
+    "_gfortran_error_stop_string",
+    "_gfortran_runtime_error",
+    "_gfortran_runtime_error_at",
+    "_gfortran_os_error_at",
+    "core::option::unwrap_failed",
+    "core::option::expect_failed",
+    "core::result::unwrap_failed",
+    "alloc::alloc::handle_alloc_error",
+    "alloc::raw_vec::handle_error",
+    "alloc::raw_vec::capacity_overflow",
+    "std::process::exit",
+    "std::process::abort",
+];
+
+/// Name prefixes of families of functions that never return: libstdc++'s `std::__throw_*`
+/// helpers and Rust's `core::panicking` functions.
+const NORETURN_PREFIXES: &[&str] = &["std::__throw_", "core::panicking::"];
+
+/// True if a function of this (demangled) name never returns.
+fn is_noreturn_name(name: &str) -> bool {
+    NORETURN_NAMES.contains(&name) || NORETURN_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// How deep the analysis follows calls: a function is found noreturn when every path of it ends
+/// in a call to a named one (level 1), or to one found at level 1 (level 2), and so on. Each
+/// level is a function of the code and the names only, whatever the order of the questions.
+const LEVELS: usize = 3;
+
+/// Whether a call target never returns, by name or by analysis of its code.
+pub(crate) struct NoReturns<'a, 'd> {
+    /// Addresses (symbols, PLT stubs, GOT slots) whose names say they never return.
+    named: HashSet<u64>,
+    /// GOT slots holding the address of a function of the module.
+    local_slots: &'a HashMap<u64, u64>,
+    symbols: &'a [FunctionSymbol],
+    code: &'a [CodeSection<'d>],
+    /// The analysis's answer per symbol (same order as `symbols`) and level, once asked.
+    analysed: Vec<[OnceLock<bool>; LEVELS]>,
+}
+
+impl<'a, 'd> NoReturns<'a, 'd> {
+    /// The named ones among `symbols` and `imports`; `symbols` sorted by address, one per
+    /// address.
+    pub(crate) fn new(
+        symbols: &'a [FunctionSymbol],
+        imports: &'a Imports,
+        code: &'a [CodeSection<'d>],
+    ) -> Self {
+        let by_symbol = symbols
+            .iter()
+            .filter(|s| is_noreturn_name(&s.name))
+            .map(|s| s.address);
+        let by_import = imports
+            .names
+            .iter()
+            .filter(|(_, link)| is_noreturn_name(&demangle(link)))
+            .map(|(&a, _)| a);
+        NoReturns {
+            named: by_symbol.chain(by_import).collect(),
+            local_slots: &imports.local_slots,
+            symbols,
+            code,
+            analysed: symbols.iter().map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// True if a call to `target` never returns.
+    pub(crate) fn contains(&self, target: u64) -> bool {
+        self.at_level(target, LEVELS)
+    }
+
+    /// `target` may be a function, a PLT stub or a GOT slot (for calls through memory).
+    fn at_level(&self, target: u64, level: usize) -> bool {
+        let target = self.local_slots.get(&target).copied().unwrap_or(target);
+        self.named.contains(&target) || self.by_analysis(target, level)
+    }
+
+    /// True if `target` is a function symbol whose code cannot return when calls are judged at
+    /// the level below (see [`LEVELS`]); decided on first use.
+    fn by_analysis(&self, target: u64, level: usize) -> bool {
+        let Some(below) = level.checked_sub(1) else {
+            return false;
+        };
+        let Ok(i) = self.symbols.binary_search_by_key(&target, |s| s.address) else {
+            return false;
+        };
+        *self.analysed[i][below].get_or_init(|| {
+            let s = &self.symbols[i];
+            let end = s.address.saturating_add(s.size);
+            let Some(bytes) = self.code.iter().find_map(|c| c.slice(s.address, end)) else {
+                return false;
+            };
+            if bytes.is_empty() {
+                return false;
+            }
+            let callee = |a: u64| self.at_level(a, below);
+            let env = CfgEnv {
+                is_noreturn: &callee,
+                read_data: &|_, _| None,
+            };
+            let code = [CodeRange {
+                start: s.address,
+                bytes,
+            }];
+            !Cfg::may_return(&code, &env)
+        })
+    }
+}

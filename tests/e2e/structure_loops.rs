@@ -1,0 +1,144 @@
+//! Loop nests as the source has them, on code whose control flow compilers make hard to follow:
+//! switches on jump tables inside loops (gcc and clang, PIC and not, Rust `match`), calls that
+//! never return (named, imported through the PLT, or found by analysis, with and without
+//! exceptions) and loops left by `break`, `return` and `goto`. Each function's loops are known
+//! from the source: their number, their depths and their lines (`@name` markers).
+
+use crate::support::{fixture, marker, scratch_dir};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use structure::loops::LOOP_BEGIN_TOLERANCE;
+use structure::{analyze_file, Options, ScopeKind, ScopeTree};
+
+/// Build `source` with `compiler` and `flags` into `dir`.
+fn build(compiler: &str, source: &str, flags: &[&str], dir: &Path) -> PathBuf {
+    let tag: String = flags.concat().replace(['-', '='], "");
+    let out = dir.join(format!("{compiler}{tag}"));
+    let result = Command::new(compiler)
+        .args(flags)
+        .arg(fixture(source))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
+    assert!(
+        result.status.success(),
+        "{compiler} {flags:?} {source}: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out
+}
+
+/// The loops of procedure `name` (C++: with any parameters) as (begin line, depth), sorted.
+fn loops_of(tree: &ScopeTree, name: &str) -> Vec<(u32, usize)> {
+    let named = |n: &str| n == name || n.strip_prefix(name).is_some_and(|r| r.starts_with('('));
+    let p = tree
+        .procedures()
+        .find(|&p| named(&tree.get(p).name))
+        .unwrap_or_else(|| panic!("no procedure {name}"));
+    let mut loops: Vec<(u32, usize)> = tree
+        .descendants(p)
+        .into_iter()
+        .filter(|&d| tree.get(d).kind == ScopeKind::Loop)
+        .map(|d| {
+            let depth = tree
+                .ancestors(d)
+                .filter(|&a| tree.get(a).kind == ScopeKind::Loop)
+                .count();
+            (tree.get(d).line, depth + 1)
+        })
+        .collect();
+    loops.sort_unstable();
+    loops
+}
+
+/// Check every function of `expected` (name, loops as (marker, depth)) in `binary`, and that
+/// none of them holds an irreducible loop.
+fn check(binary: &Path, source: &str, expected: &[(&str, &[(&str, usize)])]) {
+    let a = analyze_file(binary, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    for &(function, want) in expected {
+        let got = loops_of(&a.tree, function);
+        let mut want: Vec<(u32, usize)> =
+            want.iter().map(|&(m, d)| (marker(source, m), d)).collect();
+        want.sort_unstable();
+        let matches = got.len() == want.len()
+            && got
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| g.1 == w.1 && g.0.abs_diff(w.0) <= LOOP_BEGIN_TOLERANCE);
+        assert!(
+            matches,
+            "{}: {function}: loops (line, depth) {got:?}, the source has {want:?}",
+            binary.display()
+        );
+        let irreducible: Vec<_> = a
+            .summary
+            .irreducible_loops
+            .iter()
+            .filter(|l| l.procedure.starts_with(function))
+            .collect();
+        assert!(
+            irreducible.is_empty(),
+            "{}: {function}: {irreducible:?}",
+            binary.display()
+        );
+    }
+}
+
+#[test]
+fn c_switches_noreturn_calls_and_early_exits_give_the_source_loops() {
+    let dir = scratch_dir("structure_loops_c");
+    let source = "loops_control.c";
+    let expected: &[(&str, &[(&str, usize)])] = &[
+        ("switch_masked", &[("switch_masked", 1)]),
+        ("switch_bounded", &[("switch_bounded", 1)]),
+        ("checked_sum", &[("checked_rows", 1), ("checked_cols", 2)]),
+        ("find_first", &[("find_first", 1)]),
+        ("search_2d", &[("search_rows", 1), ("search_cols", 2)]),
+        ("count_until", &[("count_until", 1)]),
+        ("no_loop_errors", &[]),
+    ];
+    for compiler in ["gcc", "clang"] {
+        for pic in [["-fPIE", "-pie"], ["-fno-pie", "-no-pie"]] {
+            for opt in ["-O2", "-O3"] {
+                let flags = [opt, "-g", pic[0], pic[1]];
+                check(&build(compiler, source, &flags, &dir), source, expected);
+            }
+        }
+    }
+}
+
+#[test]
+fn cpp_assertions_throws_and_cleanups_make_no_loops() {
+    let dir = scratch_dir("structure_loops_cpp");
+    let source = "loops_noreturn.cc";
+    let expected: &[(&str, &[(&str, usize)])] = &[
+        ("guarded", &[]),
+        ("sum_or_throw", &[("sum_or_throw", 1)]),
+        ("retry", &[("retry", 1)]),
+    ];
+    // -g1 leaves out the declarations that say abort() does not return: the PLT stub's
+    // import name must say it.
+    for compiler in ["g++", "clang++"] {
+        for debug in ["-g", "-g1"] {
+            check(
+                &build(compiler, source, &["-O2", debug], &dir),
+                source,
+                expected,
+            );
+        }
+    }
+}
+
+#[test]
+fn rust_match_in_a_loop_is_one_loop() {
+    let dir = scratch_dir("structure_loops_rust");
+    let source = "loops_match.rs";
+    let expected: &[(&str, &[(&str, usize)])] =
+        &[("classify", &[("classify", 1)]), ("checked", &[])];
+    check(
+        &build("rustc", source, &["-O", "-g"], &dir),
+        source,
+        expected,
+    );
+}
