@@ -71,7 +71,8 @@ pub fn write_structure<W: Write>(out: &mut W, trees: &[ScopeTree]) -> io::Result
     for tree in trees {
         let mut writer = TreeWriter {
             tree,
-            out: String::with_capacity(1 << 16),
+            out: String::with_capacity(2 * SPILL_AT),
+            sink: &mut *out,
             next_index: 2,
             lib_suffix: if tree.is_shared_library() {
                 library_suffix(tree.module_path())
@@ -80,7 +81,7 @@ pub fn write_structure<W: Write>(out: &mut W, trees: &[ScopeTree]) -> io::Result
             },
         };
         writer.module()?;
-        out.write_all(writer.out.as_bytes())?;
+        writer.sink.write_all(writer.out.as_bytes())?;
     }
     out.write_all(b"</HPCToolkitStructure>\n")
 }
@@ -90,14 +91,20 @@ pub(crate) fn library_suffix(module_path: &str) -> String {
     format!(" [{}]", module_basename(module_path))
 }
 
-struct TreeWriter<'a> {
+/// Bytes of text gathered before they are handed to the output: the text of a whole module
+/// would be hundreds of megabytes for a large binary, grown by copying.
+const SPILL_AT: usize = 1 << 16;
+
+struct TreeWriter<'a, 'w> {
     tree: &'a ScopeTree,
+    /// Text not yet written to `sink`.
     out: String,
+    sink: &'w mut dyn Write,
     next_index: u64,
     lib_suffix: String,
 }
 
-impl<'a> TreeWriter<'a> {
+impl<'a> TreeWriter<'a, '_> {
     fn index(&mut self) -> u64 {
         let i = self.next_index;
         self.next_index += 1;
@@ -189,6 +196,10 @@ impl<'a> TreeWriter<'a> {
         let _ = writeln!(self.out, " l=\"{}\" v=\"{}\">", scope.line, one_byte(entry));
         self.children(scope)?;
         self.out.push_str("</P>\n");
+        if self.out.len() >= SPILL_AT {
+            self.sink.write_all(self.out.as_bytes())?;
+            self.out.clear();
+        }
         Ok(())
     }
 

@@ -59,7 +59,9 @@ impl Decoded {
             .map(|r| (r.start, r.start.saturating_add(r.bytes.len() as u64)))
             .collect();
         ranges.sort_unstable();
-        let mut insns = Vec::new();
+        // x86-64 instructions average about four bytes in compiled code.
+        let bytes: usize = code.iter().map(|r| r.bytes.len()).sum();
+        let mut insns = Vec::with_capacity(bytes / 4 + 1);
         let mut sorted: Vec<&CodeRange<'_>> = code.iter().collect();
         sorted.sort_by_key(|r| r.start);
         for range in sorted {
