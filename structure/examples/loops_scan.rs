@@ -58,6 +58,7 @@ fn main() -> Result<()> {
     let env = CfgEnv {
         is_noreturn: &is_noreturn,
         read_data: &read,
+        landing_pads: &[],
     };
 
     let (mut n_funcs, mut n_bytes, mut n_blocks, mut n_loops, mut n_irr) = (0, 0, 0, 0, 0);

@@ -21,6 +21,7 @@ use crate::error::StructureError;
 use crate::focus;
 use crate::identity::BinaryIdentity;
 use crate::imports;
+use crate::landing::ExceptionTables;
 use crate::loopnest::{self, LoopEnv};
 use crate::noreturn::NoReturns;
 use crate::normalize;
@@ -149,7 +150,9 @@ fn analyze_in_pool(
         .map(|s| (s.address, s.link_name.as_str()))
         .chain(imports.names.iter().map(|(&a, n)| (a, n.as_str())))
         .collect();
+    let exceptions = ExceptionTables::read(&file);
     let env = LoopEnv {
+        exceptions: &exceptions,
         code: &code,
         data: &data,
         noreturn: &noreturn,

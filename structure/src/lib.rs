@@ -80,6 +80,7 @@ mod error;
 mod focus;
 mod identity;
 mod imports;
+mod landing;
 mod loopnest;
 pub mod loops;
 mod noreturn;

@@ -5,6 +5,7 @@
 use crate::binary::CodeSection;
 use crate::cfg::{Cfg, CfgEnv, CodeRange, Terminator};
 use crate::dwarf::DwarfInfo;
+use crate::landing::ExceptionTables;
 use crate::loops::{LoopForest, LOOP_BEGIN_TOLERANCE};
 use crate::noreturn::NoReturns;
 use crate::plan::ProcPlan;
@@ -17,6 +18,8 @@ pub struct LoopEnv<'a, 'd> {
     pub code: &'a [CodeSection<'d>],
     /// All sections with file contents (for jump tables).
     pub data: &'a [CodeSection<'d>],
+    /// Which functions have exception tables (landing pads).
+    pub exceptions: &'a ExceptionTables,
     /// Functions that never return, by name or by analysis.
     pub noreturn: &'a NoReturns<'a, 'd>,
     /// The link name of the function symbol at each entry address (to match a procedure's
@@ -24,10 +27,16 @@ pub struct LoopEnv<'a, 'd> {
     pub link_names: &'a HashMap<u64, &'a str>,
 }
 
-impl LoopEnv<'_, '_> {
-    fn read(&self, addr: u64, len: usize) -> Option<&[u8]> {
+impl<'d> LoopEnv<'_, 'd> {
+    fn read(&self, addr: u64, len: usize) -> Option<&'d [u8]> {
         let s = self.data.iter().find(|s| s.contains(addr))?;
         s.slice(addr, addr.checked_add(len as u64)?)
+    }
+
+    /// The bytes from `addr` to the end of its section.
+    fn read_from(&self, addr: u64) -> Option<&'d [u8]> {
+        let s = self.data.iter().find(|s| s.contains(addr))?;
+        s.slice(addr, s.address + s.bytes.len() as u64)
     }
 }
 
@@ -71,9 +80,14 @@ pub fn find_loops<'i>(
                 .contains(a, env.link_names.get(&a).copied())
     };
     let read_data = |a: u64, n: usize| env.read(a, n);
+    let landing_pads: Vec<_> = ranges
+        .iter()
+        .flat_map(|r| env.exceptions.pads(r.start, |a| env.read_from(a)))
+        .collect();
     let cfg_env = CfgEnv {
         is_noreturn: &is_noreturn,
         read_data: &read_data,
+        landing_pads: &landing_pads,
     };
     let cfg = Cfg::build(&ranges, &cfg_env);
     let forest = LoopForest::build(&cfg);

@@ -138,6 +138,7 @@ impl<'a, 'd> NoReturns<'a, 'd> {
             let env = CfgEnv {
                 is_noreturn: &callee,
                 read_data: &|_, _| None,
+                landing_pads: &[],
             };
             let code = [CodeRange {
                 start: s.address,

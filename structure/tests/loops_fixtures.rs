@@ -126,6 +126,7 @@ fn analyse(bin: &Path, func: &str) -> Analysis {
     let env = CfgEnv {
         is_noreturn: &|_| false,
         read_data: &read,
+        landing_pads: &[],
     };
     let cfg = Cfg::build(
         &[CodeRange {

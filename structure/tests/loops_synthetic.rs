@@ -202,6 +202,7 @@ fn pic_jump_table_is_bounded_by_its_compare() {
     let env = CfgEnv {
         is_noreturn: &|_| false,
         read_data: &read,
+        landing_pads: &[],
     };
     let cfg = Cfg::build(
         &[CodeRange {
@@ -254,6 +255,7 @@ fn absolute_jump_table_stops_at_first_foreign_entry() {
     let env = CfgEnv {
         is_noreturn: &|_| false,
         read_data: &read,
+        landing_pads: &[],
     };
     let cfg = Cfg::build(
         &[CodeRange {
@@ -290,6 +292,7 @@ fn calls_noreturn_tail_calls_and_padding() {
     let env = CfgEnv {
         is_noreturn: &|t| t == EXIT,
         read_data: &|_, _| None,
+        landing_pads: &[],
     };
     let cfg = Cfg::build(
         &[CodeRange {
@@ -476,6 +479,7 @@ fn garbage_bytes_never_panic() {
         let env = CfgEnv {
             is_noreturn: &|t| t % 7 == 0,
             read_data: &read,
+            landing_pads: &[],
         };
         let split = len / 2;
         let cfg = Cfg::build(

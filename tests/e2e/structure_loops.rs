@@ -121,12 +121,34 @@ fn cpp_assertions_throws_and_cleanups_make_no_loops() {
     // import name must say it.
     for compiler in ["g++", "clang++"] {
         for debug in ["-g", "-g1"] {
-            check(
-                &build(compiler, source, &["-O2", debug], &dir),
-                source,
-                expected,
-            );
+            let binary = build(compiler, source, &["-O2", debug], &dir);
+            check(&binary, source, expected);
+            assert_catch_in_loop(&binary, source);
         }
+    }
+}
+
+/// The `catch` block inside `retry`'s loop is reached only by the unwinder (through the
+/// exception table's landing pad) and belongs to the loop.
+fn assert_catch_in_loop(binary: &Path, source: &str) {
+    let tree = analyze_file(binary, &Options::default()).unwrap().tree;
+    let line = marker(source, "retry_catch");
+    let statements: Vec<_> = tree
+        .ids()
+        .filter(|&i| tree.get(i).kind == ScopeKind::Statement && tree.get(i).line == line)
+        .collect();
+    assert!(
+        !statements.is_empty(),
+        "{}: no statement at line {line}",
+        binary.display()
+    );
+    for s in statements {
+        assert!(
+            tree.ancestors(s)
+                .any(|a| tree.get(a).kind == ScopeKind::Loop),
+            "{}: the catch block (line {line}) is outside the loop",
+            binary.display()
+        );
     }
 }
 

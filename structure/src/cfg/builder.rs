@@ -1,7 +1,9 @@
 //! Cutting decoded instructions into basic blocks and linking them.
 
 use super::decode::{Decoded, Flow};
-use super::{BasicBlock, BlockId, CallKind, CallSite, Cfg, CfgEnv, Edge, EdgeKind, Terminator};
+use super::{
+    BasicBlock, BlockId, CallKind, CallSite, Cfg, CfgEnv, Edge, EdgeKind, LandingPad, Terminator,
+};
 use iced_x86::{Instruction, Mnemonic};
 
 /// Per-instruction facts gathered before blocks are cut.
@@ -17,6 +19,8 @@ pub(super) struct Builder<'d, 'e> {
     pub(super) tables: Vec<(usize, u64, Vec<usize>)>,
     pub(super) unresolved: Vec<u64>,
     pub(super) calls: Vec<CallSite>,
+    /// Indirect jumps found to be tail calls through a pointer, in increasing order.
+    pub(super) pointer_tail_calls: Vec<usize>,
     /// Direct branches inside the procedure as (target index, source index), sorted.
     pub(super) incoming: Vec<(u32, u32)>,
     /// Index of the procedure's entry instruction (`usize::MAX` if it did not decode).
@@ -35,6 +39,7 @@ impl<'d, 'e> Builder<'d, 'e> {
             unresolved: Vec::new(),
             calls: Vec::new(),
             incoming: Vec::new(),
+            pointer_tail_calls: Vec::new(),
             entry: entry.and_then(|e| d.index_of(e)).unwrap_or(usize::MAX),
         }
     }
@@ -104,6 +109,12 @@ impl<'d, 'e> Builder<'d, 'e> {
         for i in indirect {
             self.indirect_jump(i);
         }
+        for pad in self.env.landing_pads {
+            if let Some(j) = d.index_of(pad.pad) {
+                self.leader[j] = true;
+                self.target[j] = true;
+            }
+        }
     }
 
     /// Mark runs of `nop`s that follow an instruction without fall-through and are no branch
@@ -161,7 +172,9 @@ impl<'d, 'e> Builder<'d, 'e> {
             ranges: d.ranges.clone(),
             insn_addrs: d.insns.iter().map(Instruction::ip).collect(),
         };
+        let pads = self.env.landing_pads;
         let tables = self.tables;
+        let tail_calls = self.pointer_tail_calls;
         for b in 0..cfg.blocks.len() {
             let last = cfg.blocks[b].insns.end as usize - 1;
             let follows = (last + 1 < d.insns.len()
@@ -171,7 +184,7 @@ impl<'d, 'e> Builder<'d, 'e> {
             let (terminator, edges) = if self.padding[first] {
                 (Terminator::Padding, Vec::new())
             } else {
-                link(d, last, follows, &block_of_insn, &tables)
+                link(d, last, follows, &block_of_insn, &tables, &tail_calls)
             };
             cfg.blocks[b].terminator = terminator;
             for edge in edges {
@@ -182,9 +195,33 @@ impl<'d, 'e> Builder<'d, 'e> {
             }
         }
         cfg.calls.sort_by_key(|c| c.addr);
+        link_landing_pads(d, pads, &mut cfg, &block_of_insn);
         cfg.unresolved_targets.sort_unstable();
         cfg.unresolved_targets.dedup();
         cfg
+    }
+}
+
+/// Exception edges: from the block of each call in a call-site range to its landing pad.
+fn link_landing_pads(d: &Decoded, pads: &[LandingPad], cfg: &mut Cfg, block_of_insn: &[u32]) {
+    for call in cfg.calls.iter().filter(|c| c.kind == CallKind::Call) {
+        let Some(from) = d.index_of(call.addr).map(|i| block_of_insn[i]) else {
+            continue;
+        };
+        for pad in pads {
+            let Some(to) = d.index_of(pad.pad).map(|i| BlockId(block_of_insn[i])) else {
+                continue;
+            };
+            let covered = pad.start <= call.addr && call.addr < pad.end;
+            let block = &mut cfg.blocks[from as usize];
+            if covered && block.succs.iter().all(|e| e.to != to) {
+                block.succs.push(Edge {
+                    to,
+                    kind: EdgeKind::Exception,
+                });
+                cfg.blocks[to.index()].preds.push(BlockId(from));
+            }
+        }
     }
 }
 
@@ -196,6 +233,7 @@ fn link(
     follows: Option<u32>,
     block_of_insn: &[u32],
     tables: &[(usize, u64, Vec<usize>)],
+    tail_calls: &[usize],
 ) -> (Terminator, Vec<Edge>) {
     let edge = |insn_index: usize, kind| Edge {
         to: BlockId(block_of_insn[insn_index]),
@@ -232,7 +270,7 @@ fn link(
                 Terminator::JumpTable { table: *table },
                 targets.iter().map(|&t| edge(t, EdgeKind::Table)).collect(),
             ),
-            None if d.insns[last].is_ip_rel_memory_operand() => (Terminator::TailCall, Vec::new()),
+            None if tail_calls.binary_search(&last).is_ok() => (Terminator::TailCall, Vec::new()),
             None => (Terminator::IndirectJump, Vec::new()),
         },
         Flow::Return => (Terminator::Return, Vec::new()),

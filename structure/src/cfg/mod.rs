@@ -9,12 +9,16 @@
 //! - direct jumps, both arms of conditional branches and fall-through are edges;
 //! - calls stay inside a block unless the callee is known not to return;
 //! - returns, indirect jumps, `ud2`, `hlt`, `int3` and undecodable bytes end a block;
-//! - jumps leaving the procedure are tail calls: no edge, but a [`CallSite`];
+//! - jumps leaving the procedure are tail calls: no edge, but a [`CallSite`]; so are indirect
+//!   jumps through a pointer loaded without an index (GOT slots, vtables, function pointers);
 //! - jump tables of the usual gcc/clang shapes are read and become [`EdgeKind::Table`] edges:
 //!   position-independent `lea T(%rip),%rB; ...; add %rB,%rA; jmp *%rA` (entries are 32-bit
 //!   offsets from `T`) and absolute `jmp *T(,%rI,8)` or `mov T(,%rI,8),%rA; jmp *%rA`. The number
 //!   of entries comes from the bounds check (`cmp $N, ...; ja default`) when one is found nearby,
 //!   and reading always stops at the first entry that leaves the procedure.
+//!
+//! - a call inside a call-site range of the function's exception table gets an edge to the
+//!   range's landing pad (the unwinder's jump), so `catch` blocks and cleanups are reached.
 //!
 //! Garbage bytes never panic: an undecodable instruction ends its block, a branch into the middle
 //! of an instruction (the old "jump over the `lock` prefix" idiom, or overlapping code) goes to
@@ -58,6 +62,20 @@ pub struct CfgEnv<'a> {
     /// Read `len` bytes of read-only data at a link-time address, `None` if not mapped in the
     /// file. Used to read jump tables.
     pub read_data: &'a dyn Fn(u64, usize) -> Option<&'a [u8]>,
+    /// Where calls land when they throw (from the function's exception table); each call in
+    /// a range gets an [`EdgeKind::Exception`] edge to its pad.
+    pub landing_pads: &'a [LandingPad],
+}
+
+/// One call-site range of a function's exception table that has a landing pad.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LandingPad {
+    /// First byte of the call-site range.
+    pub start: u64,
+    /// End of the call-site range (exclusive).
+    pub end: u64,
+    /// The landing pad's address.
+    pub pad: u64,
 }
 
 impl CfgEnv<'static> {
@@ -67,6 +85,7 @@ impl CfgEnv<'static> {
         CfgEnv {
             is_noreturn: &|_| false,
             read_data: &|_, _| None,
+            landing_pads: &[],
         }
     }
 }
@@ -88,10 +107,11 @@ pub enum Terminator {
         /// Address of the table's first entry.
         table: u64,
     },
-    /// Indirect jump whose targets are unknown (a computed goto, a call through a pointer in
-    /// tail position, or a table shape we do not recognise).
+    /// Indirect jump whose targets are unknown (a computed goto, a jump to an address computed
+    /// in a way not recognised, or a table shape we do not recognise).
     IndirectJump,
-    /// Jump leaving the procedure (a tail call); see [`Cfg::calls`].
+    /// Jump leaving the procedure (a tail call: direct, or through a pointer read from memory
+    /// without an index: the GOT, a vtable, a function pointer); see [`Cfg::calls`].
     TailCall,
     /// Call to a function the caller declared noreturn.
     NoReturnCall,
@@ -120,6 +140,8 @@ pub enum EdgeKind {
     NotTaken,
     /// One entry of a jump table.
     Table,
+    /// From a call to the landing pad that catches what it throws.
+    Exception,
 }
 
 /// A control-flow edge to another block of the same procedure.

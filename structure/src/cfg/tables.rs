@@ -29,11 +29,31 @@ impl<'d> Builder<'d, '_> {
                 self.target[t] = true;
             }
             self.tables.push((i, table, targets));
-        } else if insn.op0_kind() == OpKind::Memory && insn.is_ip_rel_memory_operand() {
-            // `jmp *foo@GOTPCREL(%rip)`: a tail call through the GOT.
+        } else if self.through_pointer(i) {
             let insn = *insn;
             self.call_site(&insn, None, CallKind::TailCall, false);
+            self.pointer_tail_calls.push(i);
         }
+    }
+
+    /// True if the indirect jump at `i` goes through a pointer read from memory without an
+    /// index (`jmp *foo@GOTPCREL(%rip)`, `jmp *0x30(%rax)`, or `mov 0x30(%rax),%rax; jmp
+    /// *%rax`): a tail call through the GOT, a vtable or a function pointer, not a jump table
+    /// (tables are read with an index).
+    fn through_pointer(&self, i: usize) -> bool {
+        let insn = &self.d.insns[i];
+        let load = match insn.op0_kind() {
+            OpKind::Memory => insn,
+            OpKind::Register => match self.definition(i, insn.op0_register()) {
+                Some(w) => &self.d.insns[w],
+                None => return false,
+            },
+            _ => return false,
+        };
+        let reads_memory = load.op_count() > 0
+            && (0..load.op_count()).any(|k| load.op_kind(k) == OpKind::Memory)
+            && matches!(load.mnemonic(), Mnemonic::Mov | Mnemonic::Jmp);
+        reads_memory && load.memory_index() == Register::None
     }
 
     /// Recognise and read a jump table for the indirect jump at index `i`.
