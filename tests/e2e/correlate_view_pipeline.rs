@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use crate::correlate_view_support::{
     check_consistency, check_labels_cli, check_schema, find, folded_lines, inferno_svg,
-    measured_database, run_view, work_clocks, ViewRun,
+    measured_database, run_view, ViewRun,
 };
-use crate::support::tool;
+use crate::support::{tool, work_clocks};
 use correlate::{Database, Selection, ViewKind, ViewTree};
 use serde_json::Value;
 

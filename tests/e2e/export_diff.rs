@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::correlate_view_support::{inferno_svg, run_view};
 use crate::export_support::correlate;
-use crate::support::{compile, run, run_ok, scratch_dir, tool, tool_command};
+use crate::support::{compile, run, run_ok, scratch_dir, tool, tool_command, work_clocks};
 
 /// The procedures of the fixture.
 const PROCEDURES: [&str; 3] = ["grow", "steady_a", "steady_b"];
@@ -38,10 +38,8 @@ fn measure(exe: &Path, dir: &Path, name: &str, clocks: &mut Clocks) -> PathBuf {
             .arg(&profile)
             .arg(exe),
     );
-    for line in stdout.lines() {
-        if let Some((proc_, ns)) = line.split_once("-cpu-ns ") {
-            *clocks.entry(proc_.to_string()).or_default() += ns.parse::<f64>().unwrap() / 1e9;
-        }
+    for (proc_, seconds) in work_clocks(&stdout) {
+        *clocks.entry(proc_).or_default() += seconds;
     }
     profile
 }

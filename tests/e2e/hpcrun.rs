@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::correlate_view_support::work_clocks;
 use crate::support::symbols::{Namer, SymbolTable};
+use crate::support::work_clocks;
 use crate::support::{compile, run, run_ok, scratch_dir, tool, tool_command};
 use profiler::db::Profile;
 

@@ -12,7 +12,9 @@ use std::process::{Command, Stdio};
 use profiler::db::Profile;
 use serde_json::Value;
 
-use crate::support::{compile, fixture, run, run_ok, scratch_dir, test_cache, tool, tool_command};
+use crate::support::{
+    compile, fixture, run, run_ok, scratch_dir, test_cache, tool, tool_command, work_clocks,
+};
 
 /// Samples per second: 4 units of 30 ms give about 1,200 samples in `work`, so each rank's
 /// share is known to about a point.
@@ -98,19 +100,12 @@ fn work_row(stats: &Value) -> &Value {
 /// The CPU time (s) each rank or thread (`who`: `rank` or `thread`) reports for its `work` in
 /// `stdout` ("rank R work-cpu-ns N" lines), indexed by rank or thread number.
 fn work_cpu(stdout: &str, who: &str, count: usize) -> Vec<f64> {
-    let mut cpu = vec![None; count];
-    for line in stdout.lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        if let [w, index, "work-cpu-ns", ns] = words[..] {
-            if w == who {
-                let index: usize = index.parse().expect("a rank number");
-                cpu[index] = Some(ns.parse::<f64>().expect("nanoseconds") / 1e9);
-            }
-        }
-    }
-    cpu.iter()
-        .enumerate()
-        .map(|(i, c)| c.unwrap_or_else(|| panic!("no work time of {who} {i} in:\n{stdout}")))
+    let clocks = work_clocks(stdout);
+    (0..count)
+        .map(|i| {
+            let c = clocks.get(&format!("{who} {i}"));
+            *c.unwrap_or_else(|| panic!("no work time of {who} {i} in:\n{stdout}"))
+        })
         .collect()
 }
 

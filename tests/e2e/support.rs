@@ -277,3 +277,13 @@ pub mod symbols {
         }
     }
 }
+
+/// The CPU time (s) each `who` reported in `stdout` ("WHO work-cpu-ns N" lines, as the
+/// fixtures print them from their own thread clocks), by WHO.
+pub fn work_clocks(stdout: &str) -> std::collections::BTreeMap<String, f64> {
+    stdout
+        .lines()
+        .filter_map(|l| l.split_once(" work-cpu-ns "))
+        .map(|(who, ns)| (who.to_string(), ns.trim().parse::<f64>().unwrap() / 1e9))
+        .collect()
+}

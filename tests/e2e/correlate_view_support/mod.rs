@@ -51,16 +51,6 @@ pub fn measured_database(
     (dir, db)
 }
 
-/// The CPU time (s) each `who` reported in `stdout` ("WHO work-cpu-ns N" lines, as the
-/// fixtures print them from their own thread clocks), by WHO.
-pub fn work_clocks(stdout: &str) -> std::collections::BTreeMap<String, f64> {
-    stdout
-        .lines()
-        .filter_map(|l| l.split_once(" work-cpu-ns "))
-        .map(|(who, ns)| (who.to_string(), ns.trim().parse::<f64>().unwrap() / 1e9))
-        .collect()
-}
-
 /// Run `hpcview` on `db` with `args`; it must succeed.
 pub fn run_view(hpcview: &Path, db: &Path, args: &[&str]) -> ViewRun {
     let out = Command::new(hpcview)
