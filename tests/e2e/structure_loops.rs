@@ -4,29 +4,15 @@
 //! exceptions) and loops left by `break`, `return` and `goto`. Each function's loops are known
 //! from the source: their number, their depths and their lines (`@name` markers).
 
-use crate::support::{fixture, marker, scratch_dir};
+use crate::support::{compile_with, marker, scratch_dir};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use structure::loops::LOOP_BEGIN_TOLERANCE;
 use structure::{analyze_file, Options, ScopeKind, ScopeTree};
 
 /// Build `source` with `compiler` and `flags` into `dir`.
 fn build(compiler: &str, source: &str, flags: &[&str], dir: &Path) -> PathBuf {
-    let tag: String = flags.concat().replace(['-', '='], "");
-    let out = dir.join(format!("{compiler}{tag}"));
-    let result = Command::new(compiler)
-        .args(flags)
-        .arg(fixture(source))
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
-    assert!(
-        result.status.success(),
-        "{compiler} {flags:?} {source}: {}",
-        String::from_utf8_lossy(&result.stderr)
-    );
-    out
+    let name = format!("{compiler}{}", flags.concat().replace(['-', '='], ""));
+    compile_with(compiler, &[source], dir, &name, flags)
 }
 
 /// The loops of procedure `name` (C++: with any parameters) as (begin line, depth), sorted.

@@ -60,6 +60,18 @@ pub fn compile_all(sources: &[&str], out_dir: &Path, out_name: &str, flags: &[&s
         Some("rs") => "rustc",
         _ => "g++",
     };
+    compile_with(compiler, sources, out_dir, out_name, flags)
+}
+
+/// Compile and link fixture `sources` with `compiler` (`clang`, `clang++`, ...) into
+/// `out_dir/out_name` (see [`compile`]).
+pub fn compile_with(
+    compiler: &str,
+    sources: &[&str],
+    out_dir: &Path,
+    out_name: &str,
+    flags: &[&str],
+) -> PathBuf {
     let out = out_dir.join(out_name);
     let mut command = Command::new(compiler);
     if compiler == "gfortran" {
