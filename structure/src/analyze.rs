@@ -29,6 +29,7 @@ use crate::plan::{lacks_inline_records, plan_procedures, ProcPlan};
 use crate::procedure::{self, LocalTree, Step};
 use crate::ranges::normalize_ranges;
 use crate::scope::{module_basename, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
+use fxhash::FxHashMap;
 use profiler::addr::Svma;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -145,7 +146,7 @@ fn analyze_in_pool(
     let data = binary::data_sections(&file);
     let imports = imports::imports(&file);
     let noreturn = NoReturns::new(&symbols, &imports, &code);
-    let link_names: HashMap<u64, &str> = symbols
+    let link_names: FxHashMap<u64, &str> = symbols
         .iter()
         .map(|s| (s.address, s.link_name.as_str()))
         .chain(imports.names.iter().map(|(&a, n)| (a, n.as_str())))

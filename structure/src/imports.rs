@@ -7,9 +7,9 @@
 //! recovery needs the names to know which calls never return; the symbol table has none for
 //! the stubs.
 
+use fxhash::FxHashMap;
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
 use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget};
-use std::collections::HashMap;
 
 /// Instructions a PLT stub may run before its jump through the GOT (`endbr64`, `bnd`).
 const STUB_PROLOGUE: usize = 3;
@@ -18,10 +18,10 @@ const STUB_PROLOGUE: usize = 3;
 #[derive(Default)]
 pub(crate) struct Imports {
     /// The link name of the imported function behind each PLT stub and GOT slot address.
-    pub names: HashMap<u64, String>,
+    pub names: FxHashMap<u64, String>,
     /// GOT slots that hold the address of a function of the module itself (position-independent
     /// code calls its own functions through them, as Rust binaries do): slot to function.
-    pub local_slots: HashMap<u64, u64>,
+    pub local_slots: FxHashMap<u64, u64>,
 }
 
 /// The imports of `file`: empty for a static binary.
@@ -47,9 +47,9 @@ pub(crate) fn imports(file: &object::File<'_>) -> Imports {
 /// From the dynamic relocations: GOT slots of imported symbols (slot to name) and slots that
 /// the loader fills with an address of the module (slot to address: `R_X86_64_RELATIVE`, or a
 /// symbol the module defines).
-fn slots(file: &object::File<'_>) -> (HashMap<u64, String>, HashMap<u64, u64>) {
-    let mut names = HashMap::new();
-    let mut local = HashMap::new();
+fn slots(file: &object::File<'_>) -> (FxHashMap<u64, String>, FxHashMap<u64, u64>) {
+    let mut names = FxHashMap::default();
+    let mut local = FxHashMap::default();
     let Some(relocations) = file.dynamic_relocations() else {
         return (names, local);
     };

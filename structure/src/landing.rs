@@ -8,9 +8,9 @@
 //! edge from each such call to its landing pad, so a `catch` inside a loop is part of the loop.
 
 use crate::cfg::LandingPad;
+use fxhash::FxHashMap;
 use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, Pointer, UnwindSection};
 use object::{Object, ObjectSection};
-use std::collections::HashMap;
 
 /// `DW_EH_PE_omit`: no value follows.
 const OMIT: u8 = 0xff;
@@ -18,14 +18,14 @@ const OMIT: u8 = 0xff;
 /// The LSDA address of each function (by its `.eh_frame` start address) of a module.
 #[derive(Default)]
 pub(crate) struct ExceptionTables {
-    lsda_of: HashMap<u64, u64>,
+    lsda_of: FxHashMap<u64, u64>,
 }
 
 impl ExceptionTables {
     /// Read `.eh_frame` of `file`: which functions have an LSDA. Empty when there is none or it
     /// cannot be read (the loops are then found without exception edges).
     pub(crate) fn read(file: &object::File<'_>) -> Self {
-        let mut lsda_of = HashMap::new();
+        let mut lsda_of = FxHashMap::default();
         let Some(section) = file.section_by_name(".eh_frame") else {
             return ExceptionTables::default();
         };

@@ -10,7 +10,7 @@ use crate::loops::{LoopForest, LOOP_BEGIN_TOLERANCE};
 use crate::noreturn::NoReturns;
 use crate::plan::ProcPlan;
 use crate::procedure::{LoopDesc, LoopNest};
-use std::collections::HashMap;
+use fxhash::FxHashMap;
 
 /// What loop recovery needs to know about the whole binary.
 pub struct LoopEnv<'a, 'd> {
@@ -24,7 +24,7 @@ pub struct LoopEnv<'a, 'd> {
     pub noreturn: &'a NoReturns<'a, 'd>,
     /// The link name of the function symbol at each entry address (to match a procedure's
     /// unit's `DW_AT_noreturn` declarations).
-    pub link_names: &'a HashMap<u64, &'a str>,
+    pub link_names: &'a FxHashMap<u64, &'a str>,
 }
 
 impl<'d> LoopEnv<'_, 'd> {

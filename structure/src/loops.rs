@@ -21,6 +21,7 @@
 //! (1 for outermost loops) and the sources of its back edges.
 
 use crate::cfg::{BlockId, Cfg, EdgeKind, Terminator};
+use smallvec::SmallVec;
 
 /// Index of a loop in [`LoopForest::loops`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -182,8 +183,8 @@ struct Havlak {
 impl Havlak {
     fn run(cfg: &Cfg, dfs: &Dfs) -> Havlak {
         let n = dfs.node.len();
-        let mut back_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-        let mut non_back_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut back_preds: Vec<SmallVec<[u32; 2]>> = vec![SmallVec::new(); n];
+        let mut non_back_preds: Vec<SmallVec<[u32; 2]>> = vec![SmallVec::new(); n];
         for (w, &b) in dfs.node.iter().enumerate() {
             for &p in &cfg.block(b).preds {
                 let v = dfs.number[p.index()];
@@ -244,7 +245,7 @@ impl Havlak {
             }
             escaping.sort_unstable();
             escaping.dedup();
-            non_back_preds[w].append(&mut escaping);
+            non_back_preds[w].extend(escaping.drain(..));
             for &x in &body {
                 result.header[x] = Some(w as u32);
                 uf.parent[x] = w as u32;

@@ -12,7 +12,7 @@ use crate::binary::{CodeSection, FunctionSymbol};
 use crate::cfg::{Cfg, CfgEnv, CodeRange};
 use crate::demangle::demangle;
 use crate::imports::Imports;
-use std::collections::{HashMap, HashSet};
+use fxhash::{FxHashMap, FxHashSet};
 use std::sync::OnceLock;
 
 /// Names of functions known never to return, matched against (demangled) symbol names.
@@ -70,9 +70,9 @@ const LEVELS: usize = 3;
 /// Whether a call target never returns, by name or by analysis of its code.
 pub(crate) struct NoReturns<'a, 'd> {
     /// Addresses (symbols, PLT stubs, GOT slots) whose names say they never return.
-    named: HashSet<u64>,
+    named: FxHashSet<u64>,
     /// GOT slots holding the address of a function of the module.
-    local_slots: &'a HashMap<u64, u64>,
+    local_slots: &'a FxHashMap<u64, u64>,
     symbols: &'a [FunctionSymbol],
     code: &'a [CodeSection<'d>],
     /// The analysis's answer per symbol (same order as `symbols`) and level, once asked.

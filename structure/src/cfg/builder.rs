@@ -5,6 +5,7 @@ use super::{
     BasicBlock, BlockId, CallKind, CallSite, Cfg, CfgEnv, Edge, EdgeKind, LandingPad, Terminator,
 };
 use iced_x86::{Instruction, Mnemonic};
+use smallvec::SmallVec;
 
 /// Per-instruction facts gathered before blocks are cut.
 pub(super) struct Builder<'d, 'e> {
@@ -157,8 +158,8 @@ impl<'d, 'e> Builder<'d, 'e> {
                     end: d.insns[i].next_ip(),
                     last_insn: d.insns[i].ip(),
                     terminator: Terminator::FallThrough,
-                    succs: Vec::new(),
-                    preds: Vec::new(),
+                    succs: SmallVec::new(),
+                    preds: SmallVec::new(),
                     insns: start as u32..(i + 1) as u32,
                 });
                 start = i + 1;

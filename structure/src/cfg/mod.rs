@@ -32,6 +32,7 @@ mod tables;
 
 use builder::Builder;
 use decode::Decoded;
+use smallvec::SmallVec;
 
 /// Index of a basic block in [`Cfg::blocks`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -164,10 +165,11 @@ pub struct BasicBlock {
     pub last_insn: u64,
     /// Why the block ends.
     pub terminator: Terminator,
-    /// Edges leaving the block, without duplicate destinations.
-    pub succs: Vec<Edge>,
+    /// Edges leaving the block, without duplicate destinations (most blocks have one or two,
+    /// kept inline: a large binary has millions of blocks).
+    pub succs: SmallVec<[Edge; 2]>,
     /// Blocks with an edge into this one, without duplicates.
-    pub preds: Vec<BlockId>,
+    pub preds: SmallVec<[BlockId; 2]>,
     /// Position of the block's instructions in [`Cfg::insn_addrs`].
     insns: std::ops::Range<u32>,
 }
