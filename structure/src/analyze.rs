@@ -145,13 +145,13 @@ fn analyze_in_pool(
 
     let data = binary::data_sections(&file);
     let imports = imports::imports(&file);
-    let noreturn = NoReturns::new(&symbols, &imports, &code);
+    let exceptions = ExceptionTables::read(&file);
+    let noreturn = NoReturns::new(&symbols, &imports, &code, &exceptions, &data);
     let link_names: FxHashMap<u64, &str> = symbols
         .iter()
         .map(|s| (s.address, s.link_name.as_str()))
         .chain(imports.names.iter().map(|(&a, n)| (a, n.as_str())))
         .collect();
-    let exceptions = ExceptionTables::read(&file);
     let env = LoopEnv {
         exceptions: &exceptions,
         code: &code,

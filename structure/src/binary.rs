@@ -229,6 +229,12 @@ impl<'d> CodeSection<'d> {
     }
 }
 
+/// The bytes of `sections` from `addr` to the end of the section holding it.
+pub(crate) fn bytes_from<'d>(sections: &[CodeSection<'d>], addr: u64) -> Option<&'d [u8]> {
+    let s = sections.iter().find(|s| s.contains(addr))?;
+    s.slice(addr, s.address + s.bytes.len() as u64)
+}
+
 /// The executable sections of `file` with file contents, sorted by address.
 pub fn code_sections<'d>(file: &object::File<'d>) -> Vec<CodeSection<'d>> {
     sections_where(file, |s| s.kind() == SectionKind::Text)

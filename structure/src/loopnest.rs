@@ -2,7 +2,7 @@
 //! loop nesting forest ([`crate::loops`]) and give each loop its header address and its begin
 //! line (bbranch-max-fuzzy over the line table).
 
-use crate::binary::CodeSection;
+use crate::binary::{bytes_from, CodeSection};
 use crate::cfg::{Cfg, CfgEnv, CodeRange, Terminator};
 use crate::dwarf::DwarfInfo;
 use crate::landing::ExceptionTables;
@@ -31,12 +31,6 @@ impl<'d> LoopEnv<'_, 'd> {
     fn read(&self, addr: u64, len: usize) -> Option<&'d [u8]> {
         let s = self.data.iter().find(|s| s.contains(addr))?;
         s.slice(addr, addr.checked_add(len as u64)?)
-    }
-
-    /// The bytes from `addr` to the end of its section.
-    fn read_from(&self, addr: u64) -> Option<&'d [u8]> {
-        let s = self.data.iter().find(|s| s.contains(addr))?;
-        s.slice(addr, s.address + s.bytes.len() as u64)
     }
 }
 
@@ -82,7 +76,7 @@ pub fn find_loops<'i>(
     let read_data = |a: u64, n: usize| env.read(a, n);
     let landing_pads: Vec<_> = ranges
         .iter()
-        .flat_map(|r| env.exceptions.pads(r.start, |a| env.read_from(a)))
+        .flat_map(|r| env.exceptions.pads(r.start, |a| bytes_from(env.data, a)))
         .collect();
     let cfg_env = CfgEnv {
         is_noreturn: &is_noreturn,

@@ -8,10 +8,11 @@
 //! analysis is done on first use per callee, follows calls a few levels deep and depends on
 //! nothing but the code and the names, so a whole-module and a focused analysis agree.
 
-use crate::binary::{CodeSection, FunctionSymbol};
+use crate::binary::{bytes_from, CodeSection, FunctionSymbol};
 use crate::cfg::{Cfg, CfgEnv, CodeRange};
 use crate::demangle::demangle;
 use crate::imports::Imports;
+use crate::landing::ExceptionTables;
 use fxhash::{FxHashMap, FxHashSet};
 use std::sync::OnceLock;
 
@@ -75,6 +76,10 @@ pub(crate) struct NoReturns<'a, 'd> {
     local_slots: &'a FxHashMap<u64, u64>,
     symbols: &'a [FunctionSymbol],
     code: &'a [CodeSection<'d>],
+    /// Exception tables and the sections to read them from: a function may return through a
+    /// landing pad only.
+    exceptions: &'a ExceptionTables,
+    data: &'a [CodeSection<'d>],
     /// The analysis's answer per symbol (same order as `symbols`) and level, once asked.
     analysed: Vec<[OnceLock<bool>; LEVELS]>,
 }
@@ -86,6 +91,8 @@ impl<'a, 'd> NoReturns<'a, 'd> {
         symbols: &'a [FunctionSymbol],
         imports: &'a Imports,
         code: &'a [CodeSection<'d>],
+        exceptions: &'a ExceptionTables,
+        data: &'a [CodeSection<'d>],
     ) -> Self {
         let by_symbol = symbols
             .iter()
@@ -101,6 +108,8 @@ impl<'a, 'd> NoReturns<'a, 'd> {
             local_slots: &imports.local_slots,
             symbols,
             code,
+            exceptions,
+            data,
             analysed: symbols.iter().map(|_| Default::default()).collect(),
         }
     }
@@ -135,10 +144,13 @@ impl<'a, 'd> NoReturns<'a, 'd> {
                 return false;
             }
             let callee = |a: u64| self.at_level(a, below);
+            let pads = self
+                .exceptions
+                .pads(s.address, |a| bytes_from(self.data, a));
             let env = CfgEnv {
                 is_noreturn: &callee,
                 read_data: &|_, _| None,
-                landing_pads: &[],
+                landing_pads: &pads,
             };
             let code = [CodeRange {
                 start: s.address,

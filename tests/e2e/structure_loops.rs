@@ -102,6 +102,7 @@ fn cpp_assertions_throws_and_cleanups_make_no_loops() {
         ("guarded", &[]),
         ("sum_or_throw", &[("sum_or_throw", 1)]),
         ("retry", &[("retry", 1)]),
+        ("guard_all", &[("guard_all", 1)]),
     ];
     // -g1 leaves out the declarations that say abort() does not return: the PLT stub's
     // import name must say it.
