@@ -111,18 +111,19 @@ impl Dfs {
         };
         let roots = cfg.entry.into_iter().chain((0..n as u32).map(BlockId));
         let mut stack: Vec<(BlockId, usize)> = Vec::new();
+        let mut tree = 0;
         for root in roots {
             if dfs.number[root.index()] != u32::MAX {
                 continue;
             }
             dfs.is_root[dfs.node.len()] = true;
-            dfs.visit(root, &mut stack);
+            dfs.visit(root, tree, &mut stack);
             while let Some(&mut (b, ref mut next)) = stack.last_mut() {
                 let succs = &cfg.block(b).succs;
                 if let Some(edge) = succs.get(*next) {
                     *next += 1;
                     if dfs.number[edge.to.index()] == u32::MAX {
-                        dfs.visit(edge.to, &mut stack);
+                        dfs.visit(edge.to, tree, &mut stack);
                     }
                 } else {
                     let w = dfs.number[b.index()] as usize;
@@ -130,16 +131,12 @@ impl Dfs {
                     stack.pop();
                 }
             }
+            tree += 1;
         }
         dfs
     }
 
-    fn visit(&mut self, b: BlockId, stack: &mut Vec<(BlockId, usize)>) {
-        let tree = match self.tree.last() {
-            Some(&t) if !self.is_root[self.node.len()] => t,
-            Some(&t) => t + 1,
-            None => 0,
-        };
+    fn visit(&mut self, b: BlockId, tree: u32, stack: &mut Vec<(BlockId, usize)>) {
         self.number[b.index()] = self.node.len() as u32;
         self.node.push(b);
         self.tree.push(tree);

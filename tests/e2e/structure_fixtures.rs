@@ -2,6 +2,7 @@
 //! chains and call sites against the source's markers, and every inline chain against
 //! `addr2line -i -f`.
 
+use crate::structure_support::loops_below;
 use crate::support::{compile, fixture, marker, scratch_dir};
 use std::path::Path;
 use structure::loops::LOOP_BEGIN_TOLERANCE;
@@ -17,21 +18,6 @@ fn procedure(tree: &ScopeTree, name: &str) -> ScopeId {
     tree.procedures()
         .find(|&p| tree.get(p).name == name)
         .unwrap_or_else(|| panic!("no procedure {name}"))
-}
-
-/// Loops below `scope`: (loop, begin line, loop depth).
-fn loops_below(tree: &ScopeTree, scope: ScopeId) -> Vec<(ScopeId, u32, usize)> {
-    tree.descendants(scope)
-        .into_iter()
-        .filter(|&d| tree.get(d).kind == ScopeKind::Loop)
-        .map(|d| {
-            let depth = 1 + tree
-                .ancestors(d)
-                .filter(|&a| tree.get(a).kind == ScopeKind::Loop)
-                .count();
-            (d, tree.get(d).line, depth)
-        })
-        .collect()
 }
 
 fn near(line: u32, expected: u32, exact: bool) -> bool {

@@ -4,9 +4,10 @@
 
 use std::path::Path;
 
+use crate::structure_support::loops_below;
 use crate::support::{compile, marker, scratch_dir};
 use structure::loops::LOOP_BEGIN_TOLERANCE;
-use structure::{analyze_file, Options, ScopeKind};
+use structure::{analyze_file, Options};
 
 /// Analyse `exe`, find procedure `name`, check its link name with `link_ok`, and check that it
 /// has a loop at each (depth, marker) of `nest`, within the thesis's tolerance.
@@ -25,17 +26,9 @@ fn assert_procedure_loops(
     let link = tree.get(proc_).link_name.clone().unwrap_or_default();
     assert!(link_ok(&link), "{name}: link name {link:?}");
     // (line, depth) of every loop of the procedure.
-    let loops: Vec<(u32, usize)> = tree
-        .descendants(proc_)
+    let loops: Vec<(u32, usize)> = loops_below(&tree, proc_)
         .into_iter()
-        .filter(|&d| tree.get(d).kind == ScopeKind::Loop)
-        .map(|d| {
-            let outer = tree
-                .ancestors(d)
-                .filter(|&a| a != d && tree.get(a).kind == ScopeKind::Loop)
-                .count();
-            (tree.get(d).line, outer + 1)
-        })
+        .map(|(_, line, depth)| (line, depth))
         .collect();
     for &(depth, mark) in nest {
         let want = marker(source, mark);

@@ -4,6 +4,7 @@
 //! exceptions) and loops left by `break`, `return` and `goto`. Each function's loops are known
 //! from the source: their number, their depths and their lines (`@name` markers).
 
+use crate::structure_support::loops_below;
 use crate::support::{compile_with, marker, scratch_dir};
 use std::path::{Path, PathBuf};
 use structure::loops::LOOP_BEGIN_TOLERANCE;
@@ -22,25 +23,17 @@ fn loops_of(tree: &ScopeTree, name: &str) -> Vec<(u32, usize)> {
         .procedures()
         .find(|&p| named(&tree.get(p).name))
         .unwrap_or_else(|| panic!("no procedure {name}"));
-    let mut loops: Vec<(u32, usize)> = tree
-        .descendants(p)
+    let mut loops: Vec<(u32, usize)> = loops_below(tree, p)
         .into_iter()
-        .filter(|&d| tree.get(d).kind == ScopeKind::Loop)
-        .map(|d| {
-            let depth = tree
-                .ancestors(d)
-                .filter(|&a| tree.get(a).kind == ScopeKind::Loop)
-                .count();
-            (tree.get(d).line, depth + 1)
-        })
+        .map(|(_, line, depth)| (line, depth))
         .collect();
     loops.sort_unstable();
     loops
 }
 
 /// Check every function of `expected` (name, loops as (marker, depth)) in `binary`, and that
-/// none of them holds an irreducible loop.
-fn check(binary: &Path, source: &str, expected: &[(&str, &[(&str, usize)])]) {
+/// none of them holds an irreducible loop; the analysis's tree, for further checks.
+fn check(binary: &Path, source: &str, expected: &[(&str, &[(&str, usize)])]) -> ScopeTree {
     let a = analyze_file(binary, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
     for &(function, want) in expected {
         let got = loops_of(&a.tree, function);
@@ -69,6 +62,7 @@ fn check(binary: &Path, source: &str, expected: &[(&str, &[(&str, usize)])]) {
             binary.display()
         );
     }
+    a.tree
 }
 
 #[test]
@@ -109,16 +103,15 @@ fn cpp_assertions_throws_and_cleanups_make_no_loops() {
     for compiler in ["g++", "clang++"] {
         for debug in ["-g", "-g1"] {
             let binary = build(compiler, source, &["-O2", debug], &dir);
-            check(&binary, source, expected);
-            assert_catch_in_loop(&binary, source);
+            let tree = check(&binary, source, expected);
+            assert_catch_in_loop(&tree, &binary, source);
         }
     }
 }
 
 /// The `catch` block inside `retry`'s loop is reached only by the unwinder (through the
 /// exception table's landing pad) and belongs to the loop.
-fn assert_catch_in_loop(binary: &Path, source: &str) {
-    let tree = analyze_file(binary, &Options::default()).unwrap().tree;
+fn assert_catch_in_loop(tree: &ScopeTree, binary: &Path, source: &str) {
     let line = marker(source, "retry_catch");
     let statements: Vec<_> = tree
         .ids()

@@ -205,15 +205,17 @@ impl<'d, 'e> Builder<'d, 'e> {
 
 /// Exception edges: from the block of each call in a call-site range to its landing pad.
 fn link_landing_pads(d: &Decoded, pads: &[LandingPad], cfg: &mut Cfg, block_of_insn: &[u32]) {
+    // Each pad's block, once: (call-site range, pad block), for the pads inside the code.
+    let pads: Vec<(u64, u64, BlockId)> = pads
+        .iter()
+        .filter_map(|p| Some((p.start, p.end, BlockId(block_of_insn[d.index_of(p.pad)?]))))
+        .collect();
     for call in cfg.calls.iter().filter(|c| c.kind == CallKind::Call) {
         let Some(from) = d.index_of(call.addr).map(|i| block_of_insn[i]) else {
             continue;
         };
-        for pad in pads {
-            let Some(to) = d.index_of(pad.pad).map(|i| BlockId(block_of_insn[i])) else {
-                continue;
-            };
-            let covered = pad.start <= call.addr && call.addr < pad.end;
+        for &(start, end, to) in &pads {
+            let covered = start <= call.addr && call.addr < end;
             let block = &mut cfg.blocks[from as usize];
             if covered && block.succs.iter().all(|e| e.to != to) {
                 block.succs.push(Edge {

@@ -5,8 +5,8 @@ use super::{CfgEnv, CodeRange};
 
 /// True unless no path from the entry (`code[0].start`) reaches a way back to the caller: a
 /// return, a jump out of the procedure to a target that may return (a tail call, a `.cold`
-/// part) or an indirect jump (a table or a tail call, unknown here). Calls the environment declares noreturn end their path;
-/// undecodable bytes and traps end it too. The environment's landing pads are taken as
+/// part) or an indirect jump (a table or a tail call, unknown here). Calls the environment
+/// declares noreturn end their path; undecodable bytes and traps end it too. The environment's landing pads are taken as
 /// reached (a function may return only from a `catch` block). The environment is asked only
 /// about the calls on paths from the entry, in no fixed order.
 pub(super) fn may_return(code: &[CodeRange<'_>], env: &CfgEnv<'_>) -> bool {
@@ -15,7 +15,6 @@ pub(super) fn may_return(code: &[CodeRange<'_>], env: &CfgEnv<'_>) -> bool {
         return true;
     };
     let mut seen = vec![false; d.insns.len()];
-    // Landing pads count as reached: a function may return only from its `catch` block.
     let pads = env.landing_pads.iter().filter_map(|p| d.index_of(p.pad));
     let mut work: Vec<usize> = std::iter::once(entry).chain(pads).collect();
     while let Some(i) = work.pop() {

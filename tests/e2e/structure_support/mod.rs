@@ -82,3 +82,18 @@ pub fn assert_focused_agrees(
     }
     (focused, resolved)
 }
+
+/// Loops below `scope`: (loop, begin line, loop depth).
+pub fn loops_below(tree: &ScopeTree, scope: ScopeId) -> Vec<(ScopeId, u32, usize)> {
+    tree.descendants(scope)
+        .into_iter()
+        .filter(|&d| tree.get(d).kind == ScopeKind::Loop)
+        .map(|d| {
+            let depth = 1 + tree
+                .ancestors(d)
+                .filter(|&a| tree.get(a).kind == ScopeKind::Loop)
+                .count();
+            (d, tree.get(d).line, depth)
+        })
+        .collect()
+}
