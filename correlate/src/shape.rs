@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 
 use profiler::db::Cost;
-use regex::Regex;
+use regex_lite::Regex;
 
 use crate::view::{ViewNode, ViewTree};
 

@@ -3,7 +3,7 @@
 
 use anyhow::anyhow;
 use correlate::{SortKey, ViewTree};
-use regex::Regex;
+use regex_lite::Regex;
 
 use crate::{bad, Failure};
 
