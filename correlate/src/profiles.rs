@@ -29,11 +29,10 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::database::{DbStats, MetricDesc};
-use crate::enrich::{Enricher, ProfileMapping};
+use crate::enrich::{Enricher, NodeMaps, ProfileMapping};
 use crate::error::CorrelateError;
 use crate::ids::DbModuleId;
 use crate::inputs::{self, InputKind};
-use crate::shares::Kept;
 
 /// A profile to merge.
 #[derive(Debug, Clone)]
@@ -350,6 +349,18 @@ impl Gathered {
             }
         }
     }
+}
+
+/// A profile whose data references are named once the tree is finished.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Kept {
+    /// Its index in [`Gathered::members`].
+    pub(crate) member: usize,
+    /// The profile, when this process read it (one from another process is read again).
+    #[serde(skip)]
+    pub(crate) profile: Option<Profile>,
+    /// Where its threads and nodes went in the database.
+    pub(crate) nodes: NodeMaps,
 }
 
 /// The second pass (see the module documentation) over `members`: add each member's tree to

@@ -23,11 +23,11 @@ use serde::{Deserialize, Serialize};
 use structure::ScopeTree;
 
 use crate::database::{Database, ModuleDesc};
-use crate::enrich::{finish_tree, Enricher, NodeMaps, UnknownAddress};
+use crate::enrich::{finish_tree, Enricher, UnknownAddress};
 use crate::error::CorrelateError;
 use crate::ids::{DbFileId, DbNodeId, ThreadIdx};
 use crate::node::ChildIndex;
-use crate::profiles::{self, Gathered};
+use crate::profiles::{self, Gathered, Kept};
 use crate::structures::Found;
 
 /// What the processes of a parallel correlation send each other, as bytes (postcard).
@@ -83,18 +83,6 @@ pub struct Prepared {
     /// when they received them).
     #[serde(skip, default = "Instant::now")]
     pub(crate) start: Instant,
-}
-
-/// A profile whose data references are named once the tree is finished.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct Kept {
-    /// Its index in [`Gathered::members`].
-    pub(crate) member: usize,
-    /// The profile, when this process read it (one from another process is read again).
-    #[serde(skip)]
-    pub(crate) profile: Option<Profile>,
-    /// Where its threads and nodes went in the database.
-    pub(crate) nodes: NodeMaps,
 }
 
 /// The enriched tree of consecutive profiles, before totals and data naming.
@@ -266,6 +254,7 @@ mod tests {
     use super::*;
     use crate::database::StructureSource;
     use crate::enrich::tests::{profile, tree};
+    use crate::enrich::NodeMaps;
     use crate::profiles::{gather, Input};
 
     /// The enrichment tests' program with a procedure `h` of another file at [0x300, 0x310).

@@ -5,7 +5,7 @@
 
 use fxhash::FxHashMap;
 
-use crate::db::{Cct, CctNode, CctNodeId, Cost, Frame};
+use crate::calltree::{Cct, CctNode, CctNodeId, Cost, Frame};
 
 /// A calling-context tree under construction, with an index for finding a node's child by frame.
 pub struct CctBuilder {
@@ -71,7 +71,7 @@ impl CctBuilder {
 mod tests {
     use super::*;
     use crate::addr::Svma;
-    use crate::db::{AddrKind, ProfileModuleId};
+    use crate::calltree::{AddrKind, ProfileModuleId};
 
     fn code(addr: u64) -> Frame {
         Frame::Code {

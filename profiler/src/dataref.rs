@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::addr::Svma;
-use crate::db::{Cct, CctNodeId, Cost, ProfileModuleId};
+use crate::calltree::{Cct, CctNodeId, Cost, ProfileModuleId};
 use crate::trace::Traces;
 
 /// The data half of a profile: one entry per thread of [`crate::db::Profile::threads`] (same

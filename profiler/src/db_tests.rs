@@ -1,7 +1,10 @@
 //! Tests of the `profile.db` format: round trips, older versions, refused damage.
 
 use super::*;
+use crate::addr::Svma;
 use crate::dataref::SourceHist;
+use crate::job::JobPlace;
+use crate::trace::ThreadTrace;
 
 fn small_profile() -> Profile {
     let mut cct = Cct::new(1);
@@ -209,4 +212,58 @@ fn costs_saturate_instead_of_wrapping() {
     let mut sums = [small];
     Cost::add_each(&mut sums, &[big]);
     assert_eq!(sums, [max]);
+}
+
+#[test]
+fn version_4_files_read_outside_a_job_and_version_5_keeps_the_rank() {
+    let p = Path::new("p.db");
+    let old = profile_with_data(false);
+    let sums: Vec<Option<u32>> = old.modules.iter().map(|m| m.checksum).collect();
+    let parts = [
+        postcard::to_stdvec(&old).unwrap(),
+        postcard::to_stdvec(&sums).unwrap(),
+        postcard::to_stdvec(&old.data).unwrap(),
+        postcard::to_stdvec(&old.data.memory_sources()).unwrap(),
+    ];
+    let v4 = FileKind {
+        version: 4,
+        ..PROFILE_FILE
+    }
+    .encode_parts(&[&parts[0], &parts[1], &parts[2], &parts[3]])
+    .unwrap();
+    assert_eq!(
+        Profile::from_bytes(&v4, p).unwrap().job,
+        JobPlace::default()
+    );
+    let mut ranked = old;
+    ranked.job = JobPlace {
+        rank: Some(3),
+        job: Some("4711".into()),
+    };
+    let back = Profile::from_bytes(&ranked.to_bytes().unwrap(), p).unwrap();
+    assert_eq!(back.job, ranked.job);
+}
+
+#[test]
+fn profiles_keep_their_traces_and_version_5_files_still_read() {
+    let p = Path::new("p.db");
+    let mut profile = profile_with_data(true);
+    let mut trace = ThreadTrace::new(profile.threads[0].tid);
+    trace.push(5_000, 1);
+    trace.push(6_000, 1);
+    profile.traces.threads.push(trace);
+    let back = Profile::from_bytes(&profile.to_bytes().unwrap(), p).unwrap();
+    assert_eq!(
+        back.traces.threads[0].decode(2).unwrap(),
+        [(5_000, 1), (6_000, 1)]
+    );
+
+    // Version 5: the same parts less the traces.
+    let old = profile_with_data(true);
+    assert_eq!(Profile::from_bytes(&old.to_version(5), p).unwrap(), old);
+
+    // A trace naming a node its tree does not have is refused.
+    profile.traces.threads[0].push(7_000, 9);
+    let err = Profile::from_bytes(&profile.to_bytes().unwrap(), p).unwrap_err();
+    assert!(err.to_string().contains("context 9 of 2"), "{err}");
 }

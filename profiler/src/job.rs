@@ -79,10 +79,6 @@ fn safe_name(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::tests::profile_with_data;
-    use crate::db::{Profile, PROFILE_FILE};
-    use crate::envelope::FileKind;
-    use std::path::Path;
 
     fn place(vars: &[(&str, &str)]) -> JobPlace {
         JobPlace::from_vars(|name| {
@@ -127,35 +123,5 @@ mod tests {
         let long = "9".repeat(200);
         let job = place(&[("SLURM_JOB_ID", &long)]).job.unwrap();
         assert_eq!(job.len(), MAX_JOB_ID);
-    }
-
-    #[test]
-    fn version_4_files_read_outside_a_job_and_version_5_keeps_the_rank() {
-        let p = Path::new("p.db");
-        let old = profile_with_data(false);
-        let sums: Vec<Option<u32>> = old.modules.iter().map(|m| m.checksum).collect();
-        let parts = [
-            postcard::to_stdvec(&old).unwrap(),
-            postcard::to_stdvec(&sums).unwrap(),
-            postcard::to_stdvec(&old.data).unwrap(),
-            postcard::to_stdvec(&old.data.memory_sources()).unwrap(),
-        ];
-        let v4 = FileKind {
-            version: 4,
-            ..PROFILE_FILE
-        }
-        .encode_parts(&[&parts[0], &parts[1], &parts[2], &parts[3]])
-        .unwrap();
-        assert_eq!(
-            Profile::from_bytes(&v4, p).unwrap().job,
-            JobPlace::default()
-        );
-        let mut ranked = old;
-        ranked.job = JobPlace {
-            rank: Some(3),
-            job: Some("4711".into()),
-        };
-        let back = Profile::from_bytes(&ranked.to_bytes().unwrap(), p).unwrap();
-        assert_eq!(back.job, ranked.job);
     }
 }

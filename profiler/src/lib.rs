@@ -59,6 +59,7 @@
 // The profile.db format: what readers of a profile (hpcprof-rs, hpcview-rs, tests) compile.
 pub mod addr;
 mod arena;
+pub mod calltree;
 pub mod dataref;
 pub mod db;
 pub mod envelope;
@@ -78,6 +79,8 @@ mod datarec;
 mod datatrace;
 #[cfg(feature = "sampler")]
 mod ea;
+#[cfg(feature = "sampler")]
+mod event_plan;
 #[cfg(feature = "sampler")]
 pub mod events;
 #[cfg(feature = "sampler")]

@@ -6,10 +6,10 @@ use std::os::fd::OwnedFd;
 use fxhash::FxHashMap;
 use perf_event_open_sys::bindings as sys;
 
+use crate::event_plan::{Plan, RunError};
 use crate::perf::{self, AttrOptions};
 use crate::recorder::ProbeIds;
 use crate::ring::Ring;
-use crate::session::{Plan, RunError};
 use crate::uprobes::Probe;
 
 /// The open events: one ring per CPU, every other event of that CPU redirected into it.

@@ -375,3 +375,17 @@ fn path_text(profile: &Profile, cct: &Cct, mut node: CctNodeId) -> String {
     frames.reverse();
     frames.join(" > ")
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::db::tests::profile_with_data;
+
+    #[test]
+    fn the_summary_shows_the_data_sources_of_the_data_half() {
+        let with = profile_with_data(true);
+        let line = crate::report_data::source_lines(&with);
+        assert!(line.contains("by data source"), "{line}");
+        let summary = super::summary(&with, 1.0, "p.db", &[]);
+        assert!(summary.contains(&line), "{summary}");
+    }
+}

@@ -164,8 +164,6 @@ mod tests {
             shown.contains("      2  unknown\n           data sources: L1 1 (50.0%), HITM 1"),
             "{shown}"
         );
-        let summary = crate::report::summary(&with, 1.0, "p.db", &[]);
-        assert!(summary.contains(line), "{summary}");
 
         let without = profile_with_data(false);
         assert_eq!(source_lines(&without), "");

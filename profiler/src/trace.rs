@@ -226,33 +226,6 @@ fn take_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::tests::profile_with_data;
-    use crate::db::Profile;
-    use std::path::Path;
-
-    #[test]
-    fn profiles_keep_their_traces_and_version_5_files_still_read() {
-        let p = Path::new("p.db");
-        let mut profile = profile_with_data(true);
-        let mut trace = ThreadTrace::new(profile.threads[0].tid);
-        trace.push(5_000, 1);
-        trace.push(6_000, 1);
-        profile.traces.threads.push(trace);
-        let back = Profile::from_bytes(&profile.to_bytes().unwrap(), p).unwrap();
-        assert_eq!(
-            back.traces.threads[0].decode(2).unwrap(),
-            [(5_000, 1), (6_000, 1)]
-        );
-
-        // Version 5: the same parts less the traces.
-        let old = profile_with_data(true);
-        assert_eq!(Profile::from_bytes(&old.to_version(5), p).unwrap(), old);
-
-        // A trace naming a node its tree does not have is refused.
-        profile.traces.threads[0].push(7_000, 9);
-        let err = Profile::from_bytes(&profile.to_bytes().unwrap(), p).unwrap_err();
-        assert!(err.to_string().contains("context 9 of 2"), "{err}");
-    }
 
     #[test]
     fn samples_round_trip_in_about_four_bytes_each() {

@@ -8,9 +8,6 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
 
-#[cfg(doc)]
-use crate::analyze::{analyze_file, analyze_focused};
-
 /// How to analyse.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -110,8 +107,8 @@ pub struct Analysis {
     /// What was found and skipped.
     pub summary: Summary,
     /// The addresses for which `tree` answers as a whole-module analysis would: everything
-    /// for [`analyze_file`], the analysed procedures and the asked addresses for
-    /// [`analyze_focused`].
+    /// for [`analyze_file`](crate::analyze_file), the analysed procedures and the asked addresses for
+    /// [`analyze_focused`](crate::analyze_focused).
     pub coverage: Coverage,
 }
 
