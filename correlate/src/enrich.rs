@@ -406,34 +406,23 @@ pub(crate) mod tests {
             node(4, 0x208, AddrKind::Ip, 1),
         ];
         Profile {
-            command: vec!["app".into()],
             host: "h".into(),
-            start_ns: 0,
             end_ns: 1,
-            events: vec![EventDesc {
-                name: "cpu-clock".into(),
-                requested: None,
-                sampling: Sampling::Frequency(1000),
-                unit: "ns".into(),
-            }],
-            kernel_included: false,
             modules: vec![ModuleInfo {
                 path: "/bin/app".into(),
                 build_id: None,
                 checksum: None,
             }],
-            processes: vec![],
             threads: vec![ThreadProfile {
                 pid: 1,
                 tid: 1,
                 comm: "app".into(),
                 cct: Cct { nodes },
             }],
-            stats: Stats::default(),
-            data: Default::default(),
-            job: Default::default(),
-            traces: Default::default(),
-            watch: Default::default(),
+            ..Profile::new(
+                vec!["app".into()],
+                vec![EventDesc::new("cpu-clock", Sampling::Frequency(1000), "ns")],
+            )
         }
     }
 

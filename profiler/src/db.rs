@@ -108,6 +108,18 @@ pub struct EventDesc {
     pub unit: String,
 }
 
+impl EventDesc {
+    /// The event `name` as requested (no fallback), sampled as `sampling`, in `unit`.
+    pub fn new(name: &str, sampling: Sampling, unit: &str) -> EventDesc {
+        EventDesc {
+            name: name.to_string(),
+            requested: None,
+            sampling,
+            unit: unit.to_string(),
+        }
+    }
+}
+
 /// A load module: an executable, a shared library, or a kernel-provided image such as `[vdso]`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ModuleInfo {
@@ -173,6 +185,30 @@ pub struct Stats {
 pub type DbError = EnvelopeError;
 
 impl Profile {
+    /// A profile of `command` sampling `events` in which nothing has been measured yet: no
+    /// module, process or thread, zero times and counters, every later part empty. What
+    /// builds a profile other than a run (tests, synthetic inputs) starts here and sets what it
+    /// has (`Profile { threads, ..Profile::new(command, events) }`), so that a part added to
+    /// the format does not have to be spelled out at each of them.
+    pub fn new(command: Vec<String>, events: Vec<EventDesc>) -> Profile {
+        Profile {
+            command,
+            host: String::new(),
+            start_ns: 0,
+            end_ns: 0,
+            events,
+            kernel_included: false,
+            modules: Vec::new(),
+            processes: Vec::new(),
+            threads: Vec::new(),
+            stats: Stats::default(),
+            data: DataProfile::default(),
+            job: JobPlace::default(),
+            traces: Traces::default(),
+            watch: WatchProfile::default(),
+        }
+    }
+
     /// Decode a profile from a file's bytes, checking that every thread's tree is well formed
     /// so that later stages can index without checks; `path` names the file in errors.
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Profile, DbError> {

@@ -21,34 +21,24 @@ fn small_profile() -> Profile {
         }],
     });
     Profile {
-        command: vec!["./app".into()],
         host: "h".into(),
         start_ns: 1,
         end_ns: 2,
-        events: vec![EventDesc {
-            name: "cpu-clock".into(),
-            requested: None,
-            sampling: Sampling::Period(1000),
-            unit: "ns".into(),
-        }],
-        kernel_included: false,
         modules: vec![ModuleInfo {
             path: "/app".into(),
             build_id: None,
             checksum: Some(0xdead_beef),
         }],
-        processes: vec![],
         threads: vec![ThreadProfile {
             pid: 1,
             tid: 1,
             comm: "app".into(),
             cct,
         }],
-        stats: Stats::default(),
-        data: DataProfile::default(),
-        job: JobPlace::default(),
-        traces: Default::default(),
-        watch: Default::default(),
+        ..Profile::new(
+            vec!["./app".into()],
+            vec![EventDesc::new("cpu-clock", Sampling::Period(1000), "ns")],
+        )
     }
 }
 

@@ -280,25 +280,23 @@ fn a_recording_survives_a_profile_db_round_trip() {
     }
     let r = rec.finish();
     let profile = crate::db::Profile {
-        command: vec!["app".into()],
         host: "h".into(),
         start_ns: 1,
         end_ns: 2,
-        events: vec![crate::db::EventDesc {
-            name: "cpu-clock".into(),
-            requested: None,
-            sampling: Sampling::Frequency(1000),
-            unit: "ns".into(),
-        }],
-        kernel_included: false,
         modules: r.modules.into_infos(),
         processes: r.processes,
         threads: r.threads,
         stats: r.stats,
         data: r.data,
-        job: Default::default(),
         traces: r.traces,
-        watch: Default::default(),
+        ..crate::db::Profile::new(
+            vec!["app".into()],
+            vec![crate::db::EventDesc::new(
+                "cpu-clock",
+                Sampling::Frequency(1000),
+                "ns",
+            )],
+        )
     };
     let bytes = profile.to_bytes().unwrap();
     let back = crate::db::Profile::from_bytes(&bytes, std::path::Path::new("p.db")).unwrap();

@@ -10,7 +10,7 @@ use correlate::{top_down, Database, DbNodeId, Selection};
 use profiler::addr::Svma;
 use profiler::db::{
     AddrKind, Cct, CctNode, CctNodeId, Cost, EventDesc, Frame, ModuleInfo, Profile,
-    ProfileModuleId, Sampling, Stats, ThreadProfile,
+    ProfileModuleId, Sampling, ThreadProfile,
 };
 
 /// A one-thread profile of module `module` with one leaf sample per address in `ips`.
@@ -38,34 +38,23 @@ fn synthetic(module: &str, ips: &[(u64, u64)]) -> Profile {
         });
     }
     Profile {
-        command: vec![module.to_string()],
         host: "test".into(),
-        start_ns: 0,
         end_ns: 1,
-        events: vec![EventDesc {
-            name: "cpu-clock".into(),
-            requested: None,
-            sampling: Sampling::Frequency(1000),
-            unit: "ns".into(),
-        }],
-        kernel_included: false,
         modules: vec![ModuleInfo {
             path: module.to_string(),
             build_id: None,
             checksum: None,
         }],
-        processes: vec![],
         threads: vec![ThreadProfile {
             pid: 1,
             tid: 1,
             comm: "t".into(),
             cct: Cct { nodes },
         }],
-        stats: Stats::default(),
-        data: Default::default(),
-        job: Default::default(),
-        traces: Default::default(),
-        watch: Default::default(),
+        ..Profile::new(
+            vec![module.to_string()],
+            vec![EventDesc::new("cpu-clock", Sampling::Frequency(1000), "ns")],
+        )
     }
 }
 

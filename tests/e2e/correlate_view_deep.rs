@@ -14,7 +14,7 @@ use correlate::{Database, DbNodeId, NodeKind};
 use profiler::addr::Svma;
 use profiler::db::{
     AddrKind, Cct, CctNode, CctNodeId, Cost, EventDesc, Frame, ModuleInfo, Profile,
-    ProfileModuleId, Sampling, Stats, ThreadProfile,
+    ProfileModuleId, Sampling, ThreadProfile,
 };
 
 /// Levels of recursion, and of loop nesting, in the synthetic inputs.
@@ -233,34 +233,27 @@ fn deep_profile(app: &Path) -> Profile {
     }
     nodes.push(node(DEPTH + 1, "bottom", AddrKind::Ip, 5));
     Profile {
-        command: vec![app.display().to_string()],
         host: "test".into(),
-        start_ns: 0,
         end_ns: 1,
-        events: vec![EventDesc {
-            name: "cpu-clock".into(),
-            requested: None,
-            sampling: Sampling::Period(1_000_000),
-            unit: "ns".into(),
-        }],
-        kernel_included: false,
         modules: vec![ModuleInfo {
             path: app.display().to_string(),
             build_id: None,
             checksum: None,
         }],
-        processes: vec![],
         threads: vec![ThreadProfile {
             pid: 1,
             tid: 1,
             comm: "app".into(),
             cct: Cct { nodes },
         }],
-        stats: Stats::default(),
-        data: Default::default(),
-        job: Default::default(),
-        traces: Default::default(),
-        watch: Default::default(),
+        ..Profile::new(
+            vec![app.display().to_string()],
+            vec![EventDesc::new(
+                "cpu-clock",
+                Sampling::Period(1_000_000),
+                "ns",
+            )],
+        )
     }
 }
 

@@ -9,7 +9,7 @@ use correlate::{
     ChildIndex, Database, DbModuleId, DbNodeId, MetricDesc, ModuleDesc, NodeKey, NodeKind,
     StructureSource, ThreadDesc, ThreadIdx,
 };
-use profiler::db::{Cct, Cost, EventDesc, Profile, Sampling, Stats, ThreadProfile};
+use profiler::db::{Cct, Cost, EventDesc, Profile, Sampling, ThreadProfile};
 
 /// A database with `metrics` metrics whose `main` has `samples` samples in procedure `name`.
 fn database(dir: &Path, metrics: usize, samples: u64, name: &str) -> PathBuf {
@@ -118,30 +118,19 @@ fn errors_name_their_cause_once() {
 /// An empty one-thread profile of a run that started at `start_ns`, written to `path`.
 fn write_profile(path: &Path, start_ns: u64) {
     let profile = Profile {
-        command: vec!["app".into()],
         host: "test".into(),
         start_ns,
         end_ns: start_ns + 1,
-        events: vec![EventDesc {
-            name: "cpu-clock".into(),
-            requested: None,
-            sampling: Sampling::Period(1000),
-            unit: "ns".into(),
-        }],
-        kernel_included: false,
-        modules: vec![],
-        processes: vec![],
         threads: vec![ThreadProfile {
             pid: 1,
             tid: 1,
             comm: "app".into(),
             cct: Cct::new(1),
         }],
-        stats: Stats::default(),
-        data: Default::default(),
-        job: Default::default(),
-        traces: Default::default(),
-        watch: Default::default(),
+        ..Profile::new(
+            vec!["app".into()],
+            vec![EventDesc::new("cpu-clock", Sampling::Period(1000), "ns")],
+        )
     };
     profile.write(path).expect("write the profile");
 }
