@@ -4,8 +4,8 @@
 //! interposes the malloc family (`hooks`) and, for blocks of at least a minimum size, writes a
 //! record (op, thread, entry and return times on CLOCK_MONOTONIC, the block, the return
 //! address, `sp` and `bp` at entry, and a copy of the caller's stack) into a per-thread ring in
-//! shared memory (`ring`) that `hpcrun-rs` maps and reads (the layout is in [`format`]).
-//! Unwinding happens in `hpcrun-rs`, with the same code as its samples.
+//! shared memory (`ring`) that `hpcrun-rs` maps and reads (the layout is in
+//! [`hpcrun_alloc_format`]). Unwinding happens in `hpcrun-rs`, with the same code as its samples.
 //!
 //! Rules the shim keeps, since it runs inside every allocation of the program:
 //! - it never allocates on its own path (no Rust heap use; thread state is `const`-initialised
@@ -20,7 +20,7 @@
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
-mod format;
+use hpcrun_alloc_format as format;
 mod hooks;
 mod ring;
 

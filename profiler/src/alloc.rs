@@ -24,8 +24,7 @@
 //! tracker.drain(u64::MAX, &mut events);
 //! ```
 
-#[path = "../../alloc-shim/src/format.rs"]
-mod format;
+use hpcrun_alloc_format as format;
 
 use std::ffi::OsString;
 use std::fs::File;

@@ -1,6 +1,6 @@
 //! The wire format between the allocation shim (crate `hpcrun-alloc`, running inside the
-//! measured program) and `hpcrun-rs`, which reads it. Both crates compile this one file, so the
-//! two ends cannot disagree on a layout.
+//! measured program) and `hpcrun-rs`, which reads it. Both depend on this crate (std only, so
+//! the shim stays small), so the two ends cannot disagree on a layout.
 //!
 //! - `hpcrun-rs` creates a `SOCK_SEQPACKET` socket pair and passes one end to the command by
 //!   number in [`ENV_FD`] (inherited across `fork` and `exec`), with [`ENV_MIN`], [`ENV_STACK`]
