@@ -336,7 +336,7 @@ pub(crate) mod tests {
     use crate::projection::{callers, top_down};
     use profiler::addr::Svma;
     use profiler::db::{
-        AddrKind, Cct, CctNode, CctNodeId, EventDesc, ModuleInfo, ProfileModuleId, Sampling, Stats,
+        AddrKind, Cct, CctNode, CctNodeId, EventDesc, ModuleInfo, ProfileModuleId, Sampling,
         ThreadProfile,
     };
     use structure::Scope;

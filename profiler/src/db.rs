@@ -15,7 +15,7 @@
 //! (reader): every address in it is module-relative at link time
 //! ([`Svma`](crate::addr::Svma)), so the correlator never needs to know where a module was
 //! loaded. A profile that reads is well formed: every parent precedes its children, and every
-//! module and event reference is in range. The calling-context trees are [`crate::calltree`]'s.
+//! module and event reference is in range. Each thread's calling-context tree is a [`Cct`].
 
 use std::path::Path;
 

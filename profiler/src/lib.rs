@@ -59,7 +59,7 @@
 // The profile.db format: what readers of a profile (hpcprof-rs, hpcview-rs, tests) compile.
 pub mod addr;
 mod arena;
-pub mod calltree;
+mod calltree;
 pub mod dataref;
 pub mod db;
 pub mod envelope;
