@@ -64,6 +64,7 @@ pub mod dataref;
 pub mod db;
 pub mod envelope;
 pub mod job;
+mod procmaps;
 pub mod trace;
 pub mod vdso;
 pub mod watchdb;

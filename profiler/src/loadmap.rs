@@ -252,7 +252,7 @@ impl AddressSpace {
 
     /// Populate from `/proc/PID/maps` (for what was mapped before sampling started).
     pub fn load_proc_maps(&mut self, pid: u32, modules: &mut ModuleRegistry) {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        let Some(text) = crate::procmaps::read(Some(pid)) else {
             return;
         };
         for line in text.lines() {
@@ -265,24 +265,12 @@ impl AddressSpace {
 
 /// One executable line of `/proc/PID/maps`.
 fn parse_maps_line(line: &str) -> Option<MapEvent<'_>> {
-    let mut fields = line.splitn(6, ' ');
-    let range = fields.next()?;
-    let perms = fields.next()?;
-    let offset = fields.next()?;
-    let _dev = fields.next()?;
-    let _inode = fields.next()?;
-    let path = fields.next().unwrap_or("").trim_start();
-    if !perms.contains('x') {
-        return None;
-    }
-    let (lo, hi) = range.split_once('-')?;
-    let start = u64::from_str_radix(lo, 16).ok()?;
-    let end = u64::from_str_radix(hi, 16).ok()?;
+    let line = crate::procmaps::parse(line).filter(|l| l.executable())?;
     Some(MapEvent {
-        start,
-        len: end.checked_sub(start)?,
-        pgoff: u64::from_str_radix(offset, 16).ok()?,
-        path,
+        start: line.start,
+        len: line.end - line.start,
+        pgoff: line.offset,
+        path: line.path,
     })
 }
 

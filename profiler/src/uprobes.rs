@@ -155,12 +155,10 @@ pub(crate) fn allocator_probes(path: &Path, stack_size: u32) -> Result<Vec<Probe
 /// The module of running process `pid` that defines `malloc` (its C library, or the program
 /// itself when statically linked), from its mappings.
 pub(crate) fn allocator_module(pid: u32) -> Option<std::path::PathBuf> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let mut paths: Vec<&str> = maps
-        .lines()
-        .filter(|l| l.split_whitespace().nth(1).is_some_and(|p| p.contains('x')))
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .filter(|p| p.starts_with('/'))
+    let maps = crate::procmaps::read(Some(pid))?;
+    let mut paths: Vec<&str> = crate::procmaps::lines(&maps)
+        .filter(|l| l.executable() && l.path.starts_with('/'))
+        .map(|l| l.path)
         .collect();
     paths.dedup();
     paths.into_iter().map(std::path::PathBuf::from).find(|p| {

@@ -5,12 +5,9 @@
 /// A copy of this process's own `[vdso]` image: the kernel maps the same one into every
 /// process, so it stands for the measured program's.
 pub fn own_vdso() -> Option<Vec<u8>> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
-    let range = line.split_whitespace().next()?;
-    let (lo, hi) = range.split_once('-')?;
-    let lo = usize::from_str_radix(lo, 16).ok()?;
-    let hi = usize::from_str_radix(hi, 16).ok()?;
+    let maps = crate::procmaps::read(None)?;
+    let line = crate::procmaps::lines(&maps).find(|l| l.path == "[vdso]")?;
+    let (lo, hi) = (line.start as usize, line.end as usize);
     // SAFETY: the vdso mapping is readable for the whole life of the process.
     let bytes = unsafe { std::slice::from_raw_parts(lo as *const u8, hi - lo) };
     Some(bytes.to_vec())

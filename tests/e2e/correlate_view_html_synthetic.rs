@@ -151,6 +151,40 @@ fn threads_are_chosen_and_charted() {
     );
 }
 
+/// A source file (and a procedure name) quoting every mark of the report's template and
+/// `</script>`: the page still renders whole, the text shown as written. Chained replacements
+/// put the views inside the data and broke the page ("Uncaught SyntaxError").
+#[test]
+fn a_source_quoting_the_template_renders_whole() {
+    let Some(chromium) = chromium() else { return };
+    let dir = scratch_dir("view_html_marks");
+    let quoted = "{{DATA}} {{VIEWS}} /*STYLE*/ /*SCRIPT*/ </script><script>";
+    let source = dir.join("marks.c");
+    let text: String = (1..=6).map(|l| format!("/* {l}: {quoted} */\n")).collect();
+    std::fs::write(&source, &text).unwrap();
+    let mut b = Builder::for_source(source.to_str().unwrap(), 1);
+    let main = b.add(DbNodeId::ROOT, NodeKind::Procedure, "main", 1);
+    let odd = b.call(main, 2, quoted, 4);
+    let line = b.add(odd, NodeKind::Statement, "", 5);
+    b.sample(line, 0, 3);
+    let own = b.add(main, NodeKind::Statement, "", 3);
+    b.sample(own, 0, 1);
+    let (db, html) = (dir.join("marks.hpcdb"), dir.join("marks.html"));
+    b.finish(&db);
+    report(&db, &html);
+
+    let mut b = Browser::launch(&chromium, &dir, 1200, 800);
+    b.open(&html, "document.body.dataset.ready === 'true'");
+    let rows = labels_and_incl(&mut b);
+    assert!(rows.contains(&(quoted.into(), "75.0%".into())), "{rows:?}");
+    assert!(rows.contains(&("main".into(), "100.0%".into())), "{rows:?}");
+    let shown = b.eval("[...document.querySelectorAll('#source .line')].map(l => l.textContent)");
+    let shown: Vec<String> = serde_json::from_value(shown).unwrap();
+    // Six lines of text, and the empty one after the last newline.
+    assert_eq!(shown.len(), 7, "{shown:?}");
+    assert!(shown[..6].iter().all(|l| l.contains(quoted)), "{shown:?}");
+}
+
 /// A database of about `nodes` scopes over `threads` threads: procedures that each hold a loop
 /// of five statements and call two more procedures, breadth first, with pseudo-random costs.
 fn synthetic(path: &Path, nodes: usize, threads: u32) {

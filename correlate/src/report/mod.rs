@@ -55,11 +55,15 @@ pub fn render(
             script_json(v)?
         ));
     }
-    let page = PAGE
-        .replace("/*STYLE*/", STYLE)
-        .replace("/*SCRIPT*/", SCRIPT)
-        .replace("{{DATA}}", &script_json(&data)?)
-        .replace("{{VIEWS}}", &views);
+    let page = fill(
+        PAGE,
+        &[
+            ("/*STYLE*/", STYLE),
+            ("{{DATA}}", &script_json(&data)?),
+            ("{{VIEWS}}", &views),
+            ("/*SCRIPT*/", SCRIPT),
+        ],
+    )?;
     out.write_all(page.as_bytes())?;
     Ok(ReportSummary {
         scopes: data.views.iter().map(|v| v.nodes.len()).sum(),
@@ -70,6 +74,26 @@ pub fn render(
         memmap: data.memmap.is_some(),
         bytes: page.len(),
     })
+}
+
+/// `template` with each of `slots`' marks replaced by its text, in one pass from start to end:
+/// the marks are looked for in the template only, never in what was put in, so data that holds
+/// a mark's text (a source file quoting `{{VIEWS}}`) stays as it is. The marks are in the
+/// template's order, each once.
+fn fill(template: &str, slots: &[(&str, &str)]) -> io::Result<String> {
+    let size = template.len() + slots.iter().map(|(_, text)| text.len()).sum::<usize>();
+    let mut page = String::with_capacity(size);
+    let mut rest = template;
+    for (mark, text) in slots {
+        let (before, after) = rest
+            .split_once(mark)
+            .ok_or_else(|| io::Error::other(format!("the report template lacks {mark}")))?;
+        page.push_str(before);
+        page.push_str(text);
+        rest = after;
+    }
+    page.push_str(rest);
+    Ok(page)
 }
 
 /// `value` as JSON to put inside a `<script>` element (see [`script_safe`]).
@@ -95,5 +119,24 @@ mod tests {
         assert!(!safe.contains('<'));
         let back: String = serde_json::from_str(&safe).unwrap();
         assert_eq!(back, "a</script><b>");
+    }
+
+    #[test]
+    fn marks_are_filled_in_the_template_only() {
+        let page = fill(
+            "a {{X}} b {{Y}} c",
+            &[("{{X}}", "{{Y}}"), ("{{Y}}", "{{X}}")],
+        )
+        .unwrap();
+        assert_eq!(page, "a {{Y}} b {{X}} c");
+        assert!(fill("no marks", &[("{{X}}", "x")]).is_err());
+    }
+
+    #[test]
+    fn the_template_holds_each_mark_once_in_order() {
+        let marks = ["/*STYLE*/", "{{DATA}}", "{{VIEWS}}", "/*SCRIPT*/"];
+        let at: Vec<usize> = marks.iter().map(|m| PAGE.find(m).unwrap()).collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{at:?}");
+        assert!(marks.iter().all(|m| PAGE.matches(m).count() == 1));
     }
 }

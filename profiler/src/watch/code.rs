@@ -167,18 +167,13 @@ impl Mapping {
 
 /// The mappings of process `pid`, from `/proc/PID/maps`; none when it cannot be read.
 pub(crate) fn mappings(pid: i32) -> Vec<Mapping> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    (maps.lines())
-        .filter_map(|line| {
-            let mut f = line.split_whitespace();
-            let (lo, hi) = f.next()?.split_once('-')?;
-            let offset = f.nth(1)?;
-            Some(Mapping {
-                start: u64::from_str_radix(lo, 16).ok()?,
-                end: u64::from_str_radix(hi, 16).ok()?,
-                offset: u64::from_str_radix(offset, 16).ok()?,
-                path: f.nth(2).unwrap_or_default().to_string(),
-            })
+    let maps = crate::procmaps::read(u32::try_from(pid).ok()).unwrap_or_default();
+    crate::procmaps::lines(&maps)
+        .map(|line| Mapping {
+            start: line.start,
+            end: line.end,
+            offset: line.offset,
+            path: line.path.to_string(),
         })
         .collect()
 }
