@@ -96,7 +96,9 @@ zz-10 r-xp 0 0 0 /x
     fn our_own_maps_hold_our_code() {
         let here = our_own_maps_hold_our_code as *const () as usize as u64;
         let text = read(None).expect("/proc/self/maps");
-        let line = lines(&text).find(|l| l.start <= here && here < l.end).expect("a mapping");
+        let line = lines(&text)
+            .find(|l| l.start <= here && here < l.end)
+            .expect("a mapping");
         assert!(line.executable(), "{line:?}");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::{ArgGroup, Parser, ValueEnum};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -47,143 +47,185 @@ with --diff --fail-above, a regression.";
 /// folded stacks.
 #[derive(Debug, Parser)]
 #[command(name = "hpcview-rs", version, after_help = EXAMPLES)]
-#[command(group(clap::ArgGroup::new("pictured").args(["timeline", "memmap"])))]
-#[command(group(clap::ArgGroup::new("sliced").args(["slices", "memmap"])))]
+// What to show: at most one of these (see `mode::Mode`).
+#[command(group(ArgGroup::new("mode").args([
+    "data", "code_data", "delinquent", "alloc", "stats", "html", "diff", "bindings", "footprint",
+    "timeline", "slices", "memmap",
+])))]
+// How a view is written: at most one.
+#[command(group(ArgGroup::new("format").args(["json", "csv", "folded", "flamegraph", "source"])))]
+// Which tree view: top-down unless one of these.
+#[command(group(ArgGroup::new("kind").args(["flat", "callers"])))]
+// Groups that options require (`--svg` a picture, `--slice` slices, `--replace` an export).
+#[command(group(ArgGroup::new("pictured").multiple(true).args(["timeline", "memmap"])))]
+#[command(group(ArgGroup::new("sliced").multiple(true).args(["slices", "memmap"])))]
+#[command(group(ArgGroup::new("exports").multiple(true).args(["speedscope", "pprof"])))]
 pub(crate) struct Args {
     /// Database written by hpcprof-rs, or an HPCToolkit database directory (v4) [default: the
     /// only *.hpcdb in the current directory]
     pub(crate) database: Option<PathBuf>,
 
     /// Flat view: module > file > procedure > loops, inlined code and lines, over all contexts
-    #[arg(long, conflicts_with = "callers")]
+    #[arg(long, help_heading = "Views")]
     pub(crate) flat: bool,
 
     /// Callers (bottom-up) view: each procedure, then the call chains that led to it
-    #[arg(long)]
+    #[arg(long, help_heading = "Views")]
     pub(crate) callers: bool,
 
     /// Print the view as JSON (the format documented in the README)
-    #[arg(long, conflicts_with_all = ["folded", "source"])]
+    #[arg(long, help_heading = "Output")]
     pub(crate) json: bool,
 
     /// Print folded stacks (`frame;frame;... samples`) for inferno-flamegraph or flamegraph.pl;
     /// top-down view, first metric
-    #[arg(long, conflicts_with_all = ["flat", "callers", "source"])]
+    #[arg(long, conflicts_with = "kind", help_heading = "Output")]
     pub(crate) folded: bool,
 
     /// Draw a flame graph as SVG (top-down view, first metric; the frames of --folded, hover
     /// for names and shares); write it with -o FILE.svg
-    #[arg(long, conflicts_with_all = ["flat", "callers", "source", "folded", "json", "csv"])]
+    #[arg(long, conflicts_with = "kind", help_heading = "Output")]
     pub(crate) flamegraph: bool,
 
     /// Show source lines of FILE (optionally only LINES, `N` or `N-M`) with their costs
-    #[arg(long, value_name = "FILE[:LINES]", conflicts_with_all = ["flat", "callers"])]
+    #[arg(
+        long,
+        value_name = "FILE[:LINES]",
+        conflicts_with = "kind",
+        help_heading = "Views"
+    )]
     pub(crate) source: Option<String>,
 
     /// Data objects (variables, heap blocks by allocation path, stack locals, regions) ranked
     /// by the cost of the data samples that touched them (profiles measured with --data)
-    #[arg(long, conflicts_with_all = ["flat", "callers", "folded", "source", "code_data"])]
+    #[arg(long, conflicts_with_all = ["kind", "folded", "source", "csv"], help_heading = "Data")]
     pub(crate) data: bool,
 
     /// With --data: below each object, the calling contexts that touched it, top-down
-    #[arg(long, requires = "data", conflicts_with = "fields")]
+    #[arg(
+        long,
+        requires = "data",
+        conflicts_with = "fields",
+        help_heading = "Data"
+    )]
     pub(crate) tree: bool,
 
     /// With --data: one object (its name, or a part of it) split by field or element range
-    #[arg(long, value_name = "OBJECT", requires = "data")]
+    #[arg(long, value_name = "OBJECT", requires = "data", help_heading = "Data")]
     pub(crate) fields: Option<String>,
 
     /// With --fields: split arrays and untyped objects into N ranges
-    #[arg(long, value_name = "N", default_value_t = correlate::DEFAULT_ROWS, requires = "fields")]
+    #[arg(long, value_name = "N", default_value_t = correlate::DEFAULT_ROWS, requires = "fields", help_heading = "Data")]
     pub(crate) rows: u64,
 
     /// With --fields: split arrays and untyped objects into ranges of BYTES (instead of --rows)
-    #[arg(long, value_name = "BYTES", requires = "fields")]
+    #[arg(long, value_name = "BYTES", requires = "fields", help_heading = "Data")]
     pub(crate) span: Option<u64>,
 
     /// The code view (top-down, or --callers, or --flat) with the data objects each context
     /// touched as its children
-    #[arg(long, conflicts_with_all = ["folded", "source"])]
+    #[arg(long, conflicts_with_all = ["folded", "source"], help_heading = "Data")]
     pub(crate) code_data: bool,
 
     /// Show only this metric (repeatable; in the order given; the first one sorts) [default: all]
-    #[arg(long = "metric", value_name = "NAME")]
+    #[arg(
+        long = "metric",
+        value_name = "NAME",
+        help_heading = "Selecting and shaping"
+    )]
     pub(crate) metrics: Vec<String>,
 
     /// Only this thread's costs (OS thread id; repeatable) [default: all threads summed]
-    #[arg(long = "thread", value_name = "TID")]
+    #[arg(
+        long = "thread",
+        value_name = "TID",
+        help_heading = "Selecting and shaping"
+    )]
     pub(crate) threads: Vec<u32>,
 
     /// Fold rows below PCT percent of the total into one "(N more)" row
-    #[arg(long, value_name = "PCT", default_value_t = 1.0)]
+    #[arg(
+        long,
+        value_name = "PCT",
+        default_value_t = 1.0,
+        help_heading = "Selecting and shaping"
+    )]
     pub(crate) threshold: f64,
 
     /// Show scopes at most N levels below the root (the hot path is always shown in full)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Selecting and shaping")]
     pub(crate) depth: Option<usize>,
 
     /// The hot path follows the costliest child while it holds at least PCT percent of its
     /// parent
-    #[arg(long, value_name = "PCT", default_value_t = 50.0)]
+    #[arg(
+        long,
+        value_name = "PCT",
+        default_value_t = 50.0,
+        help_heading = "Selecting and shaping"
+    )]
     pub(crate) expand_hot: f64,
 
     /// Also show absolute values (seconds for clocks, event counts otherwise)
-    #[arg(short, long)]
+    #[arg(short, long, help_heading = "Output")]
     pub(crate) absolute: bool,
 
     /// Print procedure names in full instead of shortening long C++ names
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub(crate) full_names: bool,
 
     /// When to colour the text view
-    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto, help_heading = "Output")]
     pub(crate) color: ColorChoice,
 
     /// Delinquent instructions (profiles measured with --data): the instructions carrying the
     /// data cost, ranked by the first metric, with their line, procedure, loop and the object
     /// touched
-    #[arg(long, conflicts_with_all = ["flat", "callers", "folded", "source", "data", "code_data", "alloc"])]
+    #[arg(long, conflicts_with_all = ["kind", "folded", "source"], help_heading = "Data")]
     pub(crate) delinquent: bool,
 
     /// CSV records: for the tree views one per scope (depth, kind, scope, call site, file, line,
     /// then each metric's inclusive and exclusive value); with --delinquent one per instruction
     /// (file, function, line, operation, object id, start and size, object, address, module,
     /// metrics)
-    #[arg(long, conflicts_with_all = ["json", "folded", "source", "data", "alloc"])]
+    #[arg(long, help_heading = "Output")]
     pub(crate) csv: bool,
 
     /// Allocation sites (profiles measured with --data; `hpcrun-rs --alloc-min 0` tracks every
     /// block): calls, bytes, frees, peak live, live at end (leaked), mean lifetime, by bytes
-    #[arg(long, conflicts_with_all = ["flat", "callers", "folded", "source", "data", "code_data"])]
+    #[arg(long, conflicts_with_all = ["kind", "folded", "source", "csv"], help_heading = "Data")]
     pub(crate) alloc: bool,
 
     /// With --alloc: also write the sites to FILE as a DHAT file (JSON, version 2) for
     /// valgrind's dh_view.html; an existing FILE is not replaced
-    #[arg(long, value_name = "FILE", requires = "alloc")]
+    #[arg(long, value_name = "FILE", requires = "alloc", help_heading = "Data")]
     pub(crate) dhat: Option<PathBuf>,
 
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Parallel runs")]
     pub(crate) ranks: crate::ranks::RankArgs,
 
-    #[command(flatten)]
+    #[command(
+        flatten,
+        next_help_heading = "Other tools' formats, and comparing runs"
+    )]
     pub(crate) export: crate::export::ExportArgs,
 
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Output")]
     pub(crate) report: crate::html::HtmlArgs,
 
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Selecting and shaping")]
     pub(crate) shape: crate::shape::ShapeArgs,
 
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Output")]
     pub(crate) output: crate::output::OutputArgs,
 
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Time (runs traced with hpcrun-rs -t)")]
     pub(crate) time: crate::time::TimeArgs,
 
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Data")]
     pub(crate) memory: crate::memory::MemoryArgs,
 
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Data")]
     pub(crate) binding: crate::bindings::BindingArgs,
 }
 

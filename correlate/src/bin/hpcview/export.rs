@@ -20,20 +20,20 @@ use crate::{bad, Failure};
 pub(crate) struct ExportArgs {
     /// Write the database to FILE in speedscope's format (one profile per thread and metric;
     /// open it with `speedscope FILE` or at www.speedscope.app)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["flat", "callers", "json", "folded", "source", "data", "code_data", "delinquent", "alloc", "diff", "threads", "metrics"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["mode", "kind", "format", "threads", "metrics"])]
     pub(crate) speedscope: Option<PathBuf>,
 
     /// Write the database to FILE as a gzipped pprof profile (for `go tool pprof FILE`)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["flat", "callers", "json", "folded", "source", "data", "code_data", "delinquent", "alloc", "diff", "threads", "metrics"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["mode", "kind", "format", "threads", "metrics"])]
     pub(crate) pprof: Option<PathBuf>,
 
     /// With --speedscope or --pprof: replace FILE if it exists
-    #[arg(long)]
+    #[arg(long, requires = "exports")]
     pub(crate) replace: bool,
 
     /// Compare two databases of the same program, scope by scope (top-down, or --flat), ranked
     /// by growth of exclusive cost; text, --json, or --folded (differential flame graph)
-    #[arg(long, num_args = 2, value_names = ["BASE", "NEW"], conflicts_with_all = ["database", "callers", "source", "data", "code_data", "delinquent", "alloc", "threads"])]
+    #[arg(long, num_args = 2, value_names = ["BASE", "NEW"], conflicts_with_all = ["database", "callers", "source", "threads"])]
     pub(crate) diff: Vec<PathBuf>,
 
     /// With --diff: compare costs per second of measured wall-clock time
@@ -55,23 +55,8 @@ pub(crate) struct ExportArgs {
     pub(crate) fail_above: Option<f64>,
 }
 
-/// Do the export or the diff `args` ask for; `None` when they ask for neither.
-pub(crate) fn run(args: &Args) -> Option<Result<String, Failure>> {
-    let e = &args.export;
-    if !e.diff.is_empty() {
-        return Some(diff(args, &e.diff[0], &e.diff[1]));
-    }
-    if e.speedscope.is_none() && e.pprof.is_none() {
-        let misplaced = e
-            .replace
-            .then(|| Err(bad(anyhow!("--replace: only with --speedscope or --pprof"))));
-        return misplaced;
-    }
-    Some(export(args))
-}
-
 /// Write the `--speedscope` and `--pprof` files.
-fn export(args: &Args) -> Result<String, Failure> {
+pub(crate) fn export(args: &Args) -> Result<String, Failure> {
     let e = &args.export;
     let path = database_path(args.database.as_deref()).map_err(bad)?;
     let db = Database::read(&path).map_err(bad)?;
@@ -133,7 +118,7 @@ fn write_export(
 
 /// Compare `base` with `new` and print the result; a regression past `--fail-above` is a
 /// failure (exit 1) after the comparison is printed.
-fn diff(args: &Args, base: &Path, new: &Path) -> Result<String, Failure> {
+pub(crate) fn diff(args: &Args, base: &Path, new: &Path) -> Result<String, Failure> {
     let e = &args.export;
     check_percent("--threshold", args.threshold, true)?;
     if let Some(limit) = e.fail_above.filter(|l| !(l.is_finite() && *l >= 0.0)) {

@@ -15,7 +15,7 @@ pub(crate) struct HtmlArgs {
     /// Write an interactive HTML report (all three views, flame graph, sources, threads, and
     /// data objects, a timeline and a memory map where measured) to FILE: one file, no network needed to
     /// view it; an existing FILE is replaced
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "csv", "folded", "source", "data", "code_data", "delinquent", "alloc", "output"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["format", "output"])]
     pub(crate) html: Option<PathBuf>,
 }
 

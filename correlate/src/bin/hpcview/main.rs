@@ -11,6 +11,7 @@ mod hpctoolkit;
 mod html;
 mod inputs;
 mod memory;
+mod mode;
 mod output;
 mod ranks;
 mod shape;
@@ -23,10 +24,11 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use clap::Parser;
-use correlate::{csv, flame, folded, json, source, text, ViewKind, ViewTree};
+use correlate::{csv, flame, folded, json, source, text, ViewTree};
 
 use args::{Args, ColorChoice};
 use inputs::{check_percent, database_path, metric_indices, thread_selection};
+use mode::{DbMode, Mode, Shown};
 
 /// How a run failed: bad input (exit 2) or anything else (exit 1).
 pub(crate) enum Failure {
@@ -73,9 +75,15 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 /// Do what `args` ask; returns the summary line for stderr.
 fn run(args: &Args) -> Result<String, Failure> {
-    if let Some(done) = export::run(args) {
-        return done;
+    match Mode::of(args) {
+        Mode::Diff { base, new } => export::diff(args, base, new),
+        Mode::Export => export::export(args),
+        Mode::Database(mode) => on_database(args, mode),
     }
+}
+
+/// Run `mode` on the database `args` name.
+fn on_database(args: &Args, mode: DbMode) -> Result<String, Failure> {
     check_percent("--threshold", args.threshold, true)?;
     check_percent("--expand-hot", args.expand_hot, false)?;
     let path = database_path(args.database.as_deref()).map_err(bad)?;
@@ -83,70 +91,63 @@ fn run(args: &Args) -> Result<String, Failure> {
     let selection = thread_selection(&db, &args.threads, &path).map_err(bad)?;
     let selection = ranks::narrow(&db, &args.ranks, &path, selection)?;
     let metrics = metric_indices(&db, &args.metrics, &path).map_err(bad)?;
-    if let Some(file) = &args.report.html {
-        return html::write_report(&db, &path, &metrics, file);
+    match mode {
+        DbMode::Report(file) => html::write_report(&db, &path, &metrics, file),
+        DbMode::Data => data::run_data(args, &db, &selection, &metrics, &path),
+        DbMode::Sites => data::data_view(args, &db, &path, &selection, &metrics),
+        DbMode::Bindings => bindings::run(&args.binding, args.json, &db, &path),
+        DbMode::Footprint => memory::run(&args.memory, args.json, &db, &path),
+        DbMode::Time => time::run(args, &db, &path),
+        DbMode::Stats { kind, over } => ranks::run_stats(args, &db, &metrics, kind, over, &path),
+        DbMode::Tree { kind, shown } => {
+            let mut view = ViewTree::from_database(&db, kind, &selection);
+            view.select_metrics(&metrics);
+            shape::apply(&args.shape, &mut view)?;
+            show_tree(args, &view, &path, shown)
+        }
     }
-    if args.data || args.code_data {
-        return data::run_data(args, &db, &selection, &metrics, &path);
-    }
-    if args.binding.bindings {
-        return bindings::run(&args.binding, args.json, &db, &path);
-    }
-    if args.memory.footprint {
-        return memory::run(&args.memory, args.json, &db, &path);
-    }
-    if args.time.timeline || args.time.slices || args.time.memmap {
-        return time::run(args, &db, &path);
-    }
-    if args.delinquent || args.alloc {
-        return data::data_view(args, &db, &path, &selection, &metrics);
-    }
-    let kind = match (args.flat || args.source.is_some(), args.callers) {
-        (true, _) => ViewKind::Flat,
-        (_, true) => ViewKind::Callers,
-        _ => ViewKind::TopDown,
-    };
-    if let Some(over) = args.ranks.stats {
-        return ranks::run_stats(args, &db, &metrics, kind, over, &path);
-    }
-    let mut view = ViewTree::from_database(&db, kind, &selection);
-    view.select_metrics(&metrics);
-    shape::apply(&args.shape, &mut view)?;
+}
+
+/// Show tree view `view` (of database `path`) as `shown` says; returns the summary line.
+fn show_tree(args: &Args, view: &ViewTree, path: &Path, shown: Shown) -> Result<String, Failure> {
     if view.metrics.iter().all(|m| m.samples == 0 && m.total == 0) {
         eprintln!(
             "hpcview-rs: {}: no samples (the measured program recorded no events); the view is empty",
             path.display()
         );
     }
-
     let mut out = output::Sink::open(&args.output);
     let colour = out.colour(args.color);
+    let kind = view.view;
     let what = format!("{} view of {}", kind.name(), path.display());
-    let summary = if let Some(spec) = &args.source {
-        let lines = show_source(&view, spec, args.absolute, &mut out)?;
-        format!(
-            "{lines} lines with samples in {spec} (from {})",
-            path.display()
-        )
-    } else if args.flamegraph {
-        let title = format!("{} ({})", path.display(), kind.name());
-        let drawn = flame::render(&view, 0, &title, &mut out)?;
-        format!(
-            "{what}: flame graph of {} frames, {} deep, {} samples",
-            drawn.frames, drawn.depth, drawn.samples
-        )
-    } else if args.folded {
-        let written = folded::render(&view, 0, &mut out)?;
-        format!(
-            "{what}: {} folded stacks, {} samples of {}",
-            written.stacks,
-            written.samples,
-            view.metrics
-                .first()
-                .map_or("no metric", |m| m.name.as_str())
-        )
-    } else {
-        render_tree(args, &view, colour, &mut out, &what)?
+    let summary = match shown {
+        Shown::Source(spec) => {
+            let lines = show_source(view, spec, args.absolute, &mut out)?;
+            format!(
+                "{lines} lines with samples in {spec} (from {})",
+                path.display()
+            )
+        }
+        Shown::Flamegraph => {
+            let title = format!("{} ({})", path.display(), kind.name());
+            let drawn = flame::render(view, 0, &title, &mut out)?;
+            format!(
+                "{what}: flame graph of {} frames, {} deep, {} samples",
+                drawn.frames, drawn.depth, drawn.samples
+            )
+        }
+        Shown::Folded => {
+            let written = folded::render(view, 0, &mut out)?;
+            format!(
+                "{what}: {} folded stacks, {} samples of {}",
+                written.stacks,
+                written.samples,
+                view.metrics
+                    .first()
+                    .map_or("no metric", |m| m.name.as_str())
+            )
+        }
+        Shown::Rows => render_tree(args, view, colour, &mut out, &what)?,
     };
     out.finish()?;
     Ok(summary)

@@ -25,7 +25,7 @@ pub(crate) struct RankArgs {
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "ranks",
-        conflicts_with_all = ["folded", "source", "data", "code_data", "delinquent", "alloc", "rank", "threads"]
+        conflicts_with_all = ["folded", "source", "rank", "threads"]
     )]
     pub(crate) stats: Option<StatsOver>,
 

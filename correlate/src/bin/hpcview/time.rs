@@ -44,7 +44,7 @@ pub(crate) struct TimeArgs {
 
     /// Per procedure per time slice: samples, activity span and the run's phases (databases of
     /// runs with `hpcrun-rs -t`); procedures at --depth N as for --timeline
-    #[arg(long, conflicts_with = "timeline")]
+    #[arg(long)]
     pub(crate) slices: bool,
 
     /// With --slices or --memmap: the slice length in ms [default: a round length giving at
@@ -56,7 +56,7 @@ pub(crate) struct TimeArgs {
     /// --data`; exact first touches with `-e page-faults@1`): per time slice and object the
     /// samples and a bar over its pages; --csv gives one record per slice, thread, procedure,
     /// object and page; --svg/--png draw time x pages
-    #[arg(long, conflicts_with_all = ["timeline", "slices"])]
+    #[arg(long)]
     pub(crate) memmap: bool,
 }
 
