@@ -60,85 +60,69 @@
 //! # Ok::<(), correlate::DatabaseError>(())
 //! ```
 //!
-//! Modules, in pipeline order: `inputs` (recognising profiles and structure files), `cache`
-//! (the on-disk structure cache), `structures` (each module's structure: file, cache or
-//! on-the-fly analysis), `correlation` (the whole `hpcprof-rs` run), `enrich` (expanding
-//! addresses into static contexts), `database` (the `*.hpcdb` file), `node` (its tree's node
-//! model), `ids` (its tables' index types), `projection` (the three views), `view` (the view
-//! model), `label` (how scopes are named), `render` (the output formats), `profiles` (the
-//! profiles streamed in two passes), `stats` (statistics across ranks and threads), `export`
-//! (the database as speedscope and pprof files), `diff` (two databases compared scope by scope),
-//! `hpctoolkit` (HPCToolkit's own database format, written and read), `report` (the HTML
-//! report: its data, page, script and styles), `shape` (focus, hide, sort, top).
+//! The crate is four rooms, in pipeline order, each a folder (see `docs/architecture.md`):
+//! `prof` (correlation: inputs, the structure cache, each module's structure, the profiles
+//! streamed in two passes, enrichment, ranks' shares), `db` (the `*.hpcdb` file, its node model,
+//! index types and scope names), `view` (the projections into the three views, shaping,
+//! statistics, diff, data and time views) and `out` (the renderers and the HTML report), with
+//! `interop` (speedscope, pprof, HPCToolkit's database) beside `out`.
 
 #![deny(missing_docs)]
 
-pub mod bindings;
-mod cache;
-mod correlation;
-mod data;
-mod database;
-mod diff;
-mod enrich;
-mod error;
-mod export;
-pub mod hpctoolkit;
-mod ids;
-mod inputs;
-mod label;
-mod node;
-mod node_costs;
-mod profiles;
-mod projection;
-mod render;
-mod report;
-mod shape;
-mod shares;
-mod stats;
-mod structures;
-mod time;
+mod db;
+mod interop;
+mod out;
+mod prof;
 mod view;
 
-pub use cache::StructureCache;
-pub use correlation::{
-    correlate, finish_enriched, gather_share, prepare, summary_text, Options, Partial, Summary,
+pub use interop::hpctoolkit;
+pub use out::bindings;
+
+pub use db::data::{
+    AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, Field, Instruction,
+    Layout, MemoryOp, ObjectKind, SiteCounts,
 };
-pub use data::{
-    alloc_notice, alloc_view, delinquent_notice, delinquent_view, AllocRow, AllocView,
-    DelinquentRow, DelinquentView, Instruction, MemoryOp,
-};
-pub use data::{
-    code_data, fields, find_objects, object_tree, objects, AllocStats, DataAccess, DataCounts,
-    DataObject, DataObjectId, DataSection, Field, FieldTable, Layout, ObjectKind, ObjectRow,
-    ObjectTable, PartRow, SiteCounts, DEFAULT_ROWS,
-};
-pub use data::{footprint, FootprintRow, REGIONS};
-pub use data::{memmap, MapObject, MapRow, MemMap};
-pub use database::{
+pub use db::database::{
     Database, DatabaseError, DbStats, MetricDesc, ModuleDesc, Selection, StructureSource,
     ThreadDesc,
 };
-pub use diff::{diff, Diff, DiffError, DiffOptions, DiffRow, Normalise, SideCost, CONTEXT_KEPT};
-pub use error::CorrelateError;
-pub use export::{pprof, speedscope};
-pub use ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
-pub use inputs::{classify, InputKind};
-pub use node::{ChildIndex, Node, NodeKey, NodeKind};
-pub use node_costs::{Costs, Entries, NodeCosts, ThreadCost};
-pub use projection::{callers, flat, top_down};
-pub use render::memmap as memmap_render;
-pub use render::timeline as timeline_render;
-pub use render::{alloc, delinquent, dhat, diff as diff_render};
-pub use render::{
+pub use db::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
+pub use db::node::{ChildIndex, Node, NodeKey, NodeKind};
+pub use db::node_costs::{Costs, Entries, NodeCosts, ThreadCost};
+pub use interop::export::{pprof, speedscope};
+pub use out::render::memmap as memmap_render;
+pub use out::render::timeline as timeline_render;
+pub use out::render::{alloc, delinquent, dhat, diff as diff_render};
+pub use out::render::{
     csv, data as data_render, flame, folded, json, source, stats as stats_render, text,
 };
-pub use render::{footprint as footprint_render, raster, slices as slices_render};
-pub use report::{render as html_report, ReportSummary, SourceLimits};
-pub use shape::{focus, hide, keep_top, sort_by, SortKey};
-pub use shares::{Enriched, Message, Prepared, Share};
-pub use stats::{scope_stats, Group, Over, ScopeStats, StatsTable};
+pub use out::render::{footprint as footprint_render, raster, slices as slices_render};
+pub use out::report::{render as html_report, ReportSummary, SourceLimits};
+pub use prof::cache::StructureCache;
+pub use prof::correlation::{
+    correlate, finish_enriched, gather_share, prepare, summary_text, Options, Partial, Summary,
+};
+pub use prof::error::CorrelateError;
+pub use prof::inputs::{classify, InputKind};
+pub use prof::shares::{Enriched, Message, Prepared, Share};
+pub use prof::structures::Analyser;
 pub use structure::one_line;
-pub use structures::Analyser;
-pub use time::{slices, Phase, SliceRow, Slices};
-pub use time::{timeline, Lane, Timeline, TimelineOptions};
-pub use view::{MetricInfo, ViewKind, ViewNode, ViewTree};
+pub use view::data::{
+    alloc_notice, alloc_view, delinquent_notice, delinquent_view, AllocRow, AllocView,
+    DelinquentRow, DelinquentView,
+};
+pub use view::data::{
+    code_data, fields, find_objects, object_tree, objects, FieldTable, ObjectRow, ObjectTable,
+    PartRow, DEFAULT_ROWS,
+};
+pub use view::data::{footprint, FootprintRow, REGIONS};
+pub use view::data::{memmap, MapObject, MapRow, MemMap};
+pub use view::diff::{
+    diff, Diff, DiffError, DiffOptions, DiffRow, Normalise, SideCost, CONTEXT_KEPT,
+};
+pub use view::projection::{callers, flat, top_down};
+pub use view::shape::{focus, hide, keep_top, sort_by, SortKey};
+pub use view::stats::{scope_stats, Group, Over, ScopeStats, StatsTable};
+pub use view::time::{slices, Phase, SliceRow, Slices};
+pub use view::time::{timeline, Lane, Timeline, TimelineOptions};
+pub use view::tree::{MetricInfo, ViewKind, ViewNode, ViewTree};

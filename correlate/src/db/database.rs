@@ -1,0 +1,495 @@
+//! The correlated database (`*.hpcdb`): what `hpcprof-rs` writes and `hpcview-rs` reads.
+//!
+//! A file is one [`Database`] in the tools' common envelope ([`profiler::envelope`], magic
+//! `HPCPROFD`, version 7: the database, its [data section](crate::DataSection), each profile's
+//! place in a parallel job ([`Database::jobs`]), its [traces](profiler::trace), each
+//! profile's watchpoint results ([`Database::watch`]), then the data section's traces
+//! ([`crate::DataSection::traces`]); version 6 ends before the data traces, version 5 before
+//! the watch part, version 4 before the traces, version 3 after the data section, version 2
+//! is version 1 with a
+//! checksum and has no data section; all of them read). It holds everything the views need:
+//!
+//! - the metric descriptors ([`MetricDesc`]: event name, unit, sampling, run total),
+//! - the module table ([`ModuleDesc`], with where each module's structure came from),
+//! - the source-file table ([`Database::files`], indexed by [`DbFileId`]),
+//! - the threads that were measured ([`ThreadDesc`], so a view can be restricted to one),
+//! - the enriched calling-context tree as an arena ([`Database::nodes`], node 0 the root),
+//! - the data objects, their accesses and allocation sites ([`Database::data`]),
+//! - per thread, the time line of sampled contexts ([`Database::traces`], `hpcrun-rs -t`).
+//!
+//! The tree is the one model: procedure frames, inlined frames, loops and statements
+//! ([`NodeKind`]). A call site is a statement node in the caller; the callee's procedure frame
+//! hangs below it. Each node stores only the costs sampled exactly there ("self" costs), split by
+//! thread; every metric a view shows (inclusive, exclusive, the callers and flat trees) is
+//! computed from them by the projections ([`crate::top_down`], [`crate::callers`],
+//! [`crate::flat`]), so the views cannot disagree.
+
+use std::collections::hash_map::Entry;
+use std::io::Write;
+use std::path::Path;
+
+use fxhash::FxHashMap;
+use profiler::db::{Cost, Sampling};
+use profiler::envelope::{read_file, write_atomically_with, EnvelopeError, FileKind, Replace};
+use profiler::job::JobPlace;
+use profiler::trace::Traces;
+use profiler::watchdb::WatchProfile;
+use serde::{Deserialize, Serialize};
+
+use crate::db::data::DataSection;
+use crate::db::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
+use crate::db::label;
+use crate::db::node::{ChildIndex, Node, NodeKey, NodeKind};
+
+/// The parts of a database file in the current format version: a file of version `v` (3 or
+/// later) holds the first `v - 1`.
+const PARTS: usize = 6;
+
+/// The kind of file a database is.
+pub(crate) static DATABASE_FILE: FileKind = FileKind {
+    magic: *b"HPCPROFD",
+    version: 7,
+    oldest: 1,
+    checked_since: 2,
+    noun: "database",
+    writer: "hpcprof-rs",
+};
+
+/// One correlated experiment: one or more profiles merged, enriched with program structure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Database {
+    /// The `profile.db` files this database was built from, as given on the command line.
+    pub profiles: Vec<String>,
+    /// The command line measured by the first profile.
+    pub command: Vec<String>,
+    /// One descriptor per metric; every cost vector is parallel to this.
+    pub metrics: Vec<MetricDesc>,
+    /// Load modules referred to by nodes.
+    pub modules: Vec<ModuleDesc>,
+    /// Source file paths referred to by nodes (`file`, `call_file`).
+    pub files: Vec<String>,
+    /// Every measured thread, over all profiles.
+    pub threads: Vec<ThreadDesc>,
+    /// The enriched calling-context tree; `nodes[0]` is the root (`<program root>`).
+    pub nodes: Vec<Node>,
+    /// Measurement counters summed over the profiles, plus correlation counters.
+    pub stats: DbStats,
+    /// Data objects and their costs (`hpcrun-rs --data`); stored after the rest of the
+    /// database in the file (format version 3), so older files read with an empty one.
+    #[serde(skip)]
+    pub data: DataSection,
+    /// Each profile's rank and job id (parallel to [`Database::profiles`]; empty in a file of
+    /// version 3 or older, whose profiles read as outside any job).
+    #[serde(skip)]
+    pub jobs: Vec<JobPlace>,
+    /// Per database thread, (time, database node) of every traced sample (`hpcrun-rs -t`):
+    /// each trace's `thread` is a [`ThreadIdx`], its contexts [`DbNodeId`]s. Stored last
+    /// (format version 5).
+    #[serde(skip)]
+    pub traces: Traces,
+    /// Per profile (parallel to [`Database::profiles`]; empty when no profile had `--watch`,
+    /// and in a file of version 5 or older), what `hpcrun-rs --watch` measured: producer/consumer bindings. Stored last
+    /// (format version 6).
+    #[serde(skip)]
+    pub watch: Vec<WatchProfile>,
+}
+
+/// A metric: one sampled event, with values in event units (samples x period).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricDesc {
+    /// Event name, e.g. `cpu-clock`.
+    pub name: String,
+    /// Unit of values: `ns` for clocks, `events` otherwise.
+    pub unit: String,
+    /// How the event was sampled (fixed period or target frequency).
+    pub sampling: Sampling,
+    /// Total over the whole database (all threads).
+    pub total: Cost,
+}
+
+impl MetricDesc {
+    /// A metric named `name` in `unit`, sampled as `sampling`, with no total yet.
+    pub fn new(name: impl Into<String>, unit: impl Into<String>, sampling: Sampling) -> MetricDesc {
+        MetricDesc {
+            name: name.into(),
+            unit: unit.into(),
+            sampling,
+            total: Cost::default(),
+        }
+    }
+}
+
+/// Where a module's program structure came from during correlation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StructureSource {
+    /// A structure file given on the command line (its path).
+    File(String),
+    /// Recovered from the binary during this run.
+    OnTheFly,
+    /// Loaded from the on-disk structure cache: said in the run's summary only (databases before
+    /// this rule may hold it), since the file records [`StructureSource::recorded`].
+    Cache,
+    /// None: the module was unreadable or had no symbols (the reason).
+    None(String),
+}
+
+impl StructureSource {
+    /// What a database records of this source: a cached analysis is the analysis of the same
+    /// binary made earlier, so it is recorded as [`StructureSource::OnTheFly`]. The same inputs
+    /// then give the same bytes whether the cache was cold or warm; the run summary still says
+    /// which modules came from the cache.
+    pub fn recorded(&self) -> StructureSource {
+        match self {
+            StructureSource::Cache => StructureSource::OnTheFly,
+            other => other.clone(),
+        }
+    }
+}
+
+/// A load module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleDesc {
+    /// Path of the module as it was mapped (or a bracketed name such as `[vdso]`).
+    pub path: String,
+    /// GNU build-id, when known.
+    pub build_id: Option<Vec<u8>>,
+    /// Where its structure came from.
+    pub structure: StructureSource,
+}
+
+/// A measured thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadDesc {
+    /// Index of the profile (in [`Database::profiles`]) it came from.
+    pub profile: u32,
+    /// Process id.
+    pub pid: u32,
+    /// OS thread id.
+    pub tid: u32,
+    /// Command name.
+    pub comm: String,
+}
+
+/// Counters reported in the summary and kept in the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DbStats {
+    /// Samples received (sum over profiles).
+    pub samples: u64,
+    /// Records lost by the kernel.
+    pub lost: u64,
+    /// Samples filed under `<partial call paths>`.
+    pub partial: u64,
+    /// Distinct addresses that could not be placed in any procedure (`<unknown procedure>`).
+    pub unknown_addresses: u64,
+    /// Samples whose leaf landed in an `<unknown procedure>`.
+    pub unknown_samples: u64,
+}
+
+/// Which threads a view covers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Selection {
+    /// All threads summed.
+    #[default]
+    All,
+    /// Only these threads (indices into [`Database::threads`]).
+    Threads(Vec<ThreadIdx>),
+}
+
+impl Selection {
+    pub(crate) fn includes(&self, thread: ThreadIdx) -> bool {
+        match self {
+            Selection::All => true,
+            Selection::Threads(list) => list.contains(&thread),
+        }
+    }
+}
+
+/// Why a database could not be read or written (an [`EnvelopeError::Malformed`] names the
+/// first node whose references are out of range).
+pub type DatabaseError = EnvelopeError;
+
+impl Database {
+    /// An empty database (root node only) for these metrics.
+    pub fn new(metrics: Vec<MetricDesc>) -> Database {
+        Database {
+            profiles: Vec::new(),
+            command: Vec::new(),
+            metrics,
+            modules: Vec::new(),
+            files: Vec::new(),
+            threads: Vec::new(),
+            nodes: vec![Node::from_key(
+                DbNodeId::ROOT,
+                NodeKey::pseudo(NodeKind::Root, "<program root>"),
+            )],
+            stats: DbStats::default(),
+            data: DataSection::default(),
+            jobs: Vec::new(),
+            traces: Traces::default(),
+            watch: Vec::new(),
+        }
+    }
+
+    /// Path of a source file.
+    pub fn file(&self, id: DbFileId) -> &str {
+        &self.files[id.index()]
+    }
+
+    /// Path of a module.
+    pub fn module_path(&self, id: DbModuleId) -> &str {
+        &self.modules[id.index()].path
+    }
+
+    /// The hpcviewer-style label of a node: the procedure name, `[I] name` for inlined code,
+    /// `loop at FILE: LINE`, `FILE: LINE` for statements (file base names), and the stored
+    /// name for the pseudo-frames (`<program root>`, `<partial call paths>`, ...).
+    pub fn label(&self, id: DbNodeId) -> String {
+        let n = &self.nodes[id.index()];
+        let file = n.file.map(|f| self.file(f));
+        let name = label::name(n.kind, &n.name, file, n.line);
+        label::display(n.kind, &name, None)
+    }
+
+    /// Indices of the threads with OS thread id `tid` (several when profiles are merged).
+    pub fn threads_with_tid(&self, tid: u32) -> Vec<ThreadIdx> {
+        (0..self.threads.len())
+            .filter(|&i| self.threads[i].tid == tid)
+            .map(ThreadIdx::from_index)
+            .collect()
+    }
+
+    /// Self costs of every node summed over the selected threads (one `Vec<Cost>` per node).
+    pub fn self_costs(&self, selection: &Selection) -> Vec<Vec<Cost>> {
+        let metrics = self.metrics.len();
+        self.nodes
+            .iter()
+            .map(|n| {
+                let mut sum = vec![Cost::default(); metrics];
+                for (_, costs) in n.costs.iter().filter(|(t, _)| selection.includes(*t)) {
+                    sum.iter_mut().zip(costs).for_each(|(s, c)| *s += c);
+                }
+                sum
+            })
+            .collect()
+    }
+
+    /// Add a child of `parent` with identity `key`, or return the existing child with that key.
+    /// `index` maps (parent, key) to child and must be used for every insertion into this tree.
+    pub fn child(&mut self, index: &mut ChildIndex, parent: DbNodeId, key: NodeKey) -> DbNodeId {
+        match index.map.entry((parent, key)) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                let id = DbNodeId::from_index(self.nodes.len());
+                self.nodes.push(Node::from_key(parent, e.key().1.clone()));
+                self.nodes[parent.index()].children.push(id);
+                *e.insert(id)
+            }
+        }
+    }
+
+    /// Add `costs` (per metric) sampled in `thread` to node `id`'s self costs.
+    pub fn add_cost(&mut self, id: DbNodeId, thread: ThreadIdx, costs: &[Cost]) {
+        self.nodes[id.index()].costs.add(thread, costs);
+    }
+
+    /// Intern a source file path, returning its id.
+    pub fn intern_file(&mut self, files: &mut FxHashMap<String, DbFileId>, path: &str) -> DbFileId {
+        if let Some(&id) = files.get(path) {
+            return id;
+        }
+        let id = DbFileId::from_index(self.files.len());
+        self.files.push(path.to_string());
+        files.insert(path.to_string(), id);
+        id
+    }
+
+    /// Recompute every metric's [`MetricDesc::total`] from the nodes' self costs.
+    pub fn compute_totals(&mut self) {
+        let mut totals = vec![Cost::default(); self.metrics.len()];
+        for c in self.self_costs(&Selection::All) {
+            Cost::add_each(&mut totals, &c);
+        }
+        for (m, t) in self.metrics.iter_mut().zip(totals) {
+            m.total = t;
+        }
+    }
+
+    /// Decode a database from a file's bytes, checking that its tree and data section are
+    /// consistent; `path` names the file in errors.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Database, DatabaseError> {
+        let body = DATABASE_FILE.body(bytes, path)?;
+        let corrupt = |e| DATABASE_FILE.corrupt(path, e);
+        let (mut db, rest): (Database, _) =
+            postcard::take_from_bytes(body.bytes).map_err(corrupt)?;
+        let mut rest = rest;
+        if body.version >= 3 {
+            (db.data, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+        }
+        if body.version >= 4 {
+            (db.jobs, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+            if db.jobs.len() != db.profiles.len() {
+                let why = format!(
+                    "{} job places for {} profiles",
+                    db.jobs.len(),
+                    db.profiles.len()
+                );
+                return Err(DATABASE_FILE.malformed(path, why));
+            }
+        }
+        if body.version >= 5 {
+            (db.traces, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+        }
+        if body.version >= 6 {
+            (db.watch, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+            let count = db.watch.len();
+            let why = match count == 0 || count == db.profiles.len() {
+                false => Some(format!(
+                    "{count} watch parts for {} profiles",
+                    db.profiles.len()
+                )),
+                true => db.watch.iter().find_map(WatchProfile::malformation),
+            };
+            if let Some(why) = why {
+                return Err(DATABASE_FILE.malformed(path, why));
+            }
+        }
+        if body.version >= 7 {
+            (db.data.traces, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+        }
+        if !rest.is_empty() {
+            return Err(DATABASE_FILE.malformed(path, "bytes after the last part".into()));
+        }
+        if let Some(node) = db.first_bad_node() {
+            let why = format!("node {node} refers to a missing node");
+            return Err(DATABASE_FILE.malformed(path, why));
+        }
+        let (nodes, modules, files) = (db.nodes.len(), db.modules.len(), db.files.len());
+        let (threads, metrics) = (db.threads.len(), db.metrics.len());
+        let nodes_of = |t: u32| ((t as usize) < db.threads.len()).then_some(db.nodes.len());
+        if let Some(why) = db.traces.malformation(nodes_of) {
+            return Err(DATABASE_FILE.malformed(path, why));
+        }
+        let accesses = db.data.accesses.len();
+        let accesses_of = |t: u32| ((t as usize) < db.threads.len()).then_some(accesses);
+        if let Some(why) = db.data.traces.malformation(accesses_of) {
+            let why = format!("data trace: {why}");
+            return Err(DATABASE_FILE.malformed(path, why));
+        }
+        match db
+            .data
+            .malformation(nodes, modules, files, threads, metrics)
+        {
+            Some(why) => Err(DATABASE_FILE.malformed(path, why)),
+            None => Ok(db),
+        }
+    }
+
+    /// The file's bytes in the current format version.
+    #[cfg(test)]
+    pub(crate) fn to_bytes(&self) -> std::io::Result<Vec<u8>> {
+        self.to_version(DATABASE_FILE.version)
+    }
+
+    /// The bytes of this database as a file of format `version` (3 or later) writes it: its
+    /// first `version - 1` parts.
+    #[cfg(test)]
+    fn to_version(&self, version: u32) -> std::io::Result<Vec<u8>> {
+        let kind = FileKind {
+            version,
+            ..DATABASE_FILE
+        };
+        let mut bytes = Vec::new();
+        let parts = version as usize - 1;
+        kind.write_streamed(&mut bytes, |out| self.write_body(out, parts))?;
+        Ok(bytes)
+    }
+
+    /// Write the first `parts` parts of the file's body to `out`, one after the other (all
+    /// [`PARTS`] of them in the current format version).
+    fn write_body(&self, out: &mut dyn Write, parts: usize) -> std::io::Result<()> {
+        let mut out = out;
+        for part in 0..parts {
+            out = match part {
+                0 => postcard::to_io(self, out),
+                1 => postcard::to_io(&self.data, out),
+                2 => postcard::to_io(&self.jobs, out),
+                3 => postcard::to_io(&self.traces, out),
+                4 => postcard::to_io(&self.watch, out),
+                _ => postcard::to_io(&self.data.traces, out),
+            }
+            .map_err(std::io::Error::other)?;
+        }
+        Ok(())
+    }
+
+    /// The first node whose links, module, file or thread references are out of range.
+    fn first_bad_node(&self) -> Option<DbNodeId> {
+        let n = self.nodes.len();
+        if n == 0 {
+            return Some(DbNodeId::ROOT);
+        }
+        // Each node is listed once, by its own parent, after it: a tree, whatever the bytes say.
+        let mut listed = vec![false; n];
+        let ok_file = |f: Option<DbFileId>| f.is_none_or(|f| f.index() < self.files.len());
+        for (i, node) in self.nodes.iter().enumerate() {
+            let parent_ok = node.parent.index() < n && (i == 0 || node.parent.index() < i);
+            let children_ok = node.children.iter().all(|&c| {
+                let c = c.index();
+                let ok = c < n && c > i && self.nodes[c].parent.index() == i && !listed[c];
+                if ok {
+                    listed[c] = true;
+                }
+                ok
+            });
+            let refs = node.module.is_none_or(|m| m.index() < self.modules.len())
+                && ok_file(node.file)
+                && ok_file(node.call_file)
+                && node.costs.iter().all(|(thread, costs)| {
+                    thread.index() < self.threads.len() && costs.len() == self.metrics.len()
+                });
+            if !(parent_ok && children_ok && refs) {
+                return Some(DbNodeId::from_index(i));
+            }
+        }
+        None
+    }
+
+    /// Read a database file (see [`Database::from_bytes`]).
+    pub fn read(path: &Path) -> Result<Database, DatabaseError> {
+        Database::from_bytes(&read_file(path)?, path)
+    }
+
+    /// Write the database to `path`, which must not exist yet: it is put in place atomically
+    /// without replacing anything, even a file that appears meanwhile; a failure leaves no
+    /// partial file behind. The bytes are written as they are encoded, never held whole in
+    /// memory (they are encoded twice: once for the checksum, which comes first).
+    pub fn write_new(&self, path: &Path) -> Result<(), DatabaseError> {
+        write_atomically_with(path, Replace::Refused, |out| {
+            DATABASE_FILE.write_streamed(out, |out| self.write_body(out, PARTS))
+        })
+    }
+}
+
+/// The procedure (or inlined frame) a data access at node `id` is charged to in the
+/// per-procedure views: its nearest frame, or the root above every frame.
+pub(crate) fn frame_of(db: &Database, id: DbNodeId) -> DbNodeId {
+    enclosing_frame(db, id).unwrap_or(DbNodeId::ROOT)
+}
+
+/// The nearest procedure or inlined frame at or above `id`.
+pub(crate) fn enclosing_frame(db: &Database, mut id: DbNodeId) -> Option<DbNodeId> {
+    loop {
+        let node = &db.nodes[id.index()];
+        if node.kind.is_frame() {
+            return Some(id);
+        }
+        if id == DbNodeId::ROOT {
+            return None;
+        }
+        id = node.parent;
+    }
+}
+
+#[cfg(test)]
+#[path = "database_tests.rs"]
+mod tests;

@@ -1,0 +1,315 @@
+//! The timeline ([`crate::Timeline`]) as text for the terminal, and as one drawing (rectangles
+//! and labels) written as SVG or rasterised to PNG, so the two images show the same pixels.
+//!
+//! The drawing: one lane per thread (label on the left), each time column a rectangle in its
+//! procedure's colour, a time axis below with ticks at round times, and a legend of the
+//! procedures (colour, name, samples) under it. The PNG ([`crate::out::render::raster`]) draws the
+//! words with a system font when one is found.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use crate::out::render::printable;
+use crate::view::time::Timeline;
+
+/// Colours for the first procedures (most samples first): Tableau's ten, then eight more.
+const PALETTE: [[u8; 3]; 18] = [
+    [0x4e, 0x79, 0xa7],
+    [0xf2, 0x8e, 0x2b],
+    [0xe1, 0x57, 0x59],
+    [0x76, 0xb7, 0xb2],
+    [0x59, 0xa1, 0x4f],
+    [0xed, 0xc9, 0x48],
+    [0xb0, 0x7a, 0xa1],
+    [0xff, 0x9d, 0xa7],
+    [0x9c, 0x75, 0x5f],
+    [0xba, 0xb0, 0xac],
+    [0x1f, 0x3a, 0x93],
+    [0x8c, 0x2d, 0x04],
+    [0x00, 0x6d, 0x2c],
+    [0x6a, 0x3d, 0x9a],
+    [0xb1, 0x59, 0x28],
+    [0x01, 0x66, 0x5e],
+    [0x80, 0x80, 0x00],
+    [0x40, 0x40, 0x40],
+];
+
+/// The colour of procedure `i` (its rank); past the palette, grey.
+pub fn colour(i: usize) -> [u8; 3] {
+    PALETTE.get(i).copied().unwrap_or([0xa0, 0xa0, 0xa0])
+}
+
+/// `#rrggbb`.
+pub fn hex(c: [u8; 3]) -> String {
+    format!("#{:02x}{:02x}{:02x}", c[0], c[1], c[2])
+}
+
+/// The letter standing for procedure `i` in the text rendering (`#` past 62).
+fn letter(i: usize) -> char {
+    const LETTERS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    LETTERS.get(i).map_or('#', |&b| b as char)
+}
+
+/// Write the text rendering: per lane one line of letters (`.` where the thread was not
+/// running), a time axis, and the legend (letter, colour, samples, share, procedure).
+pub fn render_text(t: &Timeline, out: &mut dyn Write) -> io::Result<()> {
+    let label_w = t
+        .lanes
+        .iter()
+        .map(|l| l.label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let columns = t.lanes.first().map_or(0, |l| l.cells.len());
+    for lane in &t.lanes {
+        let row: String = lane.cells.iter().map(|c| c.map_or('.', letter)).collect();
+        writeln!(out, "{:>label_w$} |{row}|", printable(&lane.label))?;
+    }
+    let span = seconds(t.end_ns - t.start_ns);
+    let right = format!("{span} s");
+    let pad = (columns + 2).saturating_sub(right.len() + 3);
+    writeln!(out, "{:>label_w$} 0 s{:pad$}{right}", "", "")?;
+    let total: u64 = t.procedures.iter().map(|p| p.1).sum();
+    for (i, (name, samples)) in t.procedures.iter().enumerate() {
+        let share = 100.0 * *samples as f64 / total.max(1) as f64;
+        let c = hex(colour(i));
+        writeln!(
+            out,
+            "  {} {c} {samples:>8} {share:5.1}%  {}",
+            letter(i),
+            printable(name)
+        )?;
+    }
+    Ok(())
+}
+
+/// Write the timeline as JSON: the time span (trace clock ns), the procedures (name, samples,
+/// colour) and per lane the thread and each column's procedure index (`null`: not running).
+pub fn render_json(t: &Timeline, db: &crate::Database, out: &mut dyn Write) -> io::Result<()> {
+    let procedures: Vec<_> = t
+        .procedures
+        .iter()
+        .enumerate()
+        .map(|(i, (name, n))| serde_json::json!({"name": name, "samples": n, "colour": hex(colour(i))}))
+        .collect();
+    let lanes: Vec<_> = t
+        .lanes
+        .iter()
+        .map(|l| {
+            let thread = &db.threads[l.thread.index()];
+            serde_json::json!({"pid": thread.pid, "tid": thread.tid, "comm": thread.comm,
+                "samples": l.samples.len(), "cells": l.cells})
+        })
+        .collect();
+    let doc = serde_json::json!({"start_ns": t.start_ns, "end_ns": t.end_ns,
+        "column_ns": t.column_ns(), "procedures": procedures, "lanes": lanes});
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)
+}
+
+/// Seconds with three decimals.
+pub(crate) fn seconds(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e9)
+}
+
+/// One element of the drawing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shape {
+    /// A filled rectangle (pixels).
+    Rect {
+        /// Left edge.
+        x: u32,
+        /// Top edge.
+        y: u32,
+        /// Width.
+        w: u32,
+        /// Height.
+        h: u32,
+        /// Fill.
+        rgb: [u8; 3],
+    },
+    /// A label; `x` is its start, or its middle when `centred`; `y` its baseline.
+    Text {
+        /// Horizontal position.
+        x: u32,
+        /// Baseline.
+        y: u32,
+        /// The words.
+        text: String,
+        /// Whether `x` is the middle.
+        centred: bool,
+    },
+}
+
+/// The drawing's layout: where the lanes are (tests read the PNG with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// The left edge of the lanes (labels go left of it).
+    pub left: u32,
+    /// The top of the first lane.
+    pub top: u32,
+    /// One pixel column per timeline column.
+    pub plot_width: u32,
+    /// Height of one lane.
+    pub lane_height: u32,
+    /// Space between lanes.
+    pub gap: u32,
+}
+
+impl Layout {
+    /// The layout for a timeline computed with `columns` columns.
+    pub fn new(columns: usize) -> Layout {
+        Layout {
+            left: 200,
+            top: 20,
+            plot_width: columns as u32,
+            lane_height: 24,
+            gap: 6,
+        }
+    }
+
+    /// The top of lane `i`.
+    pub fn lane_top(&self, i: usize) -> u32 {
+        self.top + i as u32 * (self.lane_height + self.gap)
+    }
+}
+
+/// The drawing of `t` laid out by `layout`, and its size (width, height).
+pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
+    let mut shapes = Vec::new();
+    for (i, lane) in t.lanes.iter().enumerate() {
+        let y = layout.lane_top(i);
+        let text = printable(&lane.label).into_owned();
+        let baseline = y + layout.lane_height * 2 / 3;
+        shapes.push(Shape::Text {
+            x: 8,
+            y: baseline,
+            text,
+            centred: false,
+        });
+        // Runs of equal cells as one rectangle each.
+        let mut x = 0;
+        while x < lane.cells.len() {
+            let run = lane.cells[x..]
+                .iter()
+                .take_while(|&&c| c == lane.cells[x])
+                .count();
+            if let Some(p) = lane.cells[x] {
+                let (x0, w, h) = (layout.left + x as u32, run as u32, layout.lane_height);
+                shapes.push(Shape::Rect {
+                    x: x0,
+                    y,
+                    w,
+                    h,
+                    rgb: colour(p),
+                });
+            }
+            x += run;
+        }
+    }
+    let axis = layout.lane_top(t.lanes.len());
+    let span = t.end_ns - t.start_ns;
+    time_axis(&mut shapes, (layout.left, axis), layout.plot_width, span);
+    let legend = axis + 36;
+    for (i, (name, samples)) in t.procedures.iter().enumerate() {
+        let y = legend + i as u32 * 20;
+        shapes.push(Shape::Rect {
+            x: layout.left,
+            y,
+            w: 14,
+            h: 14,
+            rgb: colour(i),
+        });
+        let text = format!("{}  ({samples} samples)", printable(name));
+        shapes.push(Shape::Text {
+            x: layout.left + 22,
+            y: y + 12,
+            text,
+            centred: false,
+        });
+    }
+    let height = legend + t.procedures.len() as u32 * 20 + 10;
+    (shapes, (layout.left + layout.plot_width + 40, height))
+}
+
+/// Draw a time axis of `width` pixels for `span` ns with its top left at `at`: a line, ticks
+/// at round times and their labels (20 pixels below the line).
+pub(crate) fn time_axis(shapes: &mut Vec<Shape>, at: (u32, u32), width: u32, span: u64) {
+    let (left, y) = at;
+    let black = [0, 0, 0];
+    shapes.push(Shape::Rect {
+        x: left,
+        y,
+        w: width,
+        h: 1,
+        rgb: black,
+    });
+    let span = span.max(1);
+    let step = crate::view::time::round_step(span);
+    for k in 0..=span / step {
+        let x = left + ((k * step) as f64 / span as f64 * width as f64) as u32;
+        shapes.push(Shape::Rect {
+            x,
+            y,
+            w: 1,
+            h: 6,
+            rgb: black,
+        });
+        let text = format!(
+            "{} s",
+            seconds(k * step)
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+        );
+        shapes.push(Shape::Text {
+            x,
+            y: y + 20,
+            text,
+            centred: true,
+        });
+    }
+}
+
+/// Write the drawing as an SVG document.
+pub fn write_svg(shapes: &[Shape], size: (u32, u32), out: &mut dyn Write) -> io::Result<()> {
+    let mut s = String::new();
+    let (w, h) = size;
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+    for shape in shapes {
+        match shape {
+            Shape::Rect { x, y, w, h, rgb } => {
+                let fill = hex(*rgb);
+                let _ = writeln!(
+                    s,
+                    r#"<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{fill}"/>"#
+                );
+            }
+            Shape::Text {
+                x,
+                y,
+                text,
+                centred,
+            } => {
+                let anchor = if *centred {
+                    r#" text-anchor="middle""#
+                } else {
+                    ""
+                };
+                let text = xml_escape(text);
+                let _ = writeln!(s, r#"<text x="{x}" y="{y}"{anchor}>{text}</text>"#);
+            }
+        }
+    }
+    s.push_str("</svg>\n");
+    out.write_all(s.as_bytes())
+}
+
+fn xml_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

@@ -1,0 +1,573 @@
+//! Enrichment: inserting every sampled calling context, address by address, into the
+//! database's tree, each address expanded into its static context.
+//!
+//! For each frame of a path (root first), the address (the sampled IP at the leaf, `ra - 1`
+//! for return addresses) is looked up in its module's scope tree; the statement found and its
+//! ancestors give procedure -> inlined frames (outermost first, with call sites) -> loops ->
+//! line, inserted below the caller's call-site line, merging with siblings that land in the
+//! same scope. Addresses no structure covers become `<unknown procedure> 0xADDR [module]`.
+//! Expansions are memoised per (module, address), so work grows with distinct addresses and
+//! memory with distinct contexts, not with samples.
+
+use std::rc::Rc;
+
+use fxhash::{FxHashMap, FxHashSet};
+use profiler::addr::Svma;
+use profiler::db::{Cost, Frame, Profile};
+use serde::{Deserialize, Serialize};
+use structure::{ScopeId, ScopeKind, ScopeTree};
+
+use crate::db::database::{Database, MetricDesc, ModuleDesc, ThreadDesc};
+use crate::db::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
+use crate::db::label;
+use crate::db::node::{ChildIndex, NodeKey, NodeKind};
+
+/// How one profile's indices map into the database.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ProfileMapping {
+    /// Index of the profile in [`Database::profiles`].
+    pub(crate) profile: u32,
+    /// Database module of each of the profile's modules.
+    pub(crate) modules: Vec<DbModuleId>,
+    /// Database metric of each of the profile's events.
+    pub(crate) metrics: Vec<usize>,
+}
+
+/// Where one profile's threads and tree nodes landed in the database.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct NodeMaps {
+    /// The database thread of the profile's first thread (the others follow in order).
+    pub(crate) first_thread: ThreadIdx,
+    /// Per thread, the database node of each tree node.
+    pub(crate) nodes: Vec<Vec<DbNodeId>>,
+}
+
+/// Builds a [`Database`] from profiles and per-module scope trees.
+pub(crate) struct Enricher<'a> {
+    db: Database,
+    index: ChildIndex,
+    files: FxHashMap<String, DbFileId>,
+    /// Scope tree of each database module, if any.
+    structures: &'a [Option<&'a ScopeTree>],
+    /// Per module: database file id of each of its tree's file ids.
+    file_maps: Vec<FxHashMap<u32, DbFileId>>,
+    expansions: FxHashMap<(DbModuleId, Svma), Rc<[NodeKey]>>,
+    /// Last lines of the subtrees already walked (see [`last_line`]).
+    last_lines: LastLines,
+    unknown: FxHashSet<UnknownAddress>,
+}
+
+impl<'a> Enricher<'a> {
+    /// An enricher for a database with these metrics and modules; `structures[m]` is module
+    /// `m`'s scope tree (finished, so lookups work), or `None`.
+    pub(crate) fn new(
+        metrics: Vec<MetricDesc>,
+        modules: Vec<ModuleDesc>,
+        structures: &'a [Option<&'a ScopeTree>],
+    ) -> Enricher<'a> {
+        let mut db = Database::new(metrics);
+        db.modules = modules;
+        Enricher {
+            file_maps: vec![FxHashMap::default(); db.modules.len()],
+            db,
+            index: ChildIndex::default(),
+            files: FxHashMap::default(),
+            structures,
+            expansions: FxHashMap::default(),
+            last_lines: LastLines::default(),
+            unknown: FxHashSet::default(),
+        }
+    }
+
+    /// Add every thread of `profile` (already validated: parents precede children). Returns,
+    /// per thread (in the profile's order), the database node of each of its tree's nodes:
+    /// where its data references' contexts landed.
+    pub(crate) fn add_profile(&mut self, profile: &Profile, map: &ProfileMapping) -> NodeMaps {
+        let metrics = self.db.metrics.len();
+        let mut maps = NodeMaps {
+            first_thread: ThreadIdx::from_index(self.db.threads.len()),
+            nodes: Vec::with_capacity(profile.threads.len()),
+        };
+        for thread in &profile.threads {
+            let tidx = ThreadIdx::from_index(self.db.threads.len());
+            self.db.threads.push(ThreadDesc {
+                profile: map.profile,
+                pid: thread.pid,
+                tid: thread.tid,
+                comm: thread.comm.clone(),
+            });
+            let nodes = &thread.cct.nodes;
+            let mut at: Vec<DbNodeId> = Vec::with_capacity(nodes.len());
+            for (i, node) in nodes.iter().enumerate() {
+                let parent = if i == 0 {
+                    DbNodeId::ROOT
+                } else {
+                    at[node.parent.index()]
+                };
+                let here = self.insert_frame(parent, node.frame, map);
+                at.push(here);
+                if node.costs.iter().any(|c| c.samples > 0 || c.value > 0) {
+                    let mut costs = vec![Cost::default(); metrics];
+                    for (e, c) in node.costs.iter().enumerate() {
+                        costs[map.metrics[e]] = *c;
+                    }
+                    if self.db.nodes[here.index()].kind == NodeKind::Unknown {
+                        let samples = costs.first().map_or(0, |c| c.samples);
+                        let stats = &mut self.db.stats;
+                        stats.unknown_samples = stats.unknown_samples.saturating_add(samples);
+                    }
+                    self.db.add_cost(here, tidx, &costs);
+                }
+            }
+            maps.nodes.push(at);
+        }
+        maps
+    }
+
+    /// Insert one frame below database node `parent`; returns the node its callees hang from
+    /// (the call-site statement) and its own samples land on.
+    fn insert_frame(&mut self, parent: DbNodeId, frame: Frame, map: &ProfileMapping) -> DbNodeId {
+        let keys: Rc<[NodeKey]> = match frame {
+            Frame::Root => return parent,
+            Frame::Partial => Rc::new([NodeKey::pseudo(NodeKind::Partial, "<partial call paths>")]),
+            Frame::Kernel => Rc::new([NodeKey::pseudo(NodeKind::Kernel, "<kernel>")]),
+            Frame::Unmapped { avma, kind } => {
+                let addr = kind.lookup(avma);
+                self.unknown.insert((None, addr.0));
+                let name = format!("<unknown procedure> {addr:#x} [unmapped]");
+                Rc::new([NodeKey::pseudo(NodeKind::Unknown, name)])
+            }
+            Frame::Code { module, addr, kind } => {
+                let module = map.modules[module.index()];
+                self.expand(module, kind.lookup(addr))
+            }
+        };
+        self.insert_chain(parent, &keys)
+    }
+
+    /// Insert a chain of keys below `parent`, filling a procedure frame's call site from the
+    /// caller's statement.
+    fn insert_chain(&mut self, parent: DbNodeId, keys: &[NodeKey]) -> DbNodeId {
+        let mut at = parent;
+        for (i, key) in keys.iter().enumerate() {
+            let p = &self.db.nodes[at.index()];
+            let key = if i == 0 && key.kind.is_activation() && p.kind == NodeKind::Statement {
+                NodeKey {
+                    call_file: p.file,
+                    call_line: p.line,
+                    ..key.clone()
+                }
+            } else {
+                key.clone()
+            };
+            at = self.db.child(&mut self.index, at, key);
+        }
+        at
+    }
+
+    /// The static context of `addr` in `module`, outermost first, memoised.
+    fn expand(&mut self, module: DbModuleId, addr: Svma) -> Rc<[NodeKey]> {
+        if let Some(keys) = self.expansions.get(&(module, addr)) {
+            return keys.clone();
+        }
+        let found = self.structures[module.index()]
+            .and_then(|tree| tree.lookup(addr).map(|stmt| (tree, stmt)));
+        let keys: Rc<[NodeKey]> = match found {
+            Some((tree, stmt)) => self.scope_chain(module, tree, stmt).into(),
+            None => {
+                self.unknown.insert((Some(module), addr.0));
+                let path = &self.db.modules[module.index()].path;
+                let name = label::unknown_procedure(addr.0, Some(path));
+                Rc::new([NodeKey {
+                    module: Some(module),
+                    ..NodeKey::pseudo(NodeKind::Unknown, name)
+                }])
+            }
+        };
+        self.expansions.insert((module, addr), keys.clone());
+        keys
+    }
+
+    /// Keys for statement `stmt` and its ancestors up to its procedure, outermost first. Scopes
+    /// without a file inherit the enclosing scope's.
+    fn scope_chain(&mut self, module: DbModuleId, tree: &ScopeTree, stmt: ScopeId) -> Vec<NodeKey> {
+        let mut chain: Vec<ScopeId> = tree.ancestors(stmt).collect();
+        chain.reverse();
+        chain.push(stmt);
+        let mut keys = Vec::with_capacity(chain.len());
+        let mut file = procedure_file(tree, chain[0]);
+        for id in chain {
+            let scope = tree.get(id);
+            file = scope.file.or(file);
+            let (kind, call_file, call_line) = match scope.kind {
+                ScopeKind::Procedure => (NodeKind::Procedure, None, None),
+                ScopeKind::Alien {
+                    call_file,
+                    call_line,
+                } => (NodeKind::Inlined, call_file, Some(call_line)),
+                ScopeKind::Loop => (NodeKind::Loop, None, None),
+                ScopeKind::Statement => (NodeKind::Statement, None, None),
+                // Lookups end at a statement below a procedure; nothing else can appear.
+                ScopeKind::Module | ScopeKind::File => continue,
+            };
+            let name = match kind {
+                NodeKind::Procedure | NodeKind::Inlined => scope.name.clone(),
+                _ => String::new(),
+            };
+            let end_line = match kind {
+                NodeKind::Statement => None,
+                _ => last_line(&mut self.last_lines, module, tree, id, file),
+            };
+            keys.push(NodeKey {
+                kind,
+                name,
+                module: Some(module),
+                file: file.map(|f| self.file(module, tree, f)),
+                line: (scope.line != 0).then_some(scope.line),
+                end_line,
+                call_file: call_file.map(|f| self.file(module, tree, f)),
+                call_line: call_line.filter(|&l| l != 0),
+            });
+        }
+        keys
+    }
+
+    /// The database file id of file `f` of `module`'s tree.
+    fn file(&mut self, module: DbModuleId, tree: &ScopeTree, f: structure::FileId) -> DbFileId {
+        if let Some(&id) = self.file_maps[module.index()].get(&f.0) {
+            return id;
+        }
+        let id = self.db.intern_file(&mut self.files, tree.file_name(f));
+        self.file_maps[module.index()].insert(f.0, id);
+        id
+    }
+
+    /// The database so far (without totals) and the distinct addresses left as `<unknown
+    /// procedure>`: what [`crate::prof::shares::Enriched`] merges and finishes.
+    pub(crate) fn into_parts(self) -> (Database, FxHashSet<UnknownAddress>) {
+        (self.db, self.unknown)
+    }
+}
+
+/// A database module's address outside any structure (an `<unknown procedure>`; no module
+/// when unmapped).
+pub(crate) type UnknownAddress = (Option<DbModuleId>, u64);
+
+/// Finish an enriched tree: compute its totals and count its `unknown` addresses.
+pub(crate) fn finish_tree(db: &mut Database, unknown: &FxHashSet<UnknownAddress>) {
+    db.stats.unknown_addresses = unknown.len() as u64;
+    db.compute_totals();
+}
+
+/// The file of procedure `proc_`: its own, else its enclosing `File` scope's.
+fn procedure_file(tree: &ScopeTree, proc_: ScopeId) -> Option<structure::FileId> {
+    let scope = tree.get(proc_);
+    scope.file.or_else(|| {
+        let parent = tree.get(scope.parent?);
+        (parent.kind == ScopeKind::File).then_some(())?;
+        parent.file
+    })
+}
+
+/// Memoised answers of [`last_line`]: (module, scope, the scope's effective file, the file
+/// asked about) -> the largest line of that file among the statements below the scope.
+type LastLines = FxHashMap<
+    (
+        DbModuleId,
+        ScopeId,
+        Option<structure::FileId>,
+        Option<structure::FileId>,
+    ),
+    Option<u32>,
+>;
+
+/// The last line of scope `id`'s own code in `file` (its effective file): the largest line of
+/// the statements below it in that file, not counting code inlined into it (its own end line
+/// where the structure does not record one).
+///
+/// Every scope of every context needs this, and the scopes of one context are nested, so the
+/// answer for each subtree is memoised in `memo` and the subtrees are walked bottom-up with an
+/// explicit stack: a loop nest `n` deep costs `O(n)`, not `O(n^2)`, and no walk recurses.
+fn last_line(
+    memo: &mut LastLines,
+    module: DbModuleId,
+    tree: &ScopeTree,
+    id: ScopeId,
+    file: Option<structure::FileId>,
+) -> Option<u32> {
+    let key = |s: ScopeId, f: Option<structure::FileId>| (module, s, f, file);
+    // The children a scope's own code continues into (not inlined code), with their files.
+    let children = |s: ScopeId, f: Option<structure::FileId>| {
+        tree.get(s)
+            .children
+            .iter()
+            .map(|&c| (c, tree.get(c)))
+            .filter(|(_, c)| !matches!(c.kind, ScopeKind::Alien { .. }))
+            .map(move |(c, scope)| (c, scope, scope.file.or(f)))
+    };
+    let mut stack = vec![(id, file, false)];
+    while let Some((s, f, children_done)) = stack.pop() {
+        if memo.contains_key(&key(s, f)) {
+            continue;
+        }
+        if !children_done {
+            stack.push((s, f, true));
+            stack.extend(children(s, f).map(|(c, _, cf)| (c, cf, false)));
+            continue;
+        }
+        let last = children(s, f)
+            .map(|(c, scope, cf)| {
+                let own = (scope.kind == ScopeKind::Statement && cf == file && scope.line != 0)
+                    .then_some(scope.line);
+                own.max(memo[&key(c, cf)])
+            })
+            .max()
+            .flatten();
+        memo.insert(key(s, f), last);
+    }
+    memo[&key(id, file)]
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::db::database::{Selection, StructureSource};
+    use crate::view::projection::{callers, top_down};
+    use profiler::addr::Svma;
+    use profiler::db::{
+        AddrKind, Cct, CctNode, CctNodeId, EventDesc, ModuleInfo, ProfileModuleId, Sampling,
+        ThreadProfile,
+    };
+    use structure::Scope;
+
+    /// main [0x100, 0x140): loop at line 10 holding an inlined `add` (called from line 11)
+    /// whose statements are [0x100, 0x110) line 30 and [0x110, 0x120) line 31 (a call to `g`),
+    /// then line 12 at [0x120, 0x140) (a call to `g`). g [0x200, 0x210): line 40.
+    pub(crate) fn tree() -> ScopeTree {
+        let mut t = ScopeTree::new("/bin/app");
+        let f = t.intern_file("/src/app.cc");
+        let scope = |kind, name: &str, line, ranges: Vec<std::ops::Range<u64>>| {
+            let mut s = Scope::new(kind);
+            s.name = name.into();
+            s.file = Some(f);
+            s.line = line;
+            s.ranges = ranges;
+            s
+        };
+        let main = t.add(t.root(), scope(ScopeKind::Procedure, "main", 5, vec![]));
+        let lp = t.add(main, scope(ScopeKind::Loop, "", 10, vec![]));
+        let alien = ScopeKind::Alien {
+            call_file: Some(f),
+            call_line: 11,
+        };
+        let add = t.add(lp, scope(alien, "add", 29, vec![]));
+        t.add(add, scope(ScopeKind::Statement, "", 30, vec![0x100..0x110]));
+        t.add(add, scope(ScopeKind::Statement, "", 31, vec![0x110..0x120]));
+        t.add(
+            main,
+            scope(ScopeKind::Statement, "", 12, vec![0x120..0x140]),
+        );
+        let g = t.add(t.root(), scope(ScopeKind::Procedure, "g", 39, vec![]));
+        t.add(g, scope(ScopeKind::Statement, "", 40, vec![0x200..0x210]));
+        t.finish();
+        t
+    }
+
+    fn node(parent: u32, addr: u64, kind: AddrKind, samples: u64) -> CctNode {
+        CctNode {
+            parent: CctNodeId(parent),
+            frame: Frame::Code {
+                module: ProfileModuleId(0),
+                addr: Svma(addr),
+                kind,
+            },
+            costs: vec![Cost {
+                samples,
+                value: samples * 1000,
+            }],
+        }
+    }
+
+    /// Two samples in the inlined loop body, g called twice from the inlined call at line 31
+    /// (return address 0x120: exactly the end of line 31's range) and once from line 12.
+    pub(crate) fn profile() -> Profile {
+        let root = CctNode {
+            parent: CctNodeId::ROOT,
+            frame: Frame::Root,
+            costs: vec![Cost::default()],
+        };
+        let nodes = vec![
+            root,
+            node(0, 0x104, AddrKind::Ip, 2),
+            node(0, 0x120, AddrKind::Return, 0),
+            node(2, 0x204, AddrKind::Ip, 2),
+            node(0, 0x130, AddrKind::Return, 0),
+            node(4, 0x208, AddrKind::Ip, 1),
+        ];
+        Profile {
+            host: "h".into(),
+            end_ns: 1,
+            modules: vec![ModuleInfo {
+                path: "/bin/app".into(),
+                build_id: None,
+                checksum: None,
+            }],
+            threads: vec![ThreadProfile {
+                pid: 1,
+                tid: 1,
+                comm: "app".into(),
+                cct: Cct { nodes },
+            }],
+            ..Profile::new(
+                vec!["app".into()],
+                vec![EventDesc::new("cpu-clock", Sampling::Frequency(1000), "ns")],
+            )
+        }
+    }
+
+    fn enrich() -> Database {
+        let t = tree();
+        let trees = [Some(&t)];
+        let p = profile();
+        let metrics = vec![MetricDesc::new(
+            "cpu-clock",
+            "ns",
+            Sampling::Frequency(1000),
+        )];
+        let modules = vec![ModuleDesc {
+            path: "/bin/app".into(),
+            build_id: None,
+            structure: StructureSource::OnTheFly,
+        }];
+        let mut e = Enricher::new(metrics, modules, &trees);
+        let map = ProfileMapping {
+            profile: 0,
+            modules: vec![DbModuleId(0)],
+            metrics: vec![0],
+        };
+        e.add_profile(&p, &map);
+        finished(e)
+    }
+
+    /// The finished database of `e`.
+    pub(crate) fn finished(e: Enricher<'_>) -> Database {
+        let (mut db, unknown) = e.into_parts();
+        finish_tree(&mut db, &unknown);
+        db
+    }
+
+    fn path_labels(db: &Database, mut id: DbNodeId) -> Vec<String> {
+        let mut out = Vec::new();
+        while id != DbNodeId::ROOT {
+            out.push(db.label(id));
+            id = db.nodes[id.index()].parent;
+        }
+        out.reverse();
+        out
+    }
+
+    #[test]
+    fn contexts_expand_into_static_scopes_and_merge() {
+        let db = enrich();
+        assert_eq!(
+            db.metrics[0].total,
+            Cost {
+                samples: 5,
+                value: 5000
+            }
+        );
+        let leaves: Vec<Vec<String>> = (0..db.nodes.len())
+            .filter(|&i| !db.nodes[i].costs.is_empty())
+            .map(|i| path_labels(&db, DbNodeId::from_index(i)))
+            .collect();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            leaves,
+            vec![
+                s(&["main", "loop at app.cc: 10", "[I] add", "app.cc: 30"]),
+                s(&[
+                    "main",
+                    "loop at app.cc: 10",
+                    "[I] add",
+                    "app.cc: 31",
+                    "g",
+                    "app.cc: 40"
+                ]),
+                s(&["main", "app.cc: 12", "g", "app.cc: 40"]),
+            ],
+            "ra - 1 keeps 0x120 in line 31; the loop and main are shared"
+        );
+        let inlined = db
+            .nodes
+            .iter()
+            .find(|n| n.kind == NodeKind::Inlined)
+            .unwrap();
+        assert_eq!(inlined.call_line, Some(11));
+        let g = db.nodes.iter().find(|n| n.name == "g").unwrap();
+        assert_eq!(
+            g.call_line,
+            Some(31),
+            "a procedure's call site is the caller's line"
+        );
+    }
+
+    #[test]
+    fn views_over_enriched_tree() {
+        let db = enrich();
+        let t = top_down(&db, &Selection::All);
+        let main = t.find(|n| n.name == "main").unwrap();
+        assert_eq!(
+            t.nodes[main].excl[0].samples, 2,
+            "inlined code is main's own"
+        );
+        let add = t.find(|n| n.label() == "[I] add").unwrap();
+        assert_eq!(
+            (t.nodes[add].incl[0].samples, t.nodes[add].excl[0].samples),
+            (4, 2)
+        );
+        let c = callers(&db, &Selection::All);
+        let g = c.children(0).find(|(_, n)| n.name == "g").unwrap().0;
+        let split: Vec<(String, u64)> = c
+            .children(g)
+            .map(|(_, n)| (n.label(), n.incl[0].samples))
+            .collect();
+        assert_eq!(
+            split,
+            vec![("[I] add".to_string(), 2), ("main".to_string(), 1)]
+        );
+    }
+
+    #[test]
+    fn addresses_without_structure_are_unknown_procedures() {
+        let p = profile();
+        let trees = [None];
+        let modules = vec![ModuleDesc {
+            path: "/bin/app".into(),
+            build_id: None,
+            structure: StructureSource::None("test".into()),
+        }];
+        let metrics = vec![MetricDesc::new(
+            "cpu-clock",
+            "ns",
+            Sampling::Frequency(1000),
+        )];
+        let mut e = Enricher::new(metrics, modules, &trees);
+        e.add_profile(
+            &p,
+            &ProfileMapping {
+                profile: 0,
+                modules: vec![DbModuleId(0)],
+                metrics: vec![0],
+            },
+        );
+        let db = finished(e);
+        assert_eq!(db.stats.unknown_addresses, 5);
+        assert_eq!(db.stats.unknown_samples, 5);
+        assert!(db
+            .nodes
+            .iter()
+            .any(|n| n.name == "<unknown procedure> 0x11f [app]"));
+        assert_eq!(db.metrics[0].total.samples, 5, "nothing dropped");
+    }
+}
