@@ -17,8 +17,9 @@
 //! semantics (exclusive of a procedure includes its inlined code and loops but not its calls;
 //! in the callers and flat views only the outermost instance of a recursive procedure counts).
 //! Every scope is named once, by hpcviewer's rules (`[I] name`, `loop at file: line`, ...).
-//! The renderers ([`text`], [`json`], [`csv`], [`folded`], [`source`], and [`html_report`],
-//! one self-contained interactive HTML page of all three views) only present a view; they
+//! The renderers ([`render::text`], [`render::json`], [`render::csv`], [`render::folded`],
+//! [`render::source`], and [`html_report`], one self-contained interactive HTML page of all
+//! three views) only present a view; they
 //! compute nothing and name nothing. [`focus`], [`hide`], [`sort_by`] and [`keep_top`] shape a
 //! view before it is presented.
 //!
@@ -75,9 +76,18 @@ mod out;
 mod prof;
 mod view;
 
-pub use interop::hpctoolkit;
-pub use out::bindings;
+// Correlation (hpcprof-rs): from profiles and structure to a database.
+pub use prof::cache::StructureCache;
+pub use prof::correlation::{
+    correlate, finish_enriched, gather_share, prepare, summary_text, Options, Partial, Summary,
+};
+pub use prof::error::CorrelateError;
+pub use prof::inputs::{classify, InputKind};
+pub use prof::shares::{Enriched, Message, Prepared, Share};
+pub use prof::structures::Analyser;
+pub use structure::one_line;
 
+// The database: the file, its tree, its tables' index types, its data section.
 pub use db::data::{
     AllocStats, DataAccess, DataCounts, DataObject, DataObjectId, DataSection, Field, Instruction,
     Layout, MemoryOp, ObjectKind, SiteCounts,
@@ -89,40 +99,28 @@ pub use db::database::{
 pub use db::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 pub use db::node::{ChildIndex, Node, NodeKey, NodeKind};
 pub use db::node_costs::{Costs, Entries, NodeCosts, ThreadCost};
-pub use interop::export::{pprof, speedscope};
-pub use out::render::memmap as memmap_render;
-pub use out::render::timeline as timeline_render;
-pub use out::render::{alloc, delinquent, dhat, diff as diff_render};
-pub use out::render::{
-    csv, data as data_render, flame, folded, json, source, stats as stats_render, text,
-};
-pub use out::render::{footprint as footprint_render, raster, slices as slices_render};
-pub use out::report::{render as html_report, ReportSummary, SourceLimits};
-pub use prof::cache::StructureCache;
-pub use prof::correlation::{
-    correlate, finish_enriched, gather_share, prepare, summary_text, Options, Partial, Summary,
-};
-pub use prof::error::CorrelateError;
-pub use prof::inputs::{classify, InputKind};
-pub use prof::shares::{Enriched, Message, Prepared, Share};
-pub use prof::structures::Analyser;
-pub use structure::one_line;
+
+// Views: what is computed from a database before it is shown.
 pub use view::data::{
-    alloc_notice, alloc_view, delinquent_notice, delinquent_view, AllocRow, AllocView,
-    DelinquentRow, DelinquentView,
+    alloc_notice, alloc_view, code_data, delinquent_notice, delinquent_view, fields, find_objects,
+    footprint, memmap, object_tree, objects, AllocRow, AllocView, DelinquentRow, DelinquentView,
+    FieldTable, FootprintRow, MapObject, MapRow, MemMap, ObjectRow, ObjectTable, PartRow,
+    DEFAULT_ROWS, REGIONS,
 };
-pub use view::data::{
-    code_data, fields, find_objects, object_tree, objects, FieldTable, ObjectRow, ObjectTable,
-    PartRow, DEFAULT_ROWS,
-};
-pub use view::data::{footprint, FootprintRow, REGIONS};
-pub use view::data::{memmap, MapObject, MapRow, MemMap};
 pub use view::diff::{
     diff, Diff, DiffError, DiffOptions, DiffRow, Normalise, SideCost, CONTEXT_KEPT,
 };
 pub use view::projection::{callers, flat, top_down};
 pub use view::shape::{focus, hide, keep_top, sort_by, SortKey};
 pub use view::stats::{scope_stats, Group, Over, ScopeStats, StatsTable};
-pub use view::time::{slices, Phase, SliceRow, Slices};
-pub use view::time::{timeline, Lane, Timeline, TimelineOptions};
+pub use view::time::{slices, timeline, Lane, Phase, SliceRow, Slices, Timeline, TimelineOptions};
 pub use view::tree::{MetricInfo, ViewKind, ViewNode, ViewTree};
+
+// Outputs: each renderer is a module of `render` (`render::text`, `render::json`, ...).
+pub use out::bindings;
+pub use out::render;
+pub use out::report::{render as html_report, ReportSummary, SourceLimits};
+
+// Other tools' formats.
+pub use interop::export::{pprof, speedscope};
+pub use interop::hpctoolkit;

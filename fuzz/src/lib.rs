@@ -19,7 +19,8 @@ pub fn profile_db(bytes: &[u8]) {
 /// .hpcdb reader and every view: a database that reads renders in all three views as text,
 /// JSON and folded stacks.
 pub fn hpcdb(bytes: &[u8]) {
-    use correlate::{callers, flat, folded, json, text, top_down, Database, Selection};
+    use correlate::render::{folded, json, text};
+    use correlate::{callers, flat, top_down, Database, Selection};
     let Ok(db) = Database::from_bytes(bytes, Path::new("fuzz.hpcdb")) else {
         return;
     };

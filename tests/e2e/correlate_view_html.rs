@@ -10,7 +10,8 @@ use serde_json::Value;
 use crate::browser::{chromium, Browser};
 use crate::correlate_view_support::{find, measured_database, run_view};
 use crate::support::tool;
-use correlate::{source, Database, Selection, ViewKind, ViewTree};
+use correlate::render::source;
+use correlate::{Database, Selection, ViewKind, ViewTree};
 
 /// Measure the STL map fixture and correlate it; returns the scratch directory and database.
 fn stlmap_database(test: &str) -> (PathBuf, PathBuf) {

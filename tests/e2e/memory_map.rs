@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use correlate::memmap_render::MapLayout;
-use correlate::timeline_render::colour;
+use correlate::render::memmap::MapLayout;
+use correlate::render::timeline::colour;
 use correlate::{memmap, Database, MemMap, Selection};
 use profiler::db::Profile;
 

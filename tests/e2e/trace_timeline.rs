@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use correlate::timeline_render::Layout;
+use correlate::render::timeline::Layout;
 use correlate::{slices, timeline, Database, Selection, Timeline, TimelineOptions};
 use profiler::db::Profile;
 
@@ -181,7 +181,7 @@ fn two_phases_are_seen_in_order_in_the_trace_the_text_and_the_png() {
         "switch at x={switch_x}"
     );
     // The thread's label is drawn left of its lane (with a font, as CI has).
-    if correlate::raster::system_font().is_some() {
+    if correlate::render::raster::system_font().is_some() {
         let lane_rows =
             layout.lane_top(0) as usize..(layout.lane_top(0) + layout.lane_height) as usize;
         let dark = lane_rows

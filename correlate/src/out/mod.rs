@@ -2,5 +2,5 @@
 //! and the producer/consumer bindings of watchpoint runs.
 
 pub mod bindings;
-pub(crate) mod render;
+pub mod render;
 pub(crate) mod report;

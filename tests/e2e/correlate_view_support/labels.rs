@@ -2,7 +2,8 @@
 //! label derived from the node's `--json` form by hpcviewer's rules. Shared by the view tests
 //! (through `hpcview-rs`) and the correlation tests (through the library).
 
-use correlate::{json, text, Database, Selection, ViewKind, ViewTree};
+use correlate::render::{json, text};
+use correlate::{Database, Selection, ViewKind, ViewTree};
 use serde_json::{Map, Value};
 
 /// The text view's rows as (depth, label), read from the indentation under the `scope`

@@ -4,10 +4,8 @@
 use std::path::Path;
 
 use anyhow::anyhow;
-use correlate::{
-    alloc, alloc_view, data_render, delinquent, delinquent_view, dhat, text, Database, Selection,
-    ViewKind,
-};
+use correlate::render::{alloc, delinquent, dhat, text};
+use correlate::{alloc_view, delinquent_view, render, Database, Selection, ViewKind};
 use profiler::envelope::{write_atomically_with, EnvelopeError, Replace};
 
 use crate::args::Args;
@@ -54,16 +52,16 @@ pub(crate) fn run_data(
         let mut table = correlate::fields(db, selection, *id, args.rows, args.span);
         table.select_metrics(metrics);
         if args.json {
-            data_render::fields_json(db, &table, &mut out)?;
+            render::data::fields_json(db, &table, &mut out)?;
         } else {
-            data_render::fields_text(db, &table, args.absolute, &mut out)?;
+            render::data::fields_text(db, &table, args.absolute, &mut out)?;
         }
         format!("{} parts of {name} ({})", table.rows.len(), path.display())
     } else if args.data && !args.tree {
         let mut table = correlate::objects(db, selection);
         table.select_metrics(metrics);
         if args.json {
-            data_render::objects_json(db, &table, &mut out)?;
+            render::data::objects_json(db, &table, &mut out)?;
             format!(
                 "{} data objects as JSON ({})",
                 table.rows.len(),
@@ -71,7 +69,7 @@ pub(crate) fn run_data(
             )
         } else {
             let shown =
-                data_render::objects_text(db, &table, args.threshold, args.absolute, &mut out)?;
+                render::data::objects_text(db, &table, args.threshold, args.absolute, &mut out)?;
             let mut s = format!("{} data objects of {}", shown.rows, path.display());
             if shown.folded > 0 {
                 s.push_str(&format!(

@@ -5,9 +5,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
-use correlate::{
-    diff_render, pprof, speedscope, Database, DiffOptions, Normalise, ViewKind, ViewTree,
-};
+use correlate::{pprof, render, speedscope, Database, DiffOptions, Normalise, ViewKind, ViewTree};
 use profiler::envelope::{write_atomically_with, EnvelopeError, Replace};
 
 use crate::args::Args;
@@ -150,17 +148,17 @@ pub(crate) fn diff(args: &Args, base: &Path, new: &Path) -> Result<String, Failu
     let what = format!("{} vs {}", base.display(), new.display());
     let mut summary = if args.folded {
         let tree = |db| ViewTree::from_database(db, ViewKind::TopDown, &correlate::Selection::All);
-        let written = diff_render::folded(&tree(&base_db), &tree(&new_db), &mut out)?;
+        let written = render::diff::folded(&tree(&base_db), &tree(&new_db), &mut out)?;
         format!(
             "{what}: {} folded stacks, {} and {} samples",
             written.stacks, written.base, written.new
         )
     } else if args.json {
-        diff_render::json(&result, &mut out)?;
+        render::diff::json(&result, &mut out)?;
         format!("{what}: {} scopes as JSON", result.rows.len())
     } else {
         let names = (base.to_string_lossy(), new.to_string_lossy());
-        let shown = diff_render::text(&result, (&names.0, &names.1), args.threshold, &mut out)?;
+        let shown = render::diff::text(&result, (&names.0, &names.1), args.threshold, &mut out)?;
         format!("{what}: {} scopes shown", shown.rows)
     };
     out.finish()?;

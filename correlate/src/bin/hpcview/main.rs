@@ -24,7 +24,8 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use clap::Parser;
-use correlate::{csv, flame, folded, json, source, text, ViewTree};
+use correlate::render::{csv, flame, folded, json, source, text};
+use correlate::ViewTree;
 
 use args::{Args, ColorChoice};
 use inputs::{check_percent, database_path, metric_indices, thread_selection};

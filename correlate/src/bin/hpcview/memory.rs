@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use anyhow::anyhow;
-use correlate::{footprint, footprint_render, Database};
+use correlate::{footprint, render, Database};
 
 use crate::{bad, Failure};
 
@@ -41,8 +41,8 @@ pub(crate) fn run(
     let rows = footprint(db, bits);
     let mut out = BufWriter::new(io::stdout().lock());
     match json {
-        true => footprint_render::render_json(&rows, unit, &mut out)?,
-        false => footprint_render::render(&rows, unit, &mut out)?,
+        true => render::footprint::render_json(&rows, unit, &mut out)?,
+        false => render::footprint::render(&rows, unit, &mut out)?,
     }
     out.flush()?;
     Ok(format!(

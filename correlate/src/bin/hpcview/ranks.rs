@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::bail;
 use clap::ValueEnum;
-use correlate::{scope_stats, stats_render, Database, Over, Selection, ThreadIdx, ViewKind};
+use correlate::{render, scope_stats, Database, Over, Selection, ThreadIdx, ViewKind};
 
 use crate::args::Args;
 use crate::inputs::list;
@@ -111,10 +111,10 @@ pub(crate) fn run_stats(
         path.display()
     );
     let summary = if args.json {
-        stats_render::json(&table, &mut out)?;
+        render::stats::json(&table, &mut out)?;
         format!("{what}: {} scopes as JSON", table.rows.len())
     } else {
-        let shown = stats_render::text(&table, args.threshold, colour, &mut out)?;
+        let shown = render::stats::text(&table, args.threshold, colour, &mut out)?;
         format!("{what}: {} rows", shown.rows)
     };
     out.finish()?;

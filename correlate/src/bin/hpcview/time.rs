@@ -7,10 +7,10 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use anyhow::anyhow;
-use correlate::memmap_render::{self, MapLayout};
-use correlate::raster::{system_font, write_png};
-use correlate::timeline_render::{draw, render_json, render_text, write_svg, Layout, Shape};
-use correlate::{memmap, slices, slices_render, timeline, Database, TimelineOptions};
+use correlate::render::memmap::MapLayout;
+use correlate::render::raster::{system_font, write_png};
+use correlate::render::timeline::{draw, render_json, render_text, write_svg, Layout, Shape};
+use correlate::{memmap, render, slices, timeline, Database, TimelineOptions};
 use profiler::envelope::{write_atomically_with, Replace};
 
 use crate::args::Args;
@@ -160,14 +160,14 @@ fn run_memmap(args: &Args, db: &Database, path: &Path) -> Result<String, Failure
     })?;
     let mut out = output::Sink::open(&args.output);
     match (args.json, args.csv) {
-        (true, _) => memmap_render::render_json(&map, db, &mut out)?,
-        (_, true) => drop(memmap_render::render_csv(&map, db, &mut out)?),
-        _ => memmap_render::render_text(&map, &mut out)?,
+        (true, _) => render::memmap::render_json(&map, db, &mut out)?,
+        (_, true) => drop(render::memmap::render_csv(&map, db, &mut out)?),
+        _ => render::memmap::render_text(&map, &mut out)?,
     }
     out.finish()?;
     let width = args.time.columns as u32 * 8;
     write_images(args, || {
-        Ok(memmap_render::draw(&map, &MapLayout::new(width)))
+        Ok(render::memmap::draw(&map, &MapLayout::new(width)))
     })?;
     let samples = map.points.len();
     let mut summary = format!(
@@ -191,8 +191,8 @@ fn run_slices(args: &Args, db: &Database, path: &Path) -> Result<String, Failure
     let s = slices(db, &threads, args.depth, slice_ns).ok_or_else(|| no_traces(path))?;
     let mut out = BufWriter::new(io::stdout().lock());
     match args.json {
-        true => slices_render::render_json(&s, &mut out)?,
-        false => slices_render::render(&s, &mut out)?,
+        true => render::slices::render_json(&s, &mut out)?,
+        false => render::slices::render(&s, &mut out)?,
     }
     out.flush()?;
     Ok(format!(

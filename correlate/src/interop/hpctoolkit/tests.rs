@@ -14,7 +14,8 @@ use super::{export, import};
 use crate::db::database::ThreadDesc;
 use crate::db::ids::{DbNodeId, ThreadIdx};
 use crate::db::node::{ChildIndex, NodeKey, NodeKind};
-use crate::{json, Database, MetricDesc, Selection, ViewKind, ViewTree};
+use crate::render::json;
+use crate::{Database, MetricDesc, Selection, ViewKind, ViewTree};
 
 /// HPCToolkit's own minimal database, shared with the project.
 const SMALL: &str = "/work/shared/hpctoolkit-databases/small.d";

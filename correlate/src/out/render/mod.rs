@@ -13,7 +13,8 @@
 //! - [`timeline`], [`memmap`]: the traces as threads x time and the data traces as time x
 //!   pages (text, JSON, CSV, SVG and PNG through [`raster`]).
 //!
-//! Every scope's name comes from the view ([`crate::db::label`]'s rules); renderers only lay it out.
+//! Every scope's name comes from the view (hpcviewer's rules, applied by the database's
+//! naming); renderers only lay it out.
 //! Every renderer walks the tree with an explicit stack, so a view as deep as the deepest
 //! recursion a profile can record (hundreds of thousands of levels) prints on an ordinary
 //! thread stack, and indentation stops growing at [`MAX_INDENT_LEVELS`] so that output stays
