@@ -56,73 +56,17 @@
 
 #![deny(missing_docs)]
 
-// The profile.db format: what readers of a profile (hpcprof-rs, hpcview-rs, tests) compile.
-pub mod addr;
-mod arena;
-mod calltree;
-pub mod dataref;
-pub mod db;
-pub mod envelope;
-pub mod job;
-mod procmaps;
-pub mod trace;
-pub mod vdso;
-pub mod watchdb;
+// The profile.db format (always built): what readers of a profile compile.
+mod format;
+pub use format::{addr, dataref, db, envelope, job, trace, vdso, watchdb};
 
 // The sampler (feature `sampler`, on by default): perf_event_open, unwinding, hpcrun-rs.
 #[cfg(feature = "sampler")]
-pub mod alloc;
+mod sampler;
 #[cfg(feature = "sampler")]
-mod cct;
-#[cfg(feature = "sampler")]
-mod datarec;
-#[cfg(feature = "sampler")]
-mod datatrace;
-#[cfg(feature = "sampler")]
-mod ea;
-#[cfg(feature = "sampler")]
-mod event_plan;
-#[cfg(feature = "sampler")]
-pub mod events;
-#[cfg(feature = "sampler")]
-mod image;
-#[cfg(feature = "sampler")]
-pub mod launch;
-#[cfg(feature = "sampler")]
-mod liveheap;
-#[cfg(feature = "sampler")]
-mod loadmap;
-#[cfg(feature = "sampler")]
-pub mod measurements;
-#[cfg(feature = "sampler")]
-mod open_events;
-#[cfg(feature = "sampler")]
-pub mod output;
-#[cfg(feature = "sampler")]
-pub mod perf;
-#[cfg(feature = "sampler")]
-pub mod pmu;
-#[cfg(feature = "sampler")]
-mod priority;
-#[cfg(feature = "sampler")]
-mod recorder;
-#[cfg(feature = "sampler")]
-pub mod report;
-#[cfg(feature = "sampler")]
-pub mod report_data;
-#[cfg(feature = "sampler")]
-mod ring;
-#[cfg(feature = "sampler")]
-pub mod sample;
-#[cfg(feature = "sampler")]
-pub mod session;
-#[cfg(feature = "sampler")]
-mod signals;
-#[cfg(feature = "sampler")]
-mod streams;
-#[cfg(feature = "sampler")]
-mod unwind;
-#[cfg(feature = "sampler")]
-mod uprobes;
-#[cfg(feature = "sampler")]
-pub mod watch;
+pub use sampler::{
+    capture::{events, launch, perf, pmu},
+    data::{alloc, sample},
+    results::{measurements, output, report, report_data},
+    session, watch,
+};

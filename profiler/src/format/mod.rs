@@ -1,0 +1,15 @@
+//! The `profile.db` format and what it is made of: always built, and all that readers of a
+//! profile (`structure`, `correlate`, tests) compile when they take this crate without its
+//! sampler.
+
+pub mod addr;
+pub(crate) mod arena;
+pub(crate) mod calltree;
+pub mod dataref;
+pub mod db;
+pub mod envelope;
+pub mod job;
+pub(crate) mod procmaps;
+pub mod trace;
+pub mod vdso;
+pub mod watchdb;

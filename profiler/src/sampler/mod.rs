@@ -1,0 +1,18 @@
+//! The sampler (feature `sampler`): `hpcrun-rs`'s measurement, behind [`session::run`]. Its
+//! rooms, each using only those before it: `capture` (the command launched, the events'
+//! attributes, the rings emptied by the copier), `unwinding` (load map, images, stack walks,
+//! calling-context trees), `data` (data addresses, allocations, effective addresses, precise
+//! memory samples), `record` (the `Recorder`, which takes each record through the rooms above),
+//! `watch` (hardware watchpoints) and `results` (the summary and the file). `session` runs a
+//! measurement; `open_events` opens the planned events and probes, `streams` merges the record
+//! streams into one time order for the recorder.
+
+pub(crate) mod capture;
+pub(crate) mod data;
+pub(crate) mod open_events;
+pub(crate) mod record;
+pub(crate) mod results;
+pub mod session;
+pub(crate) mod streams;
+pub(crate) mod unwinding;
+pub mod watch;

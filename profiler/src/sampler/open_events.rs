@@ -1,0 +1,172 @@
+//! The events of a run once opened: one ring buffer per CPU, every other event of that CPU
+//! (other metrics, allocator probes) redirected into it, and each event's kernel id.
+
+use std::os::fd::OwnedFd;
+
+use fxhash::FxHashMap;
+use perf_event_open_sys::bindings as sys;
+
+use crate::sampler::capture::event_plan::{Plan, RunError};
+use crate::sampler::capture::perf::{self, AttrOptions};
+use crate::sampler::capture::ring::Ring;
+use crate::sampler::data::uprobes::Probe;
+use crate::sampler::record::recorder::ProbeIds;
+
+/// The open events: one ring per CPU, every other event of that CPU redirected into it.
+pub(crate) struct OpenEvents {
+    pub(crate) rings: Vec<Ring>,
+    others: Vec<OwnedFd>,
+    pub(crate) event_of_id: FxHashMap<u64, usize>,
+    pub(crate) opts: AttrOptions,
+    ring_of_cpu: FxHashMap<i32, usize>,
+    /// Data pages per ring (halved while the locked-memory budget refuses them).
+    pub(crate) pages: usize,
+}
+
+/// Data pages per ring unless `--buffer-kib` says otherwise, for `cpus` CPUs. As root, 64 MiB
+/// over all the rings, each between 2 and 16 MiB: on a small machine one ring then holds a whole
+/// burst of faults (1,200 samples with 8 KiB stack copies are 11 MB) even if the copier is kept
+/// waiting (a loaded machine throttles real-time threads too), and a large one spends no more.
+/// Otherwise 4 MiB, halved while the locked-memory limit refuses it, since an ordinary-priority
+/// copier may wait for the CPU while a burst fills the ring.
+pub(crate) fn default_ring_pages(cpus: usize) -> usize {
+    if !nix::unistd::geteuid().is_root() {
+        return 1024;
+    }
+    let pages = (64 << 20) / 4096 / cpus.max(1);
+    let pages = 1 << pages.max(1).ilog2();
+    pages.clamp(512, 4096)
+}
+
+impl OpenEvents {
+    pub(crate) fn new(opts: AttrOptions, pages: usize) -> Self {
+        OpenEvents {
+            rings: Vec::new(),
+            others: Vec::new(),
+            event_of_id: FxHashMap::default(),
+            opts,
+            ring_of_cpu: FxHashMap::default(),
+            pages,
+        }
+    }
+
+    /// Open every planned event for each of `tasks` on each of `cpus` (those of its PMU: a
+    /// hybrid part's core types), each under its group leader if it has one: the first event of
+    /// a CPU gets the ring, the others are redirected into it; the first of each task and CPU
+    /// carries the side-band records (mappings, commands, forks).
+    pub(crate) fn add_tasks(
+        &mut self,
+        plan: &Plan,
+        tasks: &[i32],
+        cpus: &[i32],
+    ) -> Result<(), RunError> {
+        for &cpu in cpus {
+            for &task in tasks {
+                let mut side_band = true;
+                for (i, (spec, _)) in plan.specs.iter().enumerate() {
+                    let sys_err =
+                        |e: std::io::Error| RunError::System(perf::explain_open_error(spec, &e));
+                    for open in perf::event_attrs(spec, &self.opts, side_band) {
+                        if !open.covers(cpu) {
+                            continue;
+                        }
+                        side_band = false;
+                        let leader = match &open.leader {
+                            Some(l) => Some(perf::open(l, task, cpu).map_err(sys_err)?),
+                            None => None,
+                        };
+                        let attr = open.attr;
+                        if let Some(&r) = self.ring_of_cpu.get(&cpu) {
+                            let fd = perf::open_in_group(&attr, task, cpu, leader.as_ref())
+                                .map_err(sys_err)?;
+                            self.event_of_id
+                                .insert(perf::event_id(&fd).map_err(sys_err)?, i);
+                            perf::redirect(&fd, self.rings[r].fd()).map_err(sys_err)?;
+                            self.others.push(fd);
+                            self.others.extend(leader);
+                            continue;
+                        }
+                        let (ring, id) =
+                            open_ring(attr, task, cpu, leader.as_ref(), &mut self.pages).map_err(
+                                |e| match e {
+                                    RingError::Open(e) => sys_err(e),
+                                    RingError::Map(e) => RunError::System(format!(
+                                    "cannot map the sample buffer ({e}); perf buffers may lock \
+                                     kernel.perf_event_mlock_kb per CPU plus `ulimit -l`"
+                                )),
+                                },
+                            )?;
+                        self.event_of_id.insert(id, i);
+                        self.ring_of_cpu.insert(cpu, self.rings.len());
+                        self.rings.push(ring);
+                        self.others.extend(leader);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Open the allocator `probes` for each of `tasks` on each of `cpus` (after
+    /// [`OpenEvents::add_tasks`], so every CPU has its ring) with the run's options, into the
+    /// rings; returns their ids for the recorder.
+    pub(crate) fn add_probes(
+        &mut self,
+        probes: &[Probe],
+        tasks: &[i32],
+        cpus: &[i32],
+    ) -> std::io::Result<ProbeIds> {
+        let mut ids = Vec::new();
+        for &cpu in cpus {
+            let Some(&r) = self.ring_of_cpu.get(&cpu) else {
+                continue;
+            };
+            for &task in tasks {
+                for probe in probes {
+                    let mut attr = probe.attr;
+                    attr.set_disabled(self.opts.enable_on_exec as u64);
+                    attr.set_enable_on_exec(self.opts.enable_on_exec as u64);
+                    let fd = perf::open(&attr, task, cpu)?;
+                    let id = perf::event_id(&fd)?;
+                    perf::redirect(&fd, self.rings[r].fd())?;
+                    ids.push((id, probe.point, perf::parse_info(&attr)));
+                    self.others.push(fd);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Every descriptor, ring owners first.
+    pub(crate) fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        self.rings.iter().map(Ring::fd).chain(&self.others)
+    }
+}
+
+enum RingError {
+    Open(std::io::Error),
+    Map(std::io::Error),
+}
+
+/// Open the event that owns a CPU's ring and map the ring, halving it while the locked-memory
+/// budget refuses it. The wake-up watermark is a quarter of the ring: the copier
+/// ([`crate::sampler::capture::ring::Copier`]) that wakes then only copies the records out, and the other three
+/// quarters give it time to come on a busy machine.
+fn open_ring(
+    mut attr: sys::perf_event_attr,
+    task: i32,
+    cpu: i32,
+    leader: Option<&OwnedFd>,
+    pages: &mut usize,
+) -> Result<(Ring, u64), RingError> {
+    loop {
+        perf::set_wakeup_watermark(&mut attr, (*pages * 4096 / 4) as u32);
+        let fd = perf::open_in_group(&attr, task, cpu, leader).map_err(RingError::Open)?;
+        let id = perf::event_id(&fd).map_err(RingError::Open)?;
+        match Ring::map(fd, *pages) {
+            Ok(ring) => return Ok((ring, id)),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) && *pages > 8 => *pages /= 2,
+            Err(e) => return Err(RingError::Map(e)),
+        }
+    }
+}

@@ -1,0 +1,530 @@
+//! Turning the kernel's records into per-thread calling-context trees, as they arrive.
+//!
+//! Side-band records (mmap, comm, fork, exit) keep each process's load map current; each sample
+//! is unwound at once and its path inserted into its thread's tree, so nothing per-sample is
+//! kept. Deep stacks that outgrow the stack copy are completed from the thread's previous
+//! complete path where the frame at the edge of the copy is provably the same frame.
+
+use std::borrow::Cow;
+
+use framehop::x86_64::CacheX86_64;
+use fxhash::FxHashMap;
+use linux_perf_event_reader::{
+    CommOrExecRecord, CpuMode, EventRecord, ForkOrExitRecord, Mmap2Record, RawEventRecord,
+    RecordParseInfo, RecordType, SampleRecord,
+};
+
+use crate::format::addr::Avma;
+use crate::format::dataref::DataProfile;
+use crate::format::db::{AddrKind, CctNodeId, Frame, ProcessInfo, Stats, ThreadProfile};
+use crate::format::trace::{TraceLog, Traces};
+use crate::sampler::capture::events::DataSource;
+use crate::sampler::capture::perf::{REG_BP, REG_IP, REG_SP};
+use crate::sampler::capture::pmu::MemOp;
+use crate::sampler::capture::ring::RingRecord;
+use crate::sampler::data::datarec::{classify, Access, DataRecorder};
+use crate::sampler::data::ea::{EaRecovery, GpRegs};
+use crate::sampler::data::liveheap::LiveHeap;
+use crate::sampler::data::sample::{is_kept, level_of, SampleFields, SampleLayout};
+use crate::sampler::unwinding::cct::CctBuilder;
+use crate::sampler::unwinding::loadmap::{AddressSpace, MapEvent, ModuleRegistry};
+use crate::sampler::unwinding::unwind::{RawFrame, StackSample};
+
+/// A frame of a thread's last complete path, kept to complete later truncated paths.
+#[derive(Debug, Clone, Copy)]
+struct PathEntry {
+    sp: u64,
+    ra: u64,
+    node: CctNodeId,
+}
+
+struct ThreadState {
+    pid: u32,
+    comm: String,
+    cct: CctBuilder,
+    /// Return-address frames of the last complete path, outermost first.
+    last_path: Vec<PathEntry>,
+    /// The user stack pointer of its last sample (0 before any and after its end).
+    last_sp: u64,
+}
+
+#[derive(Clone, Default)]
+struct ProcessState {
+    ppid: u32,
+    comm: String,
+    space: AddressSpace,
+    /// Heap blocks live now (`--data` with allocation tracking).
+    heap: LiveHeap,
+}
+
+/// How a path reached the thread's root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PathOutcome {
+    /// Unwound all the way.
+    Complete,
+    /// Completed from the thread's previous path.
+    Stitched,
+    /// Filed under `<partial call paths>`.
+    Partial,
+}
+
+/// How one event's samples are laid out and weighted.
+#[derive(Debug, Clone, Copy)]
+pub struct EventLayout {
+    /// The record layout its attribute asked for.
+    pub parse_info: RecordParseInfo,
+    /// The weight of each sample when the period is fixed (samples then carry no period).
+    pub fixed_period: Option<u64>,
+    /// Where its samples' data addresses come from (`None` without `--data`).
+    pub data: DataSource,
+    /// For a precise memory event, where the fields after the stack copy are, and which
+    /// operations' samples count.
+    pub precise: Option<PreciseLayout>,
+}
+
+/// How a precise memory event's samples are read (see [`crate::sampler::data::sample`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PreciseLayout {
+    /// Where its samples' address, weight and data source are.
+    pub fields: SampleLayout,
+    /// The operations whose samples count (IBS samples every operation).
+    pub keep: MemOp,
+}
+
+/// Everything learned so far in a run.
+pub struct Recorder {
+    layouts: Vec<EventLayout>,
+    event_of_id: FxHashMap<u64, usize>,
+    events: usize,
+    modules: ModuleRegistry,
+    processes: FxHashMap<u32, ProcessState>,
+    threads: FxHashMap<u32, ThreadState>,
+    cache: CacheX86_64,
+    stats: Stats,
+    frames: Vec<RawFrame>,
+    path: Vec<Frame>,
+    /// The outermost CFA of the last truncated walk (see [`crate::sampler::unwinding::unwind::Walk`]).
+    outer_cfa: Option<u64>,
+    /// The data side (`--data`).
+    data: Option<DataRecorder>,
+    /// Data addresses of clock samples from their registers (`--data`).
+    ea: EaRecovery,
+    /// Allocator uprobes by kernel id: what each marks and its record layout.
+    probes: FxHashMap<u64, (crate::sampler::data::uprobes::ProbePoint, RecordParseInfo)>,
+    /// Per thread, the allocator calls whose entry probe fired and whose return has not,
+    /// outermost first (an allocator may call another: glibc's `realloc(NULL, n)` calls
+    /// `malloc`).
+    calls_in_progress: FxHashMap<u32, Vec<probes::CallInProgress>>,
+    /// The smallest block whose allocation is recorded (`--alloc-min`).
+    alloc_min: u64,
+    /// The traces (`-t`).
+    trace: Option<TraceLog>,
+}
+
+/// What a finished recording holds, ready to be written to `profile.db`.
+pub struct Recording {
+    /// Module table.
+    pub modules: ModuleRegistry,
+    /// Processes seen.
+    pub processes: Vec<ProcessInfo>,
+    /// Per-thread trees.
+    pub threads: Vec<ThreadProfile>,
+    /// Counters.
+    pub stats: Stats,
+    /// Data references and allocation sites (`--data`).
+    pub data: DataProfile,
+    /// Per-thread traces (`-t`).
+    pub traces: Traces,
+}
+
+impl Recorder {
+    /// A recorder for events laid out as `layouts` say (one per metric), with `event_of_id`
+    /// mapping each kernel event id to the index of its metric.
+    pub fn new(layouts: Vec<EventLayout>, event_of_id: FxHashMap<u64, usize>) -> Self {
+        let data = layouts
+            .iter()
+            .any(|l| l.data != DataSource::None)
+            .then(|| DataRecorder::new(layouts.len()));
+        Recorder {
+            data,
+            events: layouts.len(),
+            layouts,
+            event_of_id,
+            modules: ModuleRegistry::default(),
+            processes: FxHashMap::default(),
+            threads: FxHashMap::default(),
+            cache: CacheX86_64::new(),
+            stats: Stats::default(),
+            frames: Vec::new(),
+            path: Vec::new(),
+            outer_cfa: None,
+            ea: EaRecovery::new(),
+            probes: FxHashMap::default(),
+            calls_in_progress: FxHashMap::default(),
+            alloc_min: 0,
+            trace: None,
+        }
+    }
+
+    /// Also trace every sample of the first event, in at most `budget` bytes (`-t`), and
+    /// with data addresses its data samples, in at most `budget` bytes more.
+    pub fn trace(&mut self, budget: usize) {
+        self.trace = Some(TraceLog::new(budget));
+        if let Some(d) = self.data.as_mut() {
+            d.trace(budget);
+        }
+    }
+
+    /// The record's timestamp (ordering key across rings); records without one sort first.
+    pub fn timestamp(&self, rec: &RingRecord<'_>) -> u64 {
+        // Every event's layout puts the time at the same place.
+        self.raw(rec, 0).timestamp().unwrap_or(0)
+    }
+
+    /// The metric a record belongs to: samples start with their event's id
+    /// (`PERF_SAMPLE_IDENTIFIER`); side-band records belong to the first event.
+    fn event_of(&self, rec: &RingRecord<'_>) -> usize {
+        if RecordType(rec.record_type) != RecordType::SAMPLE {
+            return 0;
+        }
+        let mut data = rec.data;
+        data.read_u64::<byteorder::LittleEndian>()
+            .ok()
+            .and_then(|id| self.event_of_id.get(&id).copied())
+            .unwrap_or(0)
+    }
+
+    /// The allocator probe a sample record comes from, if it does.
+    fn probe_of(
+        &self,
+        rec: &RingRecord<'_>,
+    ) -> Option<(crate::sampler::data::uprobes::ProbePoint, RecordParseInfo)> {
+        if RecordType(rec.record_type) != RecordType::SAMPLE || self.probes.is_empty() {
+            return None;
+        }
+        let mut data = rec.data;
+        let id = data.read_u64::<byteorder::LittleEndian>().ok()?;
+        self.probes.get(&id).copied()
+    }
+
+    fn raw<'a>(&self, rec: &RingRecord<'a>, event: usize) -> RawEventRecord<'a> {
+        RawEventRecord::new(
+            RecordType(rec.record_type),
+            rec.misc,
+            rec.data,
+            self.layouts[event].parse_info,
+        )
+    }
+
+    /// Learn about a process that existed before sampling started (attach mode).
+    pub fn adopt_process(&mut self, pid: u32) {
+        let comm = read_comm(pid, pid);
+        let state = self.process(pid);
+        state.comm = comm;
+        let mut space = std::mem::take(&mut state.space);
+        space.load_proc_maps(pid, &mut self.modules);
+        self.process(pid).space = space;
+    }
+
+    /// Handle one record.
+    pub fn handle(&mut self, rec: &RingRecord<'_>) {
+        if let Some((point, info)) = self.probe_of(rec) {
+            let raw = RawEventRecord::new(RecordType(rec.record_type), rec.misc, rec.data, info);
+            if let Ok(EventRecord::Sample(s)) = raw.parse() {
+                self.probe_hit(&s, point);
+            }
+            return;
+        }
+        let event = self.event_of(rec);
+        match self.raw(rec, event).parse() {
+            Ok(EventRecord::Sample(s)) => {
+                let precise = self.layouts[event].precise;
+                match precise.map(|p| (p, p.fields.fields(rec.data))) {
+                    None => self.sample(&s, event, None),
+                    // A record shorter than its layout, or an operation not asked for.
+                    Some((_, None)) => {}
+                    Some((p, Some(f))) if !is_kept(f.data_src.unwrap_or(0), p.keep) => {}
+                    Some((_, Some(f))) => self.sample(&s, event, Some(f)),
+                }
+            }
+            Ok(EventRecord::Mmap2(m)) => self.mmap2(&m),
+            Ok(EventRecord::Comm(c)) => self.comm(&c),
+            Ok(EventRecord::Fork(f)) => self.fork(&f),
+            // An ended thread's stack is no longer a `--watch sample` target.
+            Ok(EventRecord::Exit(e)) => {
+                if let Some(t) = self.threads.get_mut(&(e.tid as u32)) {
+                    t.last_sp = 0;
+                }
+            }
+            Ok(EventRecord::Lost(l)) => self.stats.lost += l.count,
+            Ok(EventRecord::Throttle(_)) => self.stats.throttled += 1,
+            Ok(_) | Err(_) => {}
+        }
+    }
+
+    fn process(&mut self, pid: u32) -> &mut ProcessState {
+        process_entry(&mut self.processes, pid)
+    }
+
+    fn mmap2(&mut self, m: &Mmap2Record<'_>) {
+        let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+        if m.protection & libc::PROT_EXEC as u32 == 0 {
+            let space = &mut self.process(m.pid as u32).space;
+            space.map_data(m.address, m.length, &path);
+            return;
+        }
+        self.map(
+            m.pid as u32,
+            MapEvent {
+                start: m.address,
+                len: m.length,
+                pgoff: m.page_offset,
+                path: &path,
+            },
+        );
+    }
+
+    fn map(&mut self, pid: u32, ev: MapEvent<'_>) {
+        let mut space = std::mem::take(&mut self.process(pid).space);
+        space.map(ev, &mut self.modules);
+        self.process(pid).space = space;
+    }
+
+    fn comm(&mut self, c: &CommOrExecRecord<'_>) {
+        let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
+        let (pid, tid) = (c.pid as u32, c.tid as u32);
+        let process = self.process(pid);
+        if c.is_execve {
+            // A new program image: the old mappings and heap are gone.
+            process.space = AddressSpace::default();
+            process.heap = LiveHeap::default();
+        }
+        if pid == tid {
+            process.comm = name.clone();
+        }
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.comm = name;
+        }
+    }
+
+    fn fork(&mut self, f: &ForkOrExitRecord) {
+        let (pid, ppid) = (f.pid as u32, f.ppid as u32);
+        if pid == ppid || self.processes.contains_key(&pid) {
+            return; // a new thread, or already known
+        }
+        let child = ProcessState {
+            ppid,
+            ..self.processes.get(&ppid).cloned().unwrap_or_default()
+        };
+        self.processes.insert(pid, child);
+    }
+
+    /// Record sample `s` of metric `event`; `precise` holds a precise memory sample's fields.
+    fn sample(&mut self, s: &SampleRecord<'_>, event: usize, precise: Option<SampleFields>) {
+        let (Some(pid), Some(tid)) = (s.pid, s.tid) else {
+            return;
+        };
+        let (pid, tid) = (pid as u32, tid as u32);
+        let period = s.period.or(self.layouts[event].fixed_period).unwrap_or(1);
+        self.stats.samples += 1;
+        let in_kernel = matches!(s.cpu_mode, CpuMode::Kernel);
+
+        // The user state: from the sampled registers, or (kernel samples) the registers saved
+        // when the thread entered the kernel.
+        let regs = s.user_regs.as_ref();
+        let ip = regs
+            .and_then(|r| r.get(REG_IP))
+            .or(if in_kernel { None } else { s.ip });
+        let sp = regs.and_then(|r| r.get(REG_SP)).unwrap_or(0);
+        let bp = regs.and_then(|r| r.get(REG_BP)).unwrap_or(0);
+
+        self.ensure_thread(pid, tid);
+        if sp != 0 {
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.last_sp = sp;
+            }
+        }
+        self.frames.clear();
+        self.outer_cfa = None;
+        let leaf = match ip {
+            Some(ip) => {
+                // Unwound where the kernel wrote it, unless the record wraps around the ring.
+                let stack = valid_stack(s);
+                let sample = StackSample {
+                    ip,
+                    sp,
+                    bp,
+                    stack: &stack,
+                };
+                let (leaf, outcome) = self.insert_user_path(pid, tid, &sample, AddrKind::Ip);
+                match outcome {
+                    PathOutcome::Complete => {}
+                    PathOutcome::Stitched => self.stats.stitched += 1,
+                    PathOutcome::Partial => self.stats.partial += 1,
+                }
+                leaf
+            }
+            None => CctNodeId::ROOT,
+        };
+        let thread = self.threads.get_mut(&tid).expect("thread exists");
+        let node = if in_kernel {
+            thread.cct.child(leaf, Frame::Kernel)
+        } else {
+            leaf
+        };
+        thread.cct.charge(node, event, period);
+        if let Some(trace) = self.trace.as_mut().filter(|_| event == 0) {
+            trace.record(tid, s.timestamp.unwrap_or(0), node.index() as u32);
+        }
+        if let Some(addr) = self.data_address(s, event, pid, in_kernel, precise.as_ref()) {
+            let access = Access {
+                addr,
+                tid,
+                time: s.timestamp.unwrap_or(0),
+                sp,
+                frames: &self.frames,
+                outer_cfa: self.outer_cfa,
+            };
+            let process = &self.processes[&pid];
+            let data = classify(&access, &process.heap, &process.space);
+            let source =
+                precise.map(|f| (level_of(f.data_src.unwrap_or(0)), f.latency.unwrap_or(0)));
+            if let Some(d) = self.data.as_mut() {
+                d.charge(&access, leaf, data, event, period, source);
+            }
+        }
+    }
+
+    /// The data address of a sample of `event` of process `pid`, where `--data` asked for
+    /// one and the sample has it: the kernel's (a fault's, or the PMU's in the `precise`
+    /// fields, where 0 means none), or the memory operand of the user-mode instruction the
+    /// sample interrupted (see [`crate::sampler::data::ea`]).
+    fn data_address(
+        &mut self,
+        s: &SampleRecord<'_>,
+        event: usize,
+        pid: u32,
+        in_kernel: bool,
+        precise: Option<&SampleFields>,
+    ) -> Option<u64> {
+        match self.layouts[event].data {
+            DataSource::Address => s.addr,
+            DataSource::Precise => precise?.addr.filter(|&a| a != 0),
+            DataSource::Registers if !in_kernel => {
+                let regs = GpRegs::from_sample(s.user_regs.as_ref()?);
+                let ip = regs.get(REG_IP as u8)?;
+                let found = self.processes.get(&pid).and_then(|p| {
+                    let (module, svma) = p.space.resolve(Avma(ip))?;
+                    let image = self.modules.image(module)?;
+                    let bias = ip.wrapping_sub(svma.0);
+                    self.ea
+                        .data_address(image, module.index() as u32, svma.0, bias, &regs)
+                });
+                let stats = self.data.as_mut()?.stats_mut();
+                stats.ea_attempted += 1;
+                stats.ea_resolved += found.is_some() as u64;
+                found
+            }
+            DataSource::Registers | DataSource::None => None,
+        }
+    }
+
+    fn ensure_thread(&mut self, pid: u32, tid: u32) {
+        if self.threads.contains_key(&tid) {
+            return;
+        }
+        let comm = read_comm(pid, tid);
+        let events = self.events;
+        let process = self.process(pid);
+        let comm = if comm.is_empty() {
+            process.comm.clone()
+        } else {
+            comm
+        };
+        self.threads.insert(
+            tid,
+            ThreadState {
+                pid,
+                comm,
+                cct: CctBuilder::new(events),
+                last_path: Vec::new(),
+                last_sp: 0,
+            },
+        );
+    }
+
+    /// The last sampled stack pointer of each thread of process `pid` that has one.
+    pub(crate) fn stack_pointers(&self, pid: u32) -> Vec<u64> {
+        (self.threads.values())
+            .filter(|t| t.pid == pid && t.last_sp != 0)
+            .map(|t| t.last_sp)
+            .collect()
+    }
+
+    /// Finish: the data for `profile.db`.
+    pub fn finish(self) -> Recording {
+        let mut processes: Vec<ProcessInfo> = self
+            .processes
+            .iter()
+            .map(|(&pid, p)| ProcessInfo {
+                pid,
+                ppid: p.ppid,
+                comm: p.comm.clone(),
+            })
+            .collect();
+        processes.sort_by_key(|p| p.pid);
+        let mut threads: Vec<ThreadProfile> = self
+            .threads
+            .into_iter()
+            .filter(|(_, t)| !t.cct.is_empty())
+            .map(|(tid, t)| ThreadProfile {
+                pid: t.pid,
+                tid,
+                comm: t.comm,
+                cct: t.cct.finish(),
+            })
+            .collect();
+        threads.sort_by_key(|t| (t.pid, t.tid));
+        let data = self.data.map(|d| d.finish(&threads)).unwrap_or_default();
+        Recording {
+            modules: self.modules,
+            processes,
+            threads,
+            stats: self.stats,
+            data,
+            traces: self.trace.map(TraceLog::finish).unwrap_or_default(),
+        }
+    }
+}
+
+/// The valid part (`dyn_size` bytes) of a sample's user-stack copy: borrowed from the ring,
+/// copied only where the record wraps around the ring's end.
+fn valid_stack<'a>(s: &SampleRecord<'a>) -> Cow<'a, [u8]> {
+    match &s.user_stack {
+        Some((data, dyn_size)) => {
+            let valid = (*dyn_size as usize).min(data.len());
+            data.get(0..valid).map(|d| d.as_slice()).unwrap_or_default()
+        }
+        None => Cow::Borrowed(&[]),
+    }
+}
+
+/// The state of process `pid`, created empty the first time it is seen.
+fn process_entry(processes: &mut FxHashMap<u32, ProcessState>, pid: u32) -> &mut ProcessState {
+    processes.entry(pid).or_default()
+}
+
+/// A thread's command name from `/proc` (empty if it is gone).
+fn read_comm(pid: u32, tid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_default()
+}
+
+mod allocations;
+mod paths;
+mod probes;
+pub(crate) use probes::ProbeIds;
+#[cfg(test)]
+#[path = "recorder_tests.rs"]
+mod tests;

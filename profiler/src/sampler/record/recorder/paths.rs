@@ -1,0 +1,118 @@
+//! A sample's path into its thread's tree: unwound from the stack copy, resolved to modules,
+//! and, where the copy was too short for the whole stack, completed from the thread's previous
+//! complete path when the frame at the edge of the copy is provably the same frame.
+
+use crate::format::addr::Avma;
+use crate::format::db::{AddrKind, CctNodeId, Frame};
+use crate::sampler::unwinding::loadmap::AddressSpace;
+use crate::sampler::unwinding::unwind::{walk, RawFrame, StackSample, WalkEnd};
+
+use super::{process_entry, PathEntry, PathOutcome, Recorder, ThreadState};
+
+impl Recorder {
+    /// Unwind `sample`'s user stack from its IP (of kind `leaf`: the interrupted instruction,
+    /// or the return address of a call in progress) and insert the path; returns the leaf node
+    /// and how the path was completed.
+    pub(super) fn insert_user_path(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        sample: &StackSample<'_>,
+        leaf: AddrKind,
+    ) -> (CctNodeId, PathOutcome) {
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        let process = process_entry(&mut self.processes, pid);
+        let walked = walk(
+            &process.space.unwinder,
+            &mut self.cache,
+            sample,
+            &mut frames,
+        );
+        self.outer_cfa = walked.outer_cfa;
+        frames[0].kind = leaf;
+        let inserted = self.insert_frames(pid, tid, &frames, walked.end);
+        self.frames = frames;
+        inserted
+    }
+
+    fn frame_of(space: &AddressSpace, f: &RawFrame) -> Frame {
+        match space.resolve(Avma(f.avma)) {
+            Some((module, addr)) => Frame::Code {
+                module,
+                addr,
+                kind: f.kind,
+            },
+            None => Frame::Unmapped {
+                avma: Avma(f.avma),
+                kind: f.kind,
+            },
+        }
+    }
+
+    fn insert_frames(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        frames: &[RawFrame],
+        end: WalkEnd,
+    ) -> (CctNodeId, PathOutcome) {
+        let space = &self.processes[&pid].space;
+        let thread = self.threads.get_mut(&tid).expect("thread exists");
+        self.path.clear();
+        self.path
+            .extend(frames.iter().rev().map(|f| Self::frame_of(space, f)));
+
+        // A walk that stops at the return into an entry point's first call (the dynamic
+        // loader's `_start`, which has no unwind information) did reach the root.
+        let at_entry =
+            |f: &RawFrame| f.kind == AddrKind::Return && space.is_entry_return(Avma(f.avma));
+        if end == WalkEnd::Complete || frames.last().is_some_and(at_entry) {
+            let leaf = insert_remembered(thread, frames, &self.path, CctNodeId::ROOT, 0);
+            return (leaf, PathOutcome::Complete);
+        }
+        // Truncated: complete from the previous path if its frame at the edge is ours.
+        if end == WalkEnd::Truncated {
+            if let Some(edge) = frames.last().filter(|f| f.kind == AddrKind::Return) {
+                if let Some(j) = thread
+                    .last_path
+                    .iter()
+                    .rposition(|e| e.sp == edge.sp && e.ra == edge.avma)
+                {
+                    let anchor = thread.last_path[j].node;
+                    let inner = &frames[..frames.len() - 1];
+                    let leaf = insert_remembered(thread, inner, &self.path[1..], anchor, j + 1);
+                    return (leaf, PathOutcome::Stitched);
+                }
+            }
+        }
+        let partial = thread.cct.child(CctNodeId::ROOT, Frame::Partial);
+        let leaf = thread.cct.insert_path(partial, self.path.iter().copied());
+        (leaf, PathOutcome::Partial)
+    }
+}
+
+/// Insert a complete path below `start` (`frames` innermost first, `path` the same frames
+/// resolved, outermost first) and remember its return-address frames as the thread's last
+/// complete path, after the first `keep` entries already there. Returns the leaf.
+fn insert_remembered(
+    thread: &mut ThreadState,
+    frames: &[RawFrame],
+    path: &[Frame],
+    start: CctNodeId,
+    keep: usize,
+) -> CctNodeId {
+    thread.last_path.truncate(keep);
+    let mut node = start;
+    for (raw, frame) in frames.iter().rev().zip(path) {
+        node = thread.cct.child(node, *frame);
+        if raw.kind == AddrKind::Return {
+            thread.last_path.push(PathEntry {
+                sp: raw.sp,
+                ra: raw.avma,
+                node,
+            });
+        }
+    }
+    node
+}

@@ -1,0 +1,335 @@
+//! Load maps: which module each runtime address of a process belongs to, and the one place
+//! where runtime addresses ([`Avma`]) become link-time addresses ([`Svma`]).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use framehop::x86_64::UnwinderX86_64;
+use framehop::{Module, Unwinder};
+use fxhash::FxHashMap;
+
+use crate::format::addr::{Avma, Svma};
+use crate::format::dataref::MappingKind;
+use crate::format::db::{ModuleInfo, ProfileModuleId};
+use crate::format::vdso::own_vdso;
+use crate::sampler::unwinding::image::{Image, SectionBytes};
+
+/// The framehop unwinder type used for every process.
+pub type ProcessUnwinder = UnwinderX86_64<SectionBytes>;
+
+/// Every module seen in the run, each file read once.
+#[derive(Default)]
+pub struct ModuleRegistry {
+    infos: Vec<ModuleInfo>,
+    /// The image of each module, by id (`None` where it could not be read).
+    images: Vec<Option<Arc<Image>>>,
+    by_path: FxHashMap<String, (ProfileModuleId, Option<Arc<Image>>)>,
+    /// Modules that could not be read, with the reason (reported in the summary).
+    pub unreadable: Vec<(String, String)>,
+}
+
+impl ModuleRegistry {
+    /// The module for `path`, reading its image the first time.
+    pub fn get(&mut self, path: &str) -> (ProfileModuleId, Option<Arc<Image>>) {
+        if let Some((id, image)) = self.by_path.get(path) {
+            return (*id, image.clone());
+        }
+        let image = match path {
+            "[vdso]" => own_vdso().and_then(|b| Image::from_vec(b).ok()),
+            _ if path.starts_with('[') => None,
+            _ => match Image::open(Path::new(path)) {
+                Ok(image) => Some(image),
+                Err(e) => {
+                    self.unreadable.push((path.to_string(), e.to_string()));
+                    None
+                }
+            },
+        }
+        .map(Arc::new);
+        let id = ProfileModuleId::from_index(self.infos.len());
+        let build_id = image.as_ref().and_then(|i| i.build_id.clone());
+        // Only a file without a build-id needs its bytes summed to be recognised later.
+        let checksum = image
+            .as_ref()
+            .filter(|_| build_id.is_none())
+            .map(|i| i.checksum());
+        self.infos.push(ModuleInfo {
+            path: path.to_string(),
+            build_id,
+            checksum,
+        });
+        self.by_path.insert(path.to_string(), (id, image.clone()));
+        self.images.push(image.clone());
+        (id, image)
+    }
+
+    /// The image of module `id`, if it could be read.
+    pub(crate) fn image(&self, id: ProfileModuleId) -> Option<&Image> {
+        self.images.get(id.index())?.as_deref()
+    }
+
+    /// The module table for `profile.db`.
+    pub fn into_infos(self) -> Vec<ModuleInfo> {
+        self.infos
+    }
+}
+
+/// One executable mapping of a module into a process.
+#[derive(Debug, Clone, Copy)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    module: ProfileModuleId,
+    /// `avma - svma` for every address of the mapping.
+    bias: u64,
+    /// The module's ELF entry point, link-time.
+    entry: Option<u64>,
+}
+
+/// Bytes after an entry point within which the entry code makes its first call. The kernel
+/// starts a process there with nothing above it on the stack, and the dynamic loader's entry
+/// code (`_start` in ld.so) has no unwind information: a path whose outermost return address
+/// is this close after an entry point has reached the thread's root.
+const ENTRY_CALL_WINDOW: u64 = 16;
+
+/// A new executable mapping, as the kernel reported it (`PERF_RECORD_MMAP2` or `/proc/PID/maps`).
+#[derive(Debug, Clone, Copy)]
+pub struct MapEvent<'a> {
+    /// First runtime address.
+    pub start: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// File offset of the first byte.
+    pub pgoff: u64,
+    /// The mapped file (or `[vdso]`, `//anon`, ...).
+    pub path: &'a str,
+}
+
+/// Runtime addresses holding a module's static data (a non-executable `PT_LOAD` segment,
+/// `.bss` included), known from the module's executable mapping and its load bias.
+#[derive(Debug, Clone, Copy)]
+struct StaticRange {
+    start: u64,
+    end: u64,
+    module: ProfileModuleId,
+    bias: u64,
+}
+
+/// How the kernel names the allocation shim's ring mappings (its memfds).
+const SHIM_RINGS: &str = "/memfd:hpcrun-alloc";
+
+/// A non-executable mapping (`--data` asks the kernel for these), by kind.
+#[derive(Debug, Clone, Copy)]
+struct DataMapping {
+    start: u64,
+    end: u64,
+    kind: MappingKind,
+}
+
+/// A process's address space: its executable mappings and the unwinder that knows them.
+#[derive(Clone, Default)]
+pub struct AddressSpace {
+    mappings: Vec<Mapping>,
+    statics: Vec<StaticRange>,
+    data_mappings: Vec<DataMapping>,
+    /// framehop's view of the same mappings.
+    pub unwinder: ProcessUnwinder,
+}
+
+impl AddressSpace {
+    /// Record a new executable mapping, replacing whatever it overlaps (the kernel sends no
+    /// unmap records). Anonymous mappings and kernel pseudo-mappings other than `[vdso]` are
+    /// ignored: their addresses stay unmapped.
+    pub fn map(&mut self, ev: MapEvent<'_>, modules: &mut ModuleRegistry) {
+        if ev.len == 0 || ev.path.is_empty() || ev.path.starts_with("//anon") {
+            return;
+        }
+        if ev.path.starts_with('[') && ev.path != "[vdso]" {
+            // `[vsyscall]`, `[uprobes]`, `[anon:...]`: no file to unwind through or name code
+            // with; their addresses stay unmapped like anonymous code.
+            return;
+        }
+        let end = ev.start.saturating_add(ev.len);
+        self.unmap(ev.start, end);
+        let (module, image) = modules.get(ev.path);
+        let svma_start = image
+            .as_ref()
+            .and_then(|i| i.svma_of_mapping(ev.pgoff, ev.len))
+            .unwrap_or(ev.pgoff);
+        let bias = ev.start.wrapping_sub(svma_start);
+        let pos = self.mappings.partition_point(|m| m.start < ev.start);
+        self.mappings.insert(
+            pos,
+            Mapping {
+                start: ev.start,
+                end,
+                module,
+                bias,
+                entry: image.as_ref().and_then(|i| i.entry),
+            },
+        );
+        if let Some(image) = image {
+            self.statics.retain(|r| r.module != module);
+            self.statics
+                .extend(image.data_segments().map(|range| StaticRange {
+                    start: range.start.wrapping_add(bias),
+                    end: range.end.wrapping_add(bias),
+                    module,
+                    bias,
+                }));
+            let name = ev.path.to_string();
+            self.unwinder
+                .add_module(Module::new(name, ev.start..end, bias, image.unwind_info()));
+        }
+    }
+
+    fn unmap(&mut self, start: u64, end: u64) {
+        let unwinder = &mut self.unwinder;
+        self.mappings.retain(|m| {
+            let overlaps = m.start < end && start < m.end;
+            if overlaps {
+                unwinder.remove_module(m.start);
+            }
+            !overlaps
+        });
+    }
+
+    /// The mapping holding runtime address `avma`, and the address's link-time address in it.
+    fn mapping_of(&self, avma: Avma) -> Option<(&Mapping, Svma)> {
+        let i = self.mappings.partition_point(|m| m.start <= avma.0);
+        let m = self.mappings.get(i.checked_sub(1)?)?;
+        (avma.0 < m.end).then(|| (m, Svma(avma.0.wrapping_sub(m.bias))))
+    }
+
+    /// The module and link-time address of a runtime address, if it is mapped.
+    pub fn resolve(&self, avma: Avma) -> Option<(ProfileModuleId, Svma)> {
+        self.mapping_of(avma).map(|(m, svma)| (m.module, svma))
+    }
+
+    /// The module whose static data holds runtime address `avma`, and the address at link
+    /// time.
+    pub(crate) fn static_at(&self, avma: Avma) -> Option<(ProfileModuleId, Svma)> {
+        self.statics
+            .iter()
+            .find(|r| r.start <= avma.0 && avma.0 < r.end)
+            .map(|r| (r.module, Svma(avma.0.wrapping_sub(r.bias))))
+    }
+
+    /// Record a non-executable mapping (`PERF_RECORD_MMAP2` with `mmap_data`), replacing what
+    /// it overlaps.
+    pub(crate) fn map_data(&mut self, start: u64, len: u64, path: &str) {
+        let end = start.saturating_add(len);
+        let kind = match path {
+            "[heap]" => MappingKind::Brk,
+            "[stack]" => MappingKind::Stack,
+            p if p.starts_with(SHIM_RINGS) => MappingKind::Profiler,
+            p if p.is_empty() || p.starts_with("//anon") || p.starts_with('[') => {
+                MappingKind::Anonymous
+            }
+            _ => MappingKind::File,
+        };
+        self.data_mappings
+            .retain(|m| !(m.start < end && start < m.end));
+        self.data_mappings.push(DataMapping { start, end, kind });
+    }
+
+    /// The kind of the non-executable mapping holding runtime address `avma`, if one does.
+    pub(crate) fn mapping_kind(&self, avma: Avma) -> Option<MappingKind> {
+        self.data_mappings
+            .iter()
+            .find(|m| m.start <= avma.0 && avma.0 < m.end)
+            .map(|m| m.kind)
+    }
+
+    /// Whether return address `ra` is the return from the first call of a module's entry code
+    /// (see [`ENTRY_CALL_WINDOW`]): the outermost frame of a process's main thread.
+    pub(crate) fn is_entry_return(&self, ra: Avma) -> bool {
+        self.mapping_of(ra).is_some_and(|(m, svma)| {
+            m.entry
+                .is_some_and(|e| svma.0 > e && svma.0 <= e + ENTRY_CALL_WINDOW)
+        })
+    }
+
+    /// Populate from `/proc/PID/maps` (for what was mapped before sampling started).
+    pub fn load_proc_maps(&mut self, pid: u32, modules: &mut ModuleRegistry) {
+        let Some(text) = crate::format::procmaps::read(Some(pid)) else {
+            return;
+        };
+        for line in text.lines() {
+            if let Some(ev) = parse_maps_line(line) {
+                self.map(ev, modules);
+            }
+        }
+    }
+}
+
+/// One executable line of `/proc/PID/maps`.
+fn parse_maps_line(line: &str) -> Option<MapEvent<'_>> {
+    let line = crate::format::procmaps::parse(line).filter(|l| l.executable())?;
+    Some(MapEvent {
+        start: line.start,
+        len: line.end - line.start,
+        pgoff: line.offset,
+        path: line.path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_mappings_are_classified_by_name_and_replace_what_they_overlap() {
+        let mut space = AddressSpace::default();
+        space.map_data(0x1000, 0x1000, "[heap]");
+        space.map_data(0x3000, 0x1000, "/memfd:hpcrun-alloc (deleted)");
+        space.map_data(0x5000, 0x2000, "//anon");
+        space.map_data(0x8000, 0x1000, "/data/file");
+        let kind = |space: &AddressSpace, a| space.mapping_kind(Avma(a));
+        assert_eq!(kind(&space, 0x1fff), Some(MappingKind::Brk));
+        assert_eq!(kind(&space, 0x2000), None);
+        assert_eq!(kind(&space, 0x3000), Some(MappingKind::Profiler));
+        assert_eq!(kind(&space, 0x6000), Some(MappingKind::Anonymous));
+        assert_eq!(kind(&space, 0x8000), Some(MappingKind::File));
+        space.map_data(0x5800, 0x1000, "[stack]");
+        assert_eq!(kind(&space, 0x5000), None, "the overlapped mapping is gone");
+        assert_eq!(kind(&space, 0x5800), Some(MappingKind::Stack));
+    }
+
+    #[test]
+    fn maps_lines_keep_only_executable_mappings() {
+        let ev = parse_maps_line(
+            "7f1c2a428000-7f1c2a5bd000 r-xp 00028000 fe:01 1835128   /usr/lib/x86_64-linux-gnu/libc.so.6",
+        )
+        .unwrap();
+        assert_eq!(ev.start, 0x7f1c2a428000);
+        assert_eq!(ev.len, 0x7f1c2a5bd000 - 0x7f1c2a428000);
+        assert_eq!(ev.pgoff, 0x28000);
+        assert_eq!(ev.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        assert!(
+            parse_maps_line("7f1c2a400000-7f1c2a428000 r--p 00000000 fe:01 1835128 /x").is_none()
+        );
+    }
+
+    #[test]
+    fn resolves_addresses_through_the_load_bias_of_our_own_libc() {
+        // Our own process maps libc like any other: resolving its code must land inside the
+        // file's own .text link-time range.
+        let mut modules = ModuleRegistry::default();
+        let mut space = AddressSpace::default();
+        space.load_proc_maps(std::process::id(), &mut modules);
+        let addr = libc::getpid as *const () as u64;
+        let (module, svma) = space.resolve(Avma(addr)).expect("libc code is mapped");
+        let infos = modules.into_infos();
+        let path = &infos[module.index()].path;
+        assert!(path.contains("libc"), "{path}");
+        let data = std::fs::read(path).unwrap();
+        let obj = object::File::parse(&*data).unwrap();
+        use object::{Object, ObjectSymbol};
+        let sym = obj
+            .dynamic_symbols()
+            .find(|s| s.name() == Ok("getpid"))
+            .expect("getpid symbol");
+        assert_eq!(svma.0, sym.address());
+    }
+}
