@@ -1,31 +1,31 @@
-//! One measurement from start to finish: open the events, run (or attach to) the target, drain
-//! the rings until it ends, and hand back the recording.
+//! One measurement from start to finish: make the target ready (`target`), open the events,
+//! start the copier and the command, read until it ends (`reading`), and hand back the
+//! recording.
 
 use std::ffi::OsString;
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::signal::kill;
-use nix::unistd::Pid;
 
 use crate::format::db::{EventDesc, Sampling};
 use crate::format::watchdb::WatchProfile;
-use crate::sampler::capture::event_plan::plan;
 pub use crate::sampler::capture::event_plan::RunError;
+use crate::sampler::capture::event_plan::{plan, Plan};
 use crate::sampler::capture::events::{DataSource, EventClass, EventSpec};
-use crate::sampler::capture::launch::{self, ChildState, Ended};
+use crate::sampler::capture::launch::Ended;
 use crate::sampler::capture::perf::{self, AttrOptions};
 use crate::sampler::capture::pmu::MemOp;
+use crate::sampler::capture::priority;
 use crate::sampler::capture::ring::Copier;
 use crate::sampler::capture::signals::SignalPipe;
-use crate::sampler::data::alloc::AllocTracker;
 use crate::sampler::data::sample::SampleLayout;
 use crate::sampler::open_events::{default_ring_pages, OpenEvents};
 use crate::sampler::record::recorder::{EventLayout, PreciseLayout, Recorder, Recording};
 use crate::sampler::results::report::Notice;
-use crate::sampler::streams::{self, HeapSource};
-use crate::sampler::watch::{WatchPlan, WatchRequest, Watcher};
+use crate::sampler::watch::{WatchRequest, Watcher};
+use reading::{AttachedCpu, Reading};
+use target::Prepared;
+
+mod reading;
+mod target;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -142,159 +142,22 @@ fn precise_layout(spec: &EventSpec, opts: &AttrOptions) -> Option<PreciseLayout>
 /// Run one measurement. Precise memory events (`-e mem`) imply `--data`: their samples are
 /// data addresses.
 pub fn run(opts: &Options) -> Result<Measurement, RunError> {
-    let data = opts.data
-        || opts
-            .events
-            .iter()
-            .any(|e| matches!(e.event.class, EventClass::Memory(_)));
+    let data =
+        opts.data || (opts.events.iter()).any(|e| matches!(e.event.class, EventClass::Memory(_)));
     let cpus = perf::online_cpus();
     let signals = SignalPipe::install().map_err(|e| RunError::System(e.to_string()))?;
-    let mut tracker = None;
-    let mut probes = Vec::new();
-    let mut heap_unavailable = None;
-    let mut watch_plan = None;
-    let (child, tasks, command) = match &opts.target {
-        Target::Launch(argv) => {
-            let program = launch::resolve(&argv[0])?;
-            if let Some(request) = &opts.watch {
-                watch_plan =
-                    Some(WatchPlan::new(&program, request.clone()).map_err(RunError::Event)?);
-            }
-            if data {
-                match streams::heap_tracking(argv, &program, opts.alloc_min) {
-                    Ok(HeapSource::Shim(t)) => tracker = Some(t),
-                    Ok(HeapSource::Probes(p)) => probes = p,
-                    Err(why) => heap_unavailable = Some(why),
-                }
-                if heap_unavailable.is_none() {
-                    watch_plan = watch_plan.map(|p| p.with_heap_targets(opts.alloc_min));
-                }
-            }
-            let (env, keep) = match &tracker {
-                Some(t) => (t.child_env(), t.fds_to_keep().to_vec()),
-                None => (Vec::new(), Vec::new()),
-            };
-            let blocked = match watch_plan.is_some() {
-                true => launch::spawn_blocked_stopping(argv, &env, &keep)?,
-                false => launch::spawn_blocked_with(argv, &env, &keep)?,
-            };
-            let pid = blocked.pid.as_raw();
-            (
-                Some(blocked),
-                vec![pid],
-                argv.iter()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect(),
-            )
-        }
-        Target::Attach(pid) => {
-            if opts.watch.is_some() {
-                return Err(RunError::Event(
-                    "--watch needs a command to run, not -p (the watchpoints are placed at its \
-                     start)"
-                        .into(),
-                ));
-            }
-            if data {
-                match streams::heap_tracking_attached(*pid) {
-                    Ok(p) => probes = p,
-                    Err(why) => heap_unavailable = Some(why),
-                }
-            }
-            let tasks = threads_of(*pid);
-            if tasks.is_empty() {
-                return Err(RunError::System(format!("process {pid} does not exist")));
-            }
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let command: Vec<String> = cmdline
-                .split(|&b| b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            (None, tasks, command)
-        }
-    };
-    // Allocator probes on a program allocating as fast as it can fill a ring with an 8 KiB stack
-    // copy per call every few µs: give the reader longer to come (measured on this project's
-    // VM, 200,000 malloc+free pairs: 250-3900 records lost with 2 MiB per CPU, none with 8).
-    let pages = opts.ring_pages.unwrap_or_else(|| match probes.is_empty() {
-        true => default_ring_pages(cpus.len()),
-        false => default_ring_pages(cpus.len()).max(PROBE_RING_PAGES),
-    });
-    let setup = (|| {
-        let mut attr_opts = AttrOptions {
-            stack_size: opts.stack_size,
-            kernel: true,
-            enable_on_exec: true,
-            data,
-            precise: Default::default(),
-        };
-        let plan = plan(&opts.events, tasks[0], cpus[0], attr_opts)?;
-        let mut notices = plan.notices.clone();
-        attr_opts.kernel = plan.kernel;
-        attr_opts.precise = plan.precise;
-        attr_opts.enable_on_exec = child.is_some();
-        let mut open = OpenEvents::new(attr_opts, pages);
-        open.add_tasks(&plan, &tasks, &cpus)?;
-        if let Target::Attach(pid) = opts.target {
-            // Threads created while the first events were being opened are not covered by
-            // their inheritance: open theirs too, until the thread list is stable.
-            let mut known = tasks.clone();
-            loop {
-                let new: Vec<i32> = threads_of(pid)
-                    .into_iter()
-                    .filter(|t| !known.contains(t))
-                    .collect();
-                if new.is_empty() {
-                    break;
-                }
-                open.add_tasks(&plan, &new, &cpus)?;
-                known.extend(new);
-            }
-        }
-        if open.pages < pages && opts.ring_pages.is_some() {
-            notices.push(format!(
-                "sample buffers reduced to {} KiB per CPU by the locked-memory limit",
-                open.pages * 4
-            ));
-        }
-        Ok::<_, RunError>((plan, open, notices))
-    })();
-    let (plan, mut open, notices) = match setup {
-        Ok(s) => s,
-        Err(e) => {
-            if let Some(c) = child {
-                c.abandon();
-            }
-            return Err(explain_for_target(e, &opts.target));
-        }
-    };
-    let probe_ids = match open.add_probes(&probes, &tasks, &cpus) {
+    let mut target = Prepared::new(opts, data)?;
+    let opened = open_all(opts, data, &target, &cpus);
+    let (plan, mut open, notices) = target.or_abandon(opened)?;
+    let probe_ids = match open.add_probes(&target.heap.probes, &target.tasks, &cpus) {
         Ok(ids) => ids,
         Err(e) => {
-            heap_unavailable = Some(format!("the allocator's uprobes could not be opened ({e})"));
+            let why = format!("the allocator's uprobes could not be opened ({e})");
+            target.heap.unavailable = Some(why);
             Vec::new()
         }
     };
-    let mut recorder = Recorder::new(
-        plan.specs
-            .iter()
-            .map(|(spec, _)| EventLayout {
-                parse_info: perf::parse_info(&perf::attr(spec, &open.opts, false)),
-                fixed_period: match spec.sampling {
-                    Sampling::Period(p) => Some(p),
-                    Sampling::Frequency(_) => None,
-                },
-                data: if data {
-                    spec.event.data_source()
-                } else {
-                    DataSource::None
-                },
-                precise: precise_layout(spec, &open.opts),
-            })
-            .collect(),
-        open.event_of_id.clone(),
-    );
+    let mut recorder = Recorder::new(event_layouts(&plan, &open, data), open.event_of_id.clone());
     recorder.add_probes(probe_ids, opts.alloc_min);
     if let Some(budget) = opts.trace {
         recorder.trace(budget);
@@ -302,66 +165,40 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     // Copies the rings out as soon as they wake it, from before the command starts (a short
     // program's fault burst fills a ring in a millisecond), while the reader unwinds; stopped
     // before the last drain.
-    let copier = match Copier::start(&open.rings) {
-        Ok(c) => c,
-        Err(e) => {
-            if let Some(c) = child {
-                c.abandon();
-            }
-            return Err(RunError::System(format!(
-                "cannot start the thread that empties the sample buffers: {e}"
-            )));
-        }
-    };
+    let copier = target.or_abandon(Copier::start(&open.rings).map_err(|e| {
+        RunError::System(format!(
+            "cannot start the thread that empties the sample buffers: {e}"
+        ))
+    }))?;
     // The command exists by now, stopped (and its children reset to the ordinary policy
     // anyway); the copier thread exists too, so the reader's nice value is its own.
-    if !crate::sampler::capture::priority::set_realtime(crate::sampler::capture::priority::READER) {
-        crate::sampler::capture::priority::yield_to_copier();
+    if !priority::set_realtime(priority::READER) {
+        priority::yield_to_copier();
     }
-    let start_ns = now_ns();
-    let started = Instant::now();
-    let mut watcher = None;
-    let child_pid = match (child, watch_plan) {
-        (Some(c), Some(plan)) => {
-            let name = command.first().cloned().unwrap_or_default();
-            let start = |pid: Pid| Watcher::start(pid.as_raw(), plan, &cpus);
-            let (pid, w) = c.release_stopped(&name, start)?.map_err(RunError::System)?;
-            watcher = Some(w);
-            Some(pid)
-        }
-        (Some(c), None) => {
-            let name = command.first().cloned().unwrap_or_default();
-            Some(c.release(&name)?)
-        }
-        (None, _) => {
-            if let Target::Attach(pid) = opts.target {
-                recorder.adopt_process(pid);
-            }
-            None
-        }
-    };
-    let mut attached_cpu = AttachedCpu::default();
+    let (start_ns, started) = (now_ns(), Instant::now());
+    let (child, mut watcher) = target.release(&cpus, &mut recorder)?;
     if let Target::Attach(pid) = opts.target {
         (opts.notify)(Notice::Attached(pid));
     }
-    let ended = record_loop(
-        &mut open,
+    let mut attached_cpu = AttachedCpu::default();
+    let ended = Reading {
+        open: &mut open,
         copier,
-        &mut recorder,
-        tracker.as_mut(),
-        &signals,
-        child_pid,
-        opts.notify,
-        &tasks,
-        &mut attached_cpu,
-        watcher.as_mut(),
-    );
-    recorder.heap_tracking(heap_unavailable, tracker.as_ref().map_or(0, |t| t.lost()));
+        recorder: &mut recorder,
+        tracker: target.heap.tracker.as_mut(),
+        watcher: watcher.as_mut(),
+        signals: &signals,
+        child,
+        tasks: &target.tasks,
+        notify: opts.notify,
+        attached_cpu: &mut attached_cpu,
+    }
+    .until_end();
+    let lost = target.heap.tracker.as_ref().map_or(0, |t| t.lost());
+    recorder.heap_tracking(target.heap.unavailable, lost);
     Ok(Measurement {
         recording: recorder.finish(),
-        events: plan
-            .specs
-            .iter()
+        events: (plan.specs.iter())
             .map(|(s, replaced)| s.describe(replaced.as_deref()))
             .collect(),
         kernel: plan.kernel,
@@ -370,132 +207,88 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         start_ns,
         end_ns: now_ns(),
         duration: started.elapsed(),
-        command,
+        command: target.command,
         attached_cpu: attached_cpu.used(),
         watch: watcher.map(Watcher::finish).unwrap_or_default(),
     })
 }
 
-/// The CPU time of a process that is not our child, followed from `/proc/PID/stat`: read when
-/// sampling starts and at every wake-up while the process lives, since it leaves no rusage
-/// behind for us when it exits.
-#[derive(Default)]
-struct AttachedCpu {
-    first: Option<f64>,
-    last: Option<f64>,
-}
-
-impl AttachedCpu {
-    fn update(&mut self, pid: i32) {
-        if let Some(now) = process_cpu_seconds(pid) {
-            self.first.get_or_insert(now);
-            self.last = Some(now);
-        }
-    }
-
-    fn used(&self) -> Option<f64> {
-        Some(self.last? - self.first?)
-    }
-}
-
-/// User + system CPU seconds of process `pid`, all its threads (fields 14 and 15 of
-/// `/proc/PID/stat`, counted after the parenthesised command name, which may hold spaces).
-fn process_cpu_seconds(pid: i32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat
-        .get(stat.rfind(')')? + 1..)?
-        .split_whitespace()
-        .collect();
-    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .filter(|&hz| hz > 0)?;
-    Some(ticks as f64 / hz as f64)
-}
-
-/// Drain the rings until the child ends (launch), or the process ends or Ctrl-C (attach).
-#[allow(clippy::too_many_arguments)]
-fn record_loop(
-    open: &mut OpenEvents,
-    copier: Copier,
-    recorder: &mut Recorder,
-    mut tracker: Option<&mut AllocTracker>,
-    signals: &SignalPipe,
-    child: Option<Pid>,
-    notify: fn(Notice),
-    tasks: &[i32],
-    attached_cpu: &mut AttachedCpu,
-    mut watcher: Option<&mut Watcher>,
-) -> Option<Ended> {
-    if child.is_none() {
-        attached_cpu.update(tasks[0]);
-        open.fds().for_each(|fd| perf::set_enabled(fd, true));
-    }
-    // Readable when the child exits, so the end of the run is noticed at once.
-    let exit_fd = child.and_then(launch::exit_fd);
-    let ended = loop {
-        {
-            // The copier alone polls the rings; it says when it has copied something.
-            let mut fds: Vec<PollFd> = vec![
-                PollFd::new(signals.fd().as_fd(), PollFlags::POLLIN),
-                PollFd::new(copier.notices().as_fd(), PollFlags::POLLIN),
-            ];
-            fds.extend(
-                exit_fd
-                    .iter()
-                    .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
-            );
-            fds.extend(
-                tracker
-                    .as_ref()
-                    .map(|t| PollFd::new(t.poll_fd(), PollFlags::POLLIN)),
-            );
-            fds.extend(
-                (watcher.iter())
-                    .flat_map(|w| w.poll_fds())
-                    .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
-            );
-            let wait = watcher.as_ref().map_or(50, |w| w.sleep_ms().min(50));
-            let _ = poll(&mut fds, PollTimeout::from(wait));
-            copier.take_notices();
-        }
-        let mut stop = false;
-        for sig in signals.take() {
-            match child {
-                Some(pid) if sig.from_process => {
-                    let _ = kill(pid, sig.signal);
-                }
-                Some(_) => {}
-                // Attached: any request to end stops sampling (a SIGPIPE is only our own
-                // write to a closed pipe).
-                None => stop |= sig.signal != nix::sys::signal::Signal::SIGPIPE,
-            }
-        }
-        copier.flush();
-        streams::drain(&mut open.rings, tracker.as_deref_mut(), recorder, false);
-        if let Some(w) = watcher.as_deref_mut() {
-            w.tick(recorder);
-        }
-        match child {
-            Some(pid) => match launch::poll_child(pid) {
-                ChildState::Ended(ended) => break Some(ended),
-                ChildState::Stopped(sig) => notify(Notice::Stopped(pid.as_raw() as u32, sig)),
-                ChildState::Running => {}
-            },
-            None => {
-                attached_cpu.update(tasks[0]);
-                let gone = kill(Pid::from_raw(tasks[0]), None).is_err();
-                if stop || gone || copier.all_hung() {
-                    break None;
-                }
-            }
-        }
+/// Plan the events of `opts` and open them on the target's tasks, one ring per CPU (with a
+/// notice when the locked-memory limit made the rings smaller than asked).
+fn open_all(
+    opts: &Options,
+    data: bool,
+    target: &Prepared,
+    cpus: &[i32],
+) -> Result<(Plan, OpenEvents, Vec<String>), RunError> {
+    // Allocator probes on a program allocating as fast as it can fill a ring with an 8 KiB
+    // stack copy per call every few µs: give the reader longer to come (measured on this
+    // project's VM, 200,000 malloc+free pairs: 250-3900 records lost with 2 MiB per CPU, none
+    // with 8).
+    let pages = opts
+        .ring_pages
+        .unwrap_or_else(|| match target.heap.probes.is_empty() {
+            true => default_ring_pages(cpus.len()),
+            false => default_ring_pages(cpus.len()).max(PROBE_RING_PAGES),
+        });
+    let mut attr_opts = AttrOptions {
+        stack_size: opts.stack_size,
+        kernel: true,
+        enable_on_exec: true,
+        data,
+        precise: Default::default(),
     };
-    open.fds().for_each(|fd| perf::set_enabled(fd, false));
-    drop(copier);
-    streams::drain(&mut open.rings, tracker, recorder, true);
-    ended
+    let plan = plan(&opts.events, target.tasks[0], cpus[0], attr_opts)
+        .map_err(|e| explain_for_target(e, &opts.target))?;
+    let mut notices = plan.notices.clone();
+    attr_opts.kernel = plan.kernel;
+    attr_opts.precise = plan.precise;
+    attr_opts.enable_on_exec = target.launched();
+    let mut open = OpenEvents::new(attr_opts, pages);
+    let add = |open: &mut OpenEvents, tasks: &[i32]| {
+        (open.add_tasks(&plan, tasks, cpus)).map_err(|e| explain_for_target(e, &opts.target))
+    };
+    add(&mut open, &target.tasks)?;
+    if let Target::Attach(pid) = opts.target {
+        // Threads created while the first events were being opened are not covered by their
+        // inheritance: open theirs too, until the thread list is stable.
+        let mut known = target.tasks.clone();
+        loop {
+            let new: Vec<i32> = (threads_of(pid).into_iter())
+                .filter(|t| !known.contains(t))
+                .collect();
+            if new.is_empty() {
+                break;
+            }
+            add(&mut open, &new)?;
+            known.extend(new);
+        }
+    }
+    if open.pages < pages && opts.ring_pages.is_some() {
+        notices.push(format!(
+            "sample buffers reduced to {} KiB per CPU by the locked-memory limit",
+            open.pages * 4
+        ));
+    }
+    Ok((plan, open, notices))
+}
+
+/// How the recorder reads each planned event's samples.
+fn event_layouts(plan: &Plan, open: &OpenEvents, data: bool) -> Vec<EventLayout> {
+    (plan.specs.iter())
+        .map(|(spec, _)| EventLayout {
+            parse_info: perf::parse_info(&perf::attr(spec, &open.opts, false)),
+            fixed_period: match spec.sampling {
+                Sampling::Period(p) => Some(p),
+                Sampling::Frequency(_) => None,
+            },
+            data: match data {
+                true => spec.event.data_source(),
+                false => DataSource::None,
+            },
+            precise: precise_layout(spec, &open.opts),
+        })
+        .collect()
 }
 
 /// Assemble the `profile.db` contents from a finished measurement.
