@@ -58,7 +58,7 @@
 
 // The profile.db format (always built): what readers of a profile compile.
 mod format;
-pub use format::{addr, dataref, db, envelope, job, trace, vdso, watchdb};
+pub use format::{addr, dataref, db, envelope, job, sections, trace, vdso, watchdb};
 
 // The sampler (feature `sampler`, on by default): perf_event_open, unwinding, hpcrun-rs.
 #[cfg(feature = "sampler")]

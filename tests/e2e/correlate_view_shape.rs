@@ -55,6 +55,37 @@ fn csv_lists_every_scope_with_its_costs() {
     );
 }
 
+/// Names holding the CSV's own separators (commas, quotes, a line break) come back whole when
+/// another program reads the file: Python's `csv` module, as a spreadsheet script would.
+#[test]
+fn csv_fields_with_separators_read_back_by_python() {
+    let dir = scratch_dir("view_shape_csv_python");
+    let db = dir.join("odd.hpcdb");
+    let odd = "operator, \"quoted\"\nnext line";
+    let mut b = crate::synthetic_db::Builder::new(1);
+    let main = b.add(
+        correlate::DbNodeId::ROOT,
+        correlate::NodeKind::Procedure,
+        odd,
+        1,
+    );
+    let line = b.add(main, correlate::NodeKind::Statement, "", 2);
+    b.sample(line, 0, 7);
+    b.finish(&db);
+    let csv_file = dir.join("odd.csv");
+    let (code, _, err) = view(&db, &["--csv", "-o", csv_file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let script = "import csv, json, sys\n\
+                  print(json.dumps(list(csv.reader(open(sys.argv[1], newline='')))))";
+    let o = run(Command::new("python3").args(["-c", script]).arg(&csv_file));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<Vec<String>> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_eq!(rows[2][..3], ["1", "procedure", odd], "{rows:?}");
+    assert_eq!(rows[2][6..], ["7000000", "7000000"], "{rows:?}");
+    assert!(rows.iter().all(|r| r.len() == 8), "{rows:?}");
+}
+
 #[test]
 fn sort_top_focus_and_hide_shape_the_view() {
     let (_dir, db) = database("view_shape_flags");

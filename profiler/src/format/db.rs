@@ -1,13 +1,14 @@
 //! The `profile.db` format: what one `hpcrun-rs` run measured.
 //!
 //! A file is one [`Profile`] in the tools' common [envelope](crate::format::envelope) (magic
-//! `HPCRUNRS`, version 8: checksummed, then eight postcard parts one after the other: the
-//! profile, the module checksums, the [data references](crate::format::dataref), the data-source
+//! `HPCRUNRS`, version 9: checksummed, then [tagged sections](crate::format::sections), each
+//! one postcard value: 1 the profile, the module checksums, the [data references](crate::format::dataref), the data-source
 //! histograms of precise memory samples ([`crate::format::dataref::MemorySources`], attached to their
 //! [`crate::format::dataref::DataCost::sources`] when read), the run's place in a parallel job
 //! ([`JobPlace`]), the [traces](crate::format::trace) (`-t`), the [watchpoint
 //! results](crate::format::watchdb) (`--watch`) and the data traces
-//! ([`crate::format::dataref::DataProfile::traces`], `-t --data`). Version 7 files end before the
+//! ([`crate::format::dataref::DataProfile::traces`], `-t --data`), sections 2 to 8 in that order.
+//! Version 8 files hold the eight untagged, one after the other; version 7 files end before the
 //! data traces, version 6 files before the watch part, version 5 files before the traces,
 //! version 4 files after the histograms, version 3 files after the data
 //! references, version 2 files have no data references, version 1 files neither these nor
@@ -27,6 +28,7 @@ pub use crate::format::calltree::{
 use crate::format::dataref::{DataProfile, MemorySources};
 use crate::format::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
 use crate::format::job::JobPlace;
+use crate::format::sections;
 use crate::format::trace::Traces;
 use crate::format::watchdb::WatchProfile;
 
@@ -39,7 +41,7 @@ pub const PROFILE_MAGIC: [u8; 8] = *b"HPCRUNRS";
 /// one-part `write` and `decode`.
 pub(crate) static PROFILE_FILE: FileKind = FileKind {
     magic: PROFILE_MAGIC,
-    version: 8,
+    version: 9,
     oldest: 1,
     checked_since: 2,
     noun: "profile.db",
@@ -216,106 +218,63 @@ impl Profile {
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Profile, DbError> {
         let body = PROFILE_FILE.body(bytes, path)?;
         let corrupt = |e| PROFILE_FILE.corrupt(path, e);
-        let (mut profile, rest): (Profile, _) =
-            postcard::take_from_bytes(body.bytes).map_err(corrupt)?;
-        if body.version >= 2 {
-            let (sums, rest): (Vec<Option<u32>>, _) =
-                postcard::take_from_bytes(rest).map_err(corrupt)?;
-            if sums.len() != profile.modules.len() {
-                let why = format!(
-                    "{} checksums for {} modules",
-                    sums.len(),
-                    profile.modules.len()
-                );
-                return Err(PROFILE_FILE.malformed(path, why));
-            }
-            for (module, sum) in profile.modules.iter_mut().zip(sums) {
-                module.checksum = sum;
-            }
-            let mut rest = rest;
-            if body.version >= 3 {
-                let (data, after): (DataProfile, _) =
-                    postcard::take_from_bytes(rest).map_err(corrupt)?;
-                profile.data = data;
-                rest = after;
-            }
-            if body.version >= 4 {
-                let (sources, after): (MemorySources, _) =
-                    postcard::take_from_bytes(rest).map_err(corrupt)?;
-                let events = profile.events.len();
-                if let Err(why) = profile.data.attach_sources(sources, events) {
-                    return Err(PROFILE_FILE.malformed(path, why));
-                }
-                rest = after;
-            }
-            if body.version >= 5 {
-                let (job, after): (JobPlace, _) =
-                    postcard::take_from_bytes(rest).map_err(corrupt)?;
-                profile.job = job;
-                rest = after;
-            }
-            if body.version >= 6 {
-                let (traces, after): (Traces, _) =
-                    postcard::take_from_bytes(rest).map_err(corrupt)?;
-                profile.traces = traces;
-                rest = after;
-            }
-            if body.version >= 7 {
-                let (watch, after): (WatchProfile, _) =
-                    postcard::take_from_bytes(rest).map_err(corrupt)?;
-                profile.watch = watch;
-                rest = after;
-            }
-            if body.version >= 8 {
-                let (traces, after): (Traces, _) =
-                    postcard::take_from_bytes(rest).map_err(corrupt)?;
-                profile.data.traces = traces;
-                rest = after;
+        let malformed = |why| PROFILE_FILE.malformed(path, why);
+        let mut parts = Parts::default();
+        if body.version < TAGGED_SINCE {
+            // Versions 1 to 8: the first `version` sections, untagged, one after the other.
+            let mut rest = body.bytes;
+            for id in 1..=body.version {
+                rest = parts.take(id, rest).map_err(corrupt)?;
             }
             if !rest.is_empty() {
-                return Err(PROFILE_FILE.malformed(path, "bytes after the last part".into()));
+                return Err(malformed("bytes after the last part".into()));
+            }
+        } else {
+            for section in sections::split(body.bytes).map_err(malformed)? {
+                if !(1..=LAST_SECTION).contains(&section.id) {
+                    continue; // written by a newer hpcrun-rs; not needed for the rest
+                }
+                let rest = parts.take(section.id, section.bytes).map_err(corrupt)?;
+                if !rest.is_empty() {
+                    let why = format!("section {} holds bytes after its value", section.id);
+                    return Err(malformed(why));
+                }
             }
         }
-        let (events, modules) = (profile.events.len(), profile.modules.len());
-        for thread in &profile.threads {
-            if let Some(why) = thread.cct.malformation(events, modules) {
-                let why = format!("thread {}: {why}", thread.tid);
-                return Err(PROFILE_FILE.malformed(path, why));
-            }
-        }
-        let trees: Vec<(u32, &Cct)> = profile.threads.iter().map(|t| (t.tid, &t.cct)).collect();
-        if let Some(why) = profile.data.malformation(&trees, events, modules) {
-            return Err(PROFILE_FILE.malformed(path, why));
-        }
-        let nodes_of = |tid| {
-            Some(
-                profile
-                    .threads
-                    .iter()
-                    .find(|t| t.tid == tid)?
-                    .cct
-                    .nodes
-                    .len(),
-            )
-        };
-        if let Some(why) = profile.traces.malformation(nodes_of) {
-            return Err(PROFILE_FILE.malformed(path, why));
-        }
-        if let Some(why) = profile.watch.malformation() {
-            return Err(PROFILE_FILE.malformed(path, why));
-        }
+        let profile = parts.assemble(body.version).map_err(malformed)?;
+        profile.check().map_err(malformed)?;
         Ok(profile)
     }
 
-    /// The file's bytes in the current format version.
-    pub fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
-        let parts = self.parts()?;
-        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-        PROFILE_FILE.encode_parts(&refs)
+    /// Why the profile is not well formed: a thread's tree, the data references, the traces or
+    /// the watch results pointing outside what the profile holds.
+    fn check(&self) -> Result<(), String> {
+        let (events, modules) = (self.events.len(), self.modules.len());
+        for thread in &self.threads {
+            if let Some(why) = thread.cct.malformation(events, modules) {
+                return Err(format!("thread {}: {why}", thread.tid));
+            }
+        }
+        let trees: Vec<(u32, &Cct)> = self.threads.iter().map(|t| (t.tid, &t.cct)).collect();
+        if let Some(why) = self.data.malformation(&trees, events, modules) {
+            return Err(why);
+        }
+        let nodes_of = |tid| Some(self.threads.iter().find(|t| t.tid == tid)?.cct.nodes.len());
+        if let Some(why) = self.traces.malformation(nodes_of) {
+            return Err(why);
+        }
+        self.watch.malformation().map_or(Ok(()), Err)
     }
 
-    /// The file's parts in order, each encoded; a file of format version `v` > 1 holds the
-    /// first `v` of them (the tests write older versions this way).
+    /// The file's bytes in the current format version: tagged sections.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
+        let parts = self.parts()?;
+        let tagged: Vec<(u32, &[u8])> = (1..).zip(parts.iter().map(Vec::as_slice)).collect();
+        PROFILE_FILE.encode_parts(&[&sections::join(&tagged)])
+    }
+
+    /// The file's sections in order, each encoded: section `i + 1` is `parts()[i]`. A file of
+    /// an untagged format version `v` (2 to 8) holds the first `v` of them, one after the other.
     pub(crate) fn parts(&self) -> Result<Vec<Vec<u8>>, postcard::Error> {
         let sums: Vec<Option<u32>> = self.modules.iter().map(|m| m.checksum).collect();
         Ok(vec![
@@ -330,8 +289,8 @@ impl Profile {
         ])
     }
 
-    /// The bytes of this profile as a file of the older format `version` (2 or later) writes
-    /// it: its first `version` parts.
+    /// The bytes of this profile as a file of the older, untagged format `version` (2 to 8)
+    /// writes it: its first `version` parts.
     #[cfg(test)]
     pub(crate) fn to_version(&self, version: u32) -> Vec<u8> {
         let parts = self.parts().unwrap();
@@ -357,6 +316,84 @@ impl Profile {
     pub fn write(&self, path: &Path) -> Result<(), DbError> {
         let bytes = self.to_bytes().map_err(|e| PROFILE_FILE.corrupt(path, e))?;
         write_atomically(path, &bytes, Replace::Allowed)
+    }
+}
+
+/// The first format version whose body is [tagged sections](crate::format::sections).
+const TAGGED_SINCE: u32 = 9;
+
+/// The highest section id this build knows: 1 the profile, 2 its modules' checksums, 3 the data
+/// references, 4 their data sources, 5 the place in a job, 6 the traces, 7 the watch results,
+/// 8 the data traces.
+const LAST_SECTION: u32 = 8;
+
+/// The sections of a profile as they are decoded, before they are put together.
+#[derive(Default)]
+struct Parts {
+    profile: Option<Profile>,
+    sums: Option<Vec<Option<u32>>>,
+    data: Option<DataProfile>,
+    sources: Option<MemorySources>,
+    job: Option<JobPlace>,
+    traces: Option<Traces>,
+    watch: Option<WatchProfile>,
+    data_traces: Option<Traces>,
+}
+
+impl Parts {
+    /// Decode section `id` (1 to [`LAST_SECTION`]) from the front of `bytes`; returns the bytes
+    /// after it.
+    fn take<'b>(&mut self, id: u32, bytes: &'b [u8]) -> Result<&'b [u8], postcard::Error> {
+        fn put<'b, T: Deserialize<'b>>(
+            slot: &mut Option<T>,
+            bytes: &'b [u8],
+        ) -> Result<&'b [u8], postcard::Error> {
+            let (value, rest) = postcard::take_from_bytes(bytes)?;
+            *slot = Some(value);
+            Ok(rest)
+        }
+        match id {
+            1 => put(&mut self.profile, bytes),
+            2 => put(&mut self.sums, bytes),
+            3 => put(&mut self.data, bytes),
+            4 => put(&mut self.sources, bytes),
+            5 => put(&mut self.job, bytes),
+            6 => put(&mut self.traces, bytes),
+            7 => put(&mut self.watch, bytes),
+            _ => put(&mut self.data_traces, bytes),
+        }
+    }
+
+    /// The profile, each section in its place; why not when one it needs is missing (the
+    /// profile; from format version 2 on, the modules' checksums) or they disagree.
+    fn assemble(self, version: u32) -> Result<Profile, String> {
+        let mut profile = self.profile.ok_or("section 1 (the profile) is missing")?;
+        match self.sums {
+            Some(sums) if sums.len() == profile.modules.len() => {
+                for (module, sum) in profile.modules.iter_mut().zip(sums) {
+                    module.checksum = sum;
+                }
+            }
+            Some(sums) => {
+                let (n, m) = (sums.len(), profile.modules.len());
+                return Err(format!("{n} checksums for {m} modules"));
+            }
+            None if version >= 2 => {
+                return Err("section 2 (the modules' checksums) is missing".into());
+            }
+            None => {}
+        }
+        if let Some(data) = self.data {
+            profile.data = data;
+        }
+        if let Some(sources) = self.sources {
+            profile.data.attach_sources(sources, profile.events.len())?;
+        }
+        profile.job = self.job.unwrap_or_default();
+        profile.traces = self.traces.unwrap_or_default();
+        profile.watch = self.watch.unwrap_or_default();
+        profile.data.traces = self.data_traces.unwrap_or_default();
+        Ok(profile)
     }
 }
 

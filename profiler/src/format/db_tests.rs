@@ -257,3 +257,72 @@ fn profiles_keep_their_traces_and_version_5_files_still_read() {
     let err = Profile::from_bytes(&profile.to_bytes().unwrap(), p).unwrap_err();
     assert!(err.to_string().contains("context 9 of 2"), "{err}");
 }
+
+/// A `profile.db` of format version 8 (the last untagged one), written by the hpcrun-rs of
+/// commit 7483711: `hpcrun-rs -e page-faults@50 --data -t` on the fault-burst fixture.
+const VERSION_8: &[u8] = include_bytes!("../../tests/data/profile-v8.db");
+
+#[test]
+fn a_version_8_file_of_the_previous_hpcrun_rs_still_reads() {
+    let p = Path::new("v8.db");
+    assert_eq!(&VERSION_8[8..12], &8u32.to_le_bytes());
+    let old = Profile::from_bytes(VERSION_8, p).unwrap();
+    assert_eq!(old.events[0].name, "page-faults");
+    assert!(!old.data.threads.is_empty() && !old.traces.threads.is_empty());
+    assert!(!old.data.traces.threads.is_empty());
+    // The untagged parts this build writes for old versions are that writer's bytes.
+    assert_eq!(old.to_version(8), VERSION_8);
+    // Written again it is tagged, and reads back the same.
+    let now = old.to_bytes().unwrap();
+    assert_eq!(&now[8..12], &PROFILE_FILE.version.to_le_bytes());
+    assert_eq!(Profile::from_bytes(&now, p).unwrap(), old);
+    // Every older version is a prefix of its parts and reads without what came later.
+    for version in 1..8 {
+        let back = Profile::from_bytes(&old.to_version(version), p).unwrap();
+        assert_eq!(back.threads, old.threads, "version {version}");
+        assert_eq!(back.data.traces.threads.is_empty(), version < 8);
+        assert_eq!(back.traces.threads.is_empty(), version < 6);
+        assert_eq!(back.data.threads.is_empty(), version < 3);
+    }
+}
+
+#[test]
+fn unknown_sections_are_skipped_and_missing_ones_named() {
+    let p = Path::new("p.db");
+    let profile = profile_with_data(true);
+    let parts = profile.parts().unwrap();
+    let tagged = |ids: &[u32], extra: &[(u32, &[u8])]| {
+        let mut list: Vec<(u32, &[u8])> = (ids.iter())
+            .map(|&id| (id, parts[id as usize - 1].as_slice()))
+            .collect();
+        list.extend_from_slice(extra);
+        PROFILE_FILE
+            .encode_parts(&[&sections::join(&list)])
+            .unwrap()
+    };
+    let all: Vec<u32> = (1..=LAST_SECTION).collect();
+    let newer = tagged(&all, &[(42, b"from a newer hpcrun-rs")]);
+    assert_eq!(Profile::from_bytes(&newer, p).unwrap(), profile);
+    // Sections in another order read the same.
+    let reversed: Vec<u32> = all.iter().rev().copied().collect();
+    assert_eq!(
+        Profile::from_bytes(&tagged(&reversed, &[]), p).unwrap(),
+        profile
+    );
+    // The optional ones may be absent; the profile and its checksums may not.
+    let bare = Profile::from_bytes(&tagged(&[1, 2], &[]), p).unwrap();
+    assert_eq!(
+        (bare.threads, bare.data.threads.len()),
+        (profile.threads, 0)
+    );
+    for (ids, named) in [
+        (&[2, 3][..], "section 1 (the profile) is missing"),
+        (&[1, 3], "section 2 (the modules' checksums) is missing"),
+    ] {
+        let err = Profile::from_bytes(&tagged(ids, &[]), p).unwrap_err();
+        assert!(err.to_string().contains(named), "{err}");
+    }
+    let mut cut = tagged(&all, &[]);
+    cut.truncate(cut.len() - 1);
+    assert!(Profile::from_bytes(&cut, p).is_err());
+}

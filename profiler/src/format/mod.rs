@@ -10,6 +10,7 @@ pub mod db;
 pub mod envelope;
 pub mod job;
 pub(crate) mod procmaps;
+pub mod sections;
 pub mod trace;
 pub mod vdso;
 pub mod watchdb;
