@@ -1,13 +1,12 @@
 //! The correlated database (`*.hpcdb`): what `hpcprof-rs` writes and `hpcview-rs` reads.
 //!
 //! A file is one [`Database`] in the tools' common envelope ([`profiler::envelope`], magic
-//! `HPCPROFD`, version 7: the database, its [data section](crate::DataSection), each profile's
-//! place in a parallel job ([`Database::jobs`]), its [traces](profiler::trace), each
-//! profile's watchpoint results ([`Database::watch`]), then the data section's traces
-//! ([`crate::DataSection::traces`]); version 6 ends before the data traces, version 5 before
-//! the watch part, version 4 before the traces, version 3 after the data section, version 2
-//! is version 1 with a
-//! checksum and has no data section; all of them read). It holds everything the views need:
+//! `HPCPROFD`, version 8: [tagged sections](profiler::sections), 1 the database, 2 its [data
+//! section](crate::DataSection), 3 each profile's place in a parallel job ([`Database::jobs`]),
+//! 4 its [traces](profiler::trace), 5 each profile's watchpoint results ([`Database::watch`]),
+//! 6 the data section's traces ([`crate::DataSection::traces`]). Versions 3 to 7 hold the first
+//! 2 to 6 sections untagged, one after the other; versions 1 and 2 (2 with a checksum) only the
+//! first; all of them read). It holds everything the views need:
 //!
 //! - the metric descriptors ([`MetricDesc`]: event name, unit, sampling, run total),
 //! - the module table ([`ModuleDesc`], with where each module's structure came from),
@@ -32,6 +31,7 @@ use fxhash::FxHashMap;
 use profiler::db::{Cost, Sampling};
 use profiler::envelope::{read_file, write_atomically_with, EnvelopeError, FileKind, Replace};
 use profiler::job::JobPlace;
+use profiler::sections;
 use profiler::trace::Traces;
 use profiler::watchdb::WatchProfile;
 use serde::{Deserialize, Serialize};
@@ -41,14 +41,18 @@ use crate::db::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 use crate::db::label;
 use crate::db::node::{ChildIndex, Node, NodeKey, NodeKind};
 
-/// The parts of a database file in the current format version: a file of version `v` (3 or
-/// later) holds the first `v - 1`.
-const PARTS: usize = 6;
+/// The sections of a database file: 1 the database, 2 its data section, 3 the profiles' job
+/// places, 4 the traces, 5 the watch results, 6 the data traces. An untagged file of version
+/// `v` (3 to 7) holds the first `v - 1`, one after the other.
+const SECTIONS: usize = 6;
+
+/// The first format version whose body is tagged sections.
+const TAGGED_SINCE: u32 = 8;
 
 /// The kind of file a database is.
 pub(crate) static DATABASE_FILE: FileKind = FileKind {
     magic: *b"HPCPROFD",
-    version: 7,
+    version: 8,
     oldest: 1,
     checked_since: 2,
     noun: "database",
@@ -319,79 +323,68 @@ impl Database {
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Database, DatabaseError> {
         let body = DATABASE_FILE.body(bytes, path)?;
         let corrupt = |e| DATABASE_FILE.corrupt(path, e);
-        let (mut db, rest): (Database, _) =
-            postcard::take_from_bytes(body.bytes).map_err(corrupt)?;
-        let mut rest = rest;
-        if body.version >= 3 {
-            (db.data, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
-        }
-        if body.version >= 4 {
-            (db.jobs, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
-            if db.jobs.len() != db.profiles.len() {
-                let why = format!(
-                    "{} job places for {} profiles",
-                    db.jobs.len(),
-                    db.profiles.len()
-                );
-                return Err(DATABASE_FILE.malformed(path, why));
+        let malformed = |why| DATABASE_FILE.malformed(path, why);
+        let mut parts = Parts::default();
+        if body.version < TAGGED_SINCE {
+            // Versions 1 to 7: the first sections (all but the data section in versions 1
+            // and 2, the first `version - 1` from version 3 on), untagged, one after the other.
+            let mut rest = body.bytes;
+            for id in 1..=body.version.saturating_sub(1).max(1) {
+                rest = parts.take(id, rest).map_err(corrupt)?;
+            }
+            if !rest.is_empty() {
+                return Err(malformed("bytes after the last part".into()));
+            }
+        } else {
+            for section in sections::split(body.bytes).map_err(malformed)? {
+                if !(1..=SECTIONS as u32).contains(&section.id) {
+                    continue; // written by a newer hpcprof-rs; not needed for the rest
+                }
+                let rest = parts.take(section.id, section.bytes).map_err(corrupt)?;
+                if !rest.is_empty() {
+                    let why = format!("section {} holds bytes after its value", section.id);
+                    return Err(malformed(why));
+                }
             }
         }
-        if body.version >= 5 {
-            (db.traces, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+        let db = parts.assemble().map_err(malformed)?;
+        db.check().map_err(malformed)?;
+        Ok(db)
+    }
+
+    /// Why the database is not consistent: a node, a trace or the data section pointing
+    /// outside what the database holds.
+    fn check(&self) -> Result<(), String> {
+        if let Some(node) = self.first_bad_node() {
+            return Err(format!("node {node} refers to a missing node"));
         }
-        if body.version >= 6 {
-            (db.watch, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
-            let count = db.watch.len();
-            let why = match count == 0 || count == db.profiles.len() {
-                false => Some(format!(
-                    "{count} watch parts for {} profiles",
-                    db.profiles.len()
-                )),
-                true => db.watch.iter().find_map(WatchProfile::malformation),
-            };
-            if let Some(why) = why {
-                return Err(DATABASE_FILE.malformed(path, why));
-            }
+        let (nodes, modules, files) = (self.nodes.len(), self.modules.len(), self.files.len());
+        let (threads, metrics) = (self.threads.len(), self.metrics.len());
+        let nodes_of = |t: u32| ((t as usize) < threads).then_some(nodes);
+        if let Some(why) = self.traces.malformation(nodes_of) {
+            return Err(why);
         }
-        if body.version >= 7 {
-            (db.data.traces, rest) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+        let accesses = self.data.accesses.len();
+        let accesses_of = |t: u32| ((t as usize) < threads).then_some(accesses);
+        if let Some(why) = self.data.traces.malformation(accesses_of) {
+            return Err(format!("data trace: {why}"));
         }
-        if !rest.is_empty() {
-            return Err(DATABASE_FILE.malformed(path, "bytes after the last part".into()));
-        }
-        if let Some(node) = db.first_bad_node() {
-            let why = format!("node {node} refers to a missing node");
-            return Err(DATABASE_FILE.malformed(path, why));
-        }
-        let (nodes, modules, files) = (db.nodes.len(), db.modules.len(), db.files.len());
-        let (threads, metrics) = (db.threads.len(), db.metrics.len());
-        let nodes_of = |t: u32| ((t as usize) < db.threads.len()).then_some(db.nodes.len());
-        if let Some(why) = db.traces.malformation(nodes_of) {
-            return Err(DATABASE_FILE.malformed(path, why));
-        }
-        let accesses = db.data.accesses.len();
-        let accesses_of = |t: u32| ((t as usize) < db.threads.len()).then_some(accesses);
-        if let Some(why) = db.data.traces.malformation(accesses_of) {
-            let why = format!("data trace: {why}");
-            return Err(DATABASE_FILE.malformed(path, why));
-        }
-        match db
+        (self
             .data
-            .malformation(nodes, modules, files, threads, metrics)
-        {
-            Some(why) => Err(DATABASE_FILE.malformed(path, why)),
-            None => Ok(db),
-        }
+            .malformation(nodes, modules, files, threads, metrics))
+        .map_or(Ok(()), Err)
     }
 
     /// The file's bytes in the current format version.
     #[cfg(test)]
     pub(crate) fn to_bytes(&self) -> std::io::Result<Vec<u8>> {
-        self.to_version(DATABASE_FILE.version)
+        let mut bytes = Vec::new();
+        DATABASE_FILE.write_streamed(&mut bytes, |out| self.write_body(out))?;
+        Ok(bytes)
     }
 
-    /// The bytes of this database as a file of format `version` (3 or later) writes it: its
-    /// first `version - 1` parts.
+    /// The bytes of this database as a file of the older, untagged format `version` (3 to 7)
+    /// writes it: its first `version - 1` sections, one after the other.
     #[cfg(test)]
     fn to_version(&self, version: u32) -> std::io::Result<Vec<u8>> {
         let kind = FileKind {
@@ -399,27 +392,40 @@ impl Database {
             ..DATABASE_FILE
         };
         let mut bytes = Vec::new();
-        let parts = version as usize - 1;
-        kind.write_streamed(&mut bytes, |out| self.write_body(out, parts))?;
+        kind.write_streamed(&mut bytes, |mut out| {
+            for id in 1..version {
+                out = self.encode_section(id, out)?;
+            }
+            Ok(())
+        })?;
         Ok(bytes)
     }
 
-    /// Write the first `parts` parts of the file's body to `out`, one after the other (all
-    /// [`PARTS`] of them in the current format version).
-    fn write_body(&self, out: &mut dyn Write, parts: usize) -> std::io::Result<()> {
+    /// Write the file's body to `out`: each of the [`SECTIONS`] sections tagged (see
+    /// [`profiler::sections`]) and encoded as it is written, its length counted first by an
+    /// encoding that keeps nothing.
+    fn write_body(&self, out: &mut dyn Write) -> std::io::Result<()> {
         let mut out = out;
-        for part in 0..parts {
-            out = match part {
-                0 => postcard::to_io(self, out),
-                1 => postcard::to_io(&self.data, out),
-                2 => postcard::to_io(&self.jobs, out),
-                3 => postcard::to_io(&self.traces, out),
-                4 => postcard::to_io(&self.watch, out),
-                _ => postcard::to_io(&self.data.traces, out),
-            }
-            .map_err(std::io::Error::other)?;
+        for id in 1..=SECTIONS as u32 {
+            let len = self.encode_section(id, Counted(0))?.0;
+            out.write_all(&sections::header(id, len))?;
+            out = self.encode_section(id, out)?;
         }
         Ok(())
+    }
+
+    /// Encode section `id` (1 the database, 2 the data section, 3 the job places, 4 the traces,
+    /// 5 the watch results, 6 the data traces) into `out`; gives `out` back.
+    fn encode_section<W: Write>(&self, id: u32, out: W) -> std::io::Result<W> {
+        match id {
+            1 => postcard::to_io(self, out),
+            2 => postcard::to_io(&self.data, out),
+            3 => postcard::to_io(&self.jobs, out),
+            4 => postcard::to_io(&self.traces, out),
+            5 => postcard::to_io(&self.watch, out),
+            _ => postcard::to_io(&self.data.traces, out),
+        }
+        .map_err(std::io::Error::other)
     }
 
     /// The first node whose links, module, file or thread references are out of range.
@@ -465,7 +471,7 @@ impl Database {
     /// memory (they are encoded twice: once for the checksum, which comes first).
     pub fn write_new(&self, path: &Path) -> Result<(), DatabaseError> {
         write_atomically_with(path, Replace::Refused, |out| {
-            DATABASE_FILE.write_streamed(out, |out| self.write_body(out, PARTS))
+            DATABASE_FILE.write_streamed(out, |out| self.write_body(out))
         })
     }
 }
@@ -487,6 +493,83 @@ pub(crate) fn enclosing_frame(db: &Database, mut id: DbNodeId) -> Option<DbNodeI
             return None;
         }
         id = node.parent;
+    }
+}
+
+/// A writer that only counts the bytes written to it: a section's length before its bytes.
+struct Counted(u64);
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The sections of a database as they are decoded, before they are put together.
+#[derive(Default)]
+struct Parts {
+    db: Option<Database>,
+    data: Option<DataSection>,
+    jobs: Option<Vec<JobPlace>>,
+    traces: Option<Traces>,
+    watch: Option<Vec<WatchProfile>>,
+    data_traces: Option<Traces>,
+}
+
+impl Parts {
+    /// Decode section `id` (1 to [`SECTIONS`]) from the front of `bytes`; returns the bytes
+    /// after it.
+    fn take<'b>(&mut self, id: u32, bytes: &'b [u8]) -> Result<&'b [u8], postcard::Error> {
+        fn put<'b, T: Deserialize<'b>>(
+            slot: &mut Option<T>,
+            bytes: &'b [u8],
+        ) -> Result<&'b [u8], postcard::Error> {
+            let (value, rest) = postcard::take_from_bytes(bytes)?;
+            *slot = Some(value);
+            Ok(rest)
+        }
+        match id {
+            1 => put(&mut self.db, bytes),
+            2 => put(&mut self.data, bytes),
+            3 => put(&mut self.jobs, bytes),
+            4 => put(&mut self.traces, bytes),
+            5 => put(&mut self.watch, bytes),
+            _ => put(&mut self.data_traces, bytes),
+        }
+    }
+
+    /// The database, each section in its place; why not when the database itself is missing
+    /// or the sections disagree on the number of profiles.
+    fn assemble(self) -> Result<Database, String> {
+        let mut db = self.db.ok_or("section 1 (the database) is missing")?;
+        db.data = self.data.unwrap_or_default();
+        let profiles = db.profiles.len();
+        if let Some(jobs) = self.jobs {
+            if jobs.len() != profiles {
+                return Err(format!("{} job places for {profiles} profiles", jobs.len()));
+            }
+            db.jobs = jobs;
+        }
+        db.traces = self.traces.unwrap_or_default();
+        if let Some(watch) = self.watch {
+            if !(watch.is_empty() || watch.len() == profiles) {
+                return Err(format!(
+                    "{} watch parts for {profiles} profiles",
+                    watch.len()
+                ));
+            }
+            if let Some(why) = watch.iter().find_map(WatchProfile::malformation) {
+                return Err(why);
+            }
+            db.watch = watch;
+        }
+        db.data.traces = self.data_traces.unwrap_or_default();
+        Ok(db)
     }
 }
 

@@ -240,3 +240,52 @@ fn a_node_listed_twice_or_under_another_parent_is_refused() {
         "{err}"
     );
 }
+
+/// A database of format version 7 (the last untagged one), written by the hpcprof-rs of commit
+/// 7483711 from `profiler/tests/data/profile-v8.db` (page faults with data and traces).
+const VERSION_7: &[u8] = include_bytes!("../../tests/data/database-v7.hpcdb");
+
+#[test]
+fn a_version_7_database_of_the_previous_hpcprof_rs_still_reads() {
+    let p = Path::new("v7.hpcdb");
+    assert_eq!(&VERSION_7[8..12], &7u32.to_le_bytes());
+    let old = Database::from_bytes(VERSION_7, p).unwrap();
+    assert_eq!(old.metrics[0].name, "page-faults");
+    assert!(!old.data.accesses.is_empty() && !old.traces.threads.is_empty());
+    assert!(!old.data.traces.threads.is_empty());
+    // The untagged sections this build writes for old versions are that writer's bytes.
+    assert_eq!(old.to_version(7).unwrap(), VERSION_7);
+    let now = old.to_bytes().unwrap();
+    assert_eq!(&now[8..12], &DATABASE_FILE.version.to_le_bytes());
+    assert_eq!(Database::from_bytes(&now, p).unwrap(), old);
+}
+
+#[test]
+fn unknown_database_sections_are_skipped_and_a_missing_database_named() {
+    let p = Path::new("x.hpcdb");
+    let db = sample_db();
+    let encoded: Vec<Vec<u8>> = (1..=SECTIONS as u32)
+        .map(|id| db.encode_section(id, Vec::new()).unwrap())
+        .collect();
+    let file = |ids: &[u32], extra: &[(u32, &[u8])]| {
+        let mut list: Vec<(u32, &[u8])> = (ids.iter())
+            .map(|&id| (id, encoded[id as usize - 1].as_slice()))
+            .collect();
+        list.extend_from_slice(extra);
+        DATABASE_FILE
+            .encode_parts(&[&sections::join(&list)])
+            .unwrap()
+    };
+    // What a streamed write gives is the same file.
+    let all: Vec<u32> = (1..=SECTIONS as u32).collect();
+    assert_eq!(file(&all, &[]), db.to_bytes().unwrap());
+    let newer = file(&all, &[(99, b"a newer hpcprof-rs")]);
+    assert_eq!(Database::from_bytes(&newer, p).unwrap(), db);
+    assert_eq!(Database::from_bytes(&file(&[1], &[]), p).unwrap(), db);
+    let err = Database::from_bytes(&file(&[2, 3], &[]), p).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("section 1 (the database) is missing"),
+        "{err}"
+    );
+}

@@ -16,18 +16,26 @@ pub struct Section<'b> {
 }
 
 /// Bytes before each section's own: its id and length.
-const SECTION_HEADER: usize = 4 + 8;
+pub const SECTION_HEADER: usize = 4 + 8;
 
 /// `sections` (id and bytes each, in order) as one body.
 pub fn join(sections: &[(u32, &[u8])]) -> Vec<u8> {
     let size = sections.iter().map(|(_, b)| SECTION_HEADER + b.len()).sum();
     let mut body = Vec::with_capacity(size);
     for (id, bytes) in sections {
-        body.extend_from_slice(&id.to_le_bytes());
-        body.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        body.extend_from_slice(&header(*id, bytes.len() as u64));
         body.extend_from_slice(bytes);
     }
     body
+}
+
+/// What comes before a section's `len` bytes of id `id`: for writers that stream a section
+/// rather than hold it.
+pub fn header(id: u32, len: u64) -> [u8; SECTION_HEADER] {
+    let mut header = [0; SECTION_HEADER];
+    header[..4].copy_from_slice(&id.to_le_bytes());
+    header[4..].copy_from_slice(&len.to_le_bytes());
+    header
 }
 
 /// The sections of `body`, in order; why not when a section's header or bytes run past the end.
