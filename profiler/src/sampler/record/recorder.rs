@@ -7,7 +7,6 @@
 
 use std::borrow::Cow;
 
-use framehop::x86_64::CacheX86_64;
 use fxhash::FxHashMap;
 use linux_perf_event_reader::{
     CommOrExecRecord, CpuMode, EventRecord, ForkOrExitRecord, Mmap2Record, RawEventRecord,
@@ -28,7 +27,7 @@ use crate::sampler::data::liveheap::LiveHeap;
 use crate::sampler::data::sample::{is_kept, level_of, SampleFields, SampleLayout};
 use crate::sampler::unwinding::cct::CctBuilder;
 use crate::sampler::unwinding::loadmap::{AddressSpace, MapEvent, ModuleRegistry};
-use crate::sampler::unwinding::unwind::{RawFrame, StackSample};
+use crate::sampler::unwinding::unwind::StackSample;
 
 /// A frame of a thread's last complete path, kept to complete later truncated paths.
 #[derive(Debug, Clone, Copy)]
@@ -93,30 +92,22 @@ pub struct PreciseLayout {
 
 /// Everything learned so far in a run.
 pub struct Recorder {
+    /// How each event's samples are laid out, by metric index.
     layouts: Vec<EventLayout>,
+    /// Metric index of each kernel event id.
     event_of_id: FxHashMap<u64, usize>,
-    events: usize,
     modules: ModuleRegistry,
     processes: FxHashMap<u32, ProcessState>,
     threads: FxHashMap<u32, ThreadState>,
-    cache: CacheX86_64,
     stats: Stats,
-    frames: Vec<RawFrame>,
-    path: Vec<Frame>,
-    /// The outermost CFA of the last truncated walk (see [`crate::sampler::unwinding::unwind::Walk`]).
-    outer_cfa: Option<u64>,
+    /// What walking one stack reuses from the last (see [`paths::Walking`]).
+    walk: paths::Walking,
     /// The data side (`--data`).
     data: Option<DataRecorder>,
     /// Data addresses of clock samples from their registers (`--data`).
     ea: EaRecovery,
-    /// Allocator uprobes by kernel id: what each marks and its record layout.
-    probes: FxHashMap<u64, (crate::sampler::data::uprobes::ProbePoint, RecordParseInfo)>,
-    /// Per thread, the allocator calls whose entry probe fired and whose return has not,
-    /// outermost first (an allocator may call another: glibc's `realloc(NULL, n)` calls
-    /// `malloc`).
-    calls_in_progress: FxHashMap<u32, Vec<probes::CallInProgress>>,
-    /// The smallest block whose allocation is recorded (`--alloc-min`).
-    alloc_min: u64,
+    /// The allocator's uprobes and the calls they are in (see [`probes::Probes`]).
+    probes: probes::Probes,
     /// The traces (`-t`).
     trace: Option<TraceLog>,
 }
@@ -147,21 +138,15 @@ impl Recorder {
             .then(|| DataRecorder::new(layouts.len()));
         Recorder {
             data,
-            events: layouts.len(),
             layouts,
             event_of_id,
             modules: ModuleRegistry::default(),
             processes: FxHashMap::default(),
             threads: FxHashMap::default(),
-            cache: CacheX86_64::new(),
             stats: Stats::default(),
-            frames: Vec::new(),
-            path: Vec::new(),
-            outer_cfa: None,
+            walk: paths::Walking::default(),
             ea: EaRecovery::new(),
-            probes: FxHashMap::default(),
-            calls_in_progress: FxHashMap::default(),
-            alloc_min: 0,
+            probes: probes::Probes::default(),
             trace: None,
         }
     }
@@ -199,12 +184,12 @@ impl Recorder {
         &self,
         rec: &RingRecord<'_>,
     ) -> Option<(crate::sampler::data::uprobes::ProbePoint, RecordParseInfo)> {
-        if RecordType(rec.record_type) != RecordType::SAMPLE || self.probes.is_empty() {
+        if RecordType(rec.record_type) != RecordType::SAMPLE || self.probes.points.is_empty() {
             return None;
         }
         let mut data = rec.data;
         let id = data.read_u64::<byteorder::LittleEndian>().ok()?;
-        self.probes.get(&id).copied()
+        self.probes.points.get(&id).copied()
     }
 
     fn raw<'a>(&self, rec: &RingRecord<'a>, event: usize) -> RawEventRecord<'a> {
@@ -344,8 +329,8 @@ impl Recorder {
                 t.last_sp = sp;
             }
         }
-        self.frames.clear();
-        self.outer_cfa = None;
+        self.walk.frames.clear();
+        self.walk.outer_cfa = None;
         let leaf = match ip {
             Some(ip) => {
                 // Unwound where the kernel wrote it, unless the record wraps around the ring.
@@ -382,8 +367,8 @@ impl Recorder {
                 tid,
                 time: s.timestamp.unwrap_or(0),
                 sp,
-                frames: &self.frames,
-                outer_cfa: self.outer_cfa,
+                frames: &self.walk.frames,
+                outer_cfa: self.walk.outer_cfa,
             };
             let process = &self.processes[&pid];
             let data = classify(&access, &process.heap, &process.space);
@@ -434,7 +419,7 @@ impl Recorder {
             return;
         }
         let comm = read_comm(pid, tid);
-        let events = self.events;
+        let events = self.layouts.len();
         let process = self.process(pid);
         let comm = if comm.is_empty() {
             process.comm.clone()

@@ -2,12 +2,36 @@
 //! and, where the copy was too short for the whole stack, completed from the thread's previous
 //! complete path when the frame at the edge of the copy is provably the same frame.
 
+use framehop::x86_64::CacheX86_64;
+
 use crate::format::addr::Avma;
 use crate::format::db::{AddrKind, CctNodeId, Frame};
 use crate::sampler::unwinding::loadmap::AddressSpace;
 use crate::sampler::unwinding::unwind::{walk, RawFrame, StackSample, WalkEnd};
 
 use super::{process_entry, PathEntry, PathOutcome, Recorder, ThreadState};
+
+/// What walking one sampled stack reuses from the last: framehop's cache of unwind rules, the
+/// frame and path buffers, and where the last truncated walk ended.
+pub(crate) struct Walking {
+    pub(super) cache: CacheX86_64,
+    pub(super) frames: Vec<RawFrame>,
+    pub(super) path: Vec<Frame>,
+    /// The outermost CFA of the last truncated walk (see
+    /// [`crate::sampler::unwinding::unwind::Walk`]).
+    pub(super) outer_cfa: Option<u64>,
+}
+
+impl Default for Walking {
+    fn default() -> Walking {
+        Walking {
+            cache: CacheX86_64::new(),
+            frames: Vec::new(),
+            path: Vec::new(),
+            outer_cfa: None,
+        }
+    }
+}
 
 impl Recorder {
     /// Unwind `sample`'s user stack from its IP (of kind `leaf`: the interrupted instruction,
@@ -20,19 +44,19 @@ impl Recorder {
         sample: &StackSample<'_>,
         leaf: AddrKind,
     ) -> (CctNodeId, PathOutcome) {
-        let mut frames = std::mem::take(&mut self.frames);
+        let mut frames = std::mem::take(&mut self.walk.frames);
         frames.clear();
         let process = process_entry(&mut self.processes, pid);
         let walked = walk(
             &process.space.unwinder,
-            &mut self.cache,
+            &mut self.walk.cache,
             sample,
             &mut frames,
         );
-        self.outer_cfa = walked.outer_cfa;
+        self.walk.outer_cfa = walked.outer_cfa;
         frames[0].kind = leaf;
         let inserted = self.insert_frames(pid, tid, &frames, walked.end);
-        self.frames = frames;
+        self.walk.frames = frames;
         inserted
     }
 
@@ -59,8 +83,9 @@ impl Recorder {
     ) -> (CctNodeId, PathOutcome) {
         let space = &self.processes[&pid].space;
         let thread = self.threads.get_mut(&tid).expect("thread exists");
-        self.path.clear();
-        self.path
+        self.walk.path.clear();
+        self.walk
+            .path
             .extend(frames.iter().rev().map(|f| Self::frame_of(space, f)));
 
         // A walk that stops at the return into an entry point's first call (the dynamic
@@ -68,7 +93,7 @@ impl Recorder {
         let at_entry =
             |f: &RawFrame| f.kind == AddrKind::Return && space.is_entry_return(Avma(f.avma));
         if end == WalkEnd::Complete || frames.last().is_some_and(at_entry) {
-            let leaf = insert_remembered(thread, frames, &self.path, CctNodeId::ROOT, 0);
+            let leaf = insert_remembered(thread, frames, &self.walk.path, CctNodeId::ROOT, 0);
             return (leaf, PathOutcome::Complete);
         }
         // Truncated: complete from the previous path if its frame at the edge is ours.
@@ -81,13 +106,16 @@ impl Recorder {
                 {
                     let anchor = thread.last_path[j].node;
                     let inner = &frames[..frames.len() - 1];
-                    let leaf = insert_remembered(thread, inner, &self.path[1..], anchor, j + 1);
+                    let leaf =
+                        insert_remembered(thread, inner, &self.walk.path[1..], anchor, j + 1);
                     return (leaf, PathOutcome::Stitched);
                 }
             }
         }
         let partial = thread.cct.child(CctNodeId::ROOT, Frame::Partial);
-        let leaf = thread.cct.insert_path(partial, self.path.iter().copied());
+        let leaf = thread
+            .cct
+            .insert_path(partial, self.walk.path.iter().copied());
         (leaf, PathOutcome::Partial)
     }
 }

@@ -9,6 +9,7 @@
 //! stack pointer (a return probe sees the entry's `sp + 8`), so a return that never reported
 //! (a lost record) leaves no call in progress behind for long.
 
+use fxhash::FxHashMap;
 use linux_perf_event_reader::{RecordParseInfo, SampleRecord};
 
 use crate::sampler::capture::perf::{REG_BP, REG_SP};
@@ -19,6 +20,19 @@ use super::Recorder;
 
 /// The probes of a run: their kernel ids, what each marks, and their record layout.
 pub(crate) type ProbeIds = Vec<(u64, ProbePoint, RecordParseInfo)>;
+
+/// The allocator's uprobes (`--data` where the shim cannot be preloaded): what each kernel id
+/// marks, the calls whose entry fired and whose return has not, and the smallest block recorded.
+#[derive(Default)]
+pub(crate) struct Probes {
+    /// By kernel event id: the probe point and its record layout.
+    pub(super) points: FxHashMap<u64, (ProbePoint, RecordParseInfo)>,
+    /// Per thread, the allocator calls in progress, outermost first (an allocator may call
+    /// another: glibc's `realloc(NULL, n)` calls `malloc`).
+    pub(super) in_progress: FxHashMap<u32, Vec<CallInProgress>>,
+    /// The smallest block whose allocation is recorded (`--alloc-min`).
+    pub(super) alloc_min: u64,
+}
 
 /// An allocator call whose entry probe fired.
 #[derive(Debug)]
@@ -35,9 +49,9 @@ impl Recorder {
     /// Recognise the samples of these allocator probes from now on, recording blocks of at
     /// least `alloc_min` bytes.
     pub(crate) fn add_probes(&mut self, probes: ProbeIds, alloc_min: u64) {
-        self.alloc_min = alloc_min;
+        self.probes.alloc_min = alloc_min;
         for (id, point, info) in probes {
-            self.probes.insert(id, (point, info));
+            self.probes.points.insert(id, (point, info));
         }
     }
 
@@ -56,7 +70,7 @@ impl Recorder {
         }
         // Calls entered at a stack pointer not above this one have returned unreported, or
         // jumped here in their tail.
-        let calls = self.calls_in_progress.entry(tid).or_default();
+        let calls = self.probes.in_progress.entry(tid).or_default();
         calls.retain(|c| c.call.sp > sp);
         let nested = !calls.is_empty();
         let (op, size, old_ptr, out) = match point {
@@ -126,7 +140,7 @@ impl Recorder {
             return;
         };
         let sp = regs.get(REG_SP).unwrap_or(0);
-        let Some(calls) = self.calls_in_progress.get_mut(&tid) else {
+        let Some(calls) = self.probes.in_progress.get_mut(&tid) else {
             return;
         };
         let Some(i) = calls.iter().rposition(|c| c.call.sp.wrapping_add(8) == sp) else {
@@ -155,7 +169,7 @@ impl Recorder {
             (ProbePoint::ReturnOut, _) => 0,
             _ => rax,
         };
-        if call.size >= self.alloc_min || call.op == AllocOp::Realloc {
+        if call.size >= self.probes.alloc_min || call.op == AllocOp::Realloc {
             self.allocation(&call);
         }
     }
