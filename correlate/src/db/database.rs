@@ -325,27 +325,16 @@ impl Database {
         let corrupt = |e| DATABASE_FILE.corrupt(path, e);
         let malformed = |why| DATABASE_FILE.malformed(path, why);
         let mut parts = Parts::default();
-        if body.version < TAGGED_SINCE {
-            // Versions 1 to 7: the first sections (all but the data section in versions 1
-            // and 2, the first `version - 1` from version 3 on), untagged, one after the other.
-            let mut rest = body.bytes;
-            for id in 1..=body.version.saturating_sub(1).max(1) {
-                rest = parts.take(id, rest).map_err(corrupt)?;
-            }
-            if !rest.is_empty() {
-                return Err(malformed("bytes after the last part".into()));
-            }
-        } else {
-            for section in sections::split(body.bytes).map_err(malformed)? {
-                if !(1..=SECTIONS as u32).contains(&section.id) {
-                    continue; // written by a newer hpcprof-rs; not needed for the rest
-                }
-                let rest = parts.take(section.id, section.bytes).map_err(corrupt)?;
-                if !rest.is_empty() {
-                    let why = format!("section {} holds bytes after its value", section.id);
-                    return Err(malformed(why));
-                }
-            }
+        // Versions 1 to 7: the first sections (only the database in versions 1 and 2, the
+        // first `version - 1` from version 3 on), untagged.
+        let untagged = (body.version < TAGGED_SINCE).then(|| body.version.max(2) - 1);
+        let taken = sections::take_all(body.bytes, untagged, SECTIONS as u32, |id, bytes| {
+            parts.take(id, bytes)
+        });
+        match taken {
+            Ok(()) => {}
+            Err(sections::TakeError::Corrupt(e)) => return Err(corrupt(e)),
+            Err(sections::TakeError::Malformed(why)) => return Err(malformed(why)),
         }
         let db = parts.assemble().map_err(malformed)?;
         db.check().map_err(malformed)?;
@@ -525,14 +514,7 @@ impl Parts {
     /// Decode section `id` (1 to [`SECTIONS`]) from the front of `bytes`; returns the bytes
     /// after it.
     fn take<'b>(&mut self, id: u32, bytes: &'b [u8]) -> Result<&'b [u8], postcard::Error> {
-        fn put<'b, T: Deserialize<'b>>(
-            slot: &mut Option<T>,
-            bytes: &'b [u8],
-        ) -> Result<&'b [u8], postcard::Error> {
-            let (value, rest) = postcard::take_from_bytes(bytes)?;
-            *slot = Some(value);
-            Ok(rest)
-        }
+        use profiler::sections::decode_into as put;
         match id {
             1 => put(&mut self.db, bytes),
             2 => put(&mut self.data, bytes),

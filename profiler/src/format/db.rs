@@ -220,26 +220,15 @@ impl Profile {
         let corrupt = |e| PROFILE_FILE.corrupt(path, e);
         let malformed = |why| PROFILE_FILE.malformed(path, why);
         let mut parts = Parts::default();
-        if body.version < TAGGED_SINCE {
-            // Versions 1 to 8: the first `version` sections, untagged, one after the other.
-            let mut rest = body.bytes;
-            for id in 1..=body.version {
-                rest = parts.take(id, rest).map_err(corrupt)?;
-            }
-            if !rest.is_empty() {
-                return Err(malformed("bytes after the last part".into()));
-            }
-        } else {
-            for section in sections::split(body.bytes).map_err(malformed)? {
-                if !(1..=LAST_SECTION).contains(&section.id) {
-                    continue; // written by a newer hpcrun-rs; not needed for the rest
-                }
-                let rest = parts.take(section.id, section.bytes).map_err(corrupt)?;
-                if !rest.is_empty() {
-                    let why = format!("section {} holds bytes after its value", section.id);
-                    return Err(malformed(why));
-                }
-            }
+        // Versions 1 to 8: the first `version` sections, untagged.
+        let untagged = (body.version < TAGGED_SINCE).then_some(body.version);
+        let taken = sections::take_all(body.bytes, untagged, LAST_SECTION, |id, bytes| {
+            parts.take(id, bytes)
+        });
+        match taken {
+            Ok(()) => {}
+            Err(sections::TakeError::Corrupt(e)) => return Err(corrupt(e)),
+            Err(sections::TakeError::Malformed(why)) => return Err(malformed(why)),
         }
         let profile = parts.assemble(body.version).map_err(malformed)?;
         profile.check().map_err(malformed)?;
@@ -344,14 +333,7 @@ impl Parts {
     /// Decode section `id` (1 to [`LAST_SECTION`]) from the front of `bytes`; returns the bytes
     /// after it.
     fn take<'b>(&mut self, id: u32, bytes: &'b [u8]) -> Result<&'b [u8], postcard::Error> {
-        fn put<'b, T: Deserialize<'b>>(
-            slot: &mut Option<T>,
-            bytes: &'b [u8],
-        ) -> Result<&'b [u8], postcard::Error> {
-            let (value, rest) = postcard::take_from_bytes(bytes)?;
-            *slot = Some(value);
-            Ok(rest)
-        }
+        use sections::decode_into as put;
         match id {
             1 => put(&mut self.profile, bytes),
             2 => put(&mut self.sums, bytes),

@@ -58,6 +58,58 @@ pub fn split(body: &[u8]) -> Result<Vec<Section<'_>>, String> {
     Ok(sections)
 }
 
+/// Why the sections of a body could not be taken.
+#[derive(Debug)]
+pub enum TakeError {
+    /// A section's bytes do not decode.
+    Corrupt(postcard::Error),
+    /// The sections are cut short or hold bytes after their values.
+    Malformed(String),
+}
+
+/// Hand the sections of `body` to `take`, which decodes section `id` from the front of the
+/// bytes it is given and returns the bytes after it. `untagged`: the body of an older version,
+/// the first `n` sections untagged, one after the other, in id order; `None`: tagged sections,
+/// of which those with ids 1 to `known` are taken and the others (a newer writer's) skipped.
+pub fn take_all<'b>(
+    body: &'b [u8],
+    untagged: Option<u32>,
+    known: u32,
+    mut take: impl FnMut(u32, &'b [u8]) -> Result<&'b [u8], postcard::Error>,
+) -> Result<(), TakeError> {
+    if let Some(n) = untagged {
+        let mut rest = body;
+        for id in 1..=n {
+            rest = take(id, rest).map_err(TakeError::Corrupt)?;
+        }
+        return match rest.is_empty() {
+            true => Ok(()),
+            false => Err(TakeError::Malformed("bytes after the last part".into())),
+        };
+    }
+    for section in split(body).map_err(TakeError::Malformed)? {
+        if !(1..=known).contains(&section.id) {
+            continue;
+        }
+        let rest = take(section.id, section.bytes).map_err(TakeError::Corrupt)?;
+        if !rest.is_empty() {
+            let why = format!("section {} holds bytes after its value", section.id);
+            return Err(TakeError::Malformed(why));
+        }
+    }
+    Ok(())
+}
+
+/// Decode one value from the front of `bytes` into `slot`; returns the bytes after it.
+pub fn decode_into<'b, T: serde::Deserialize<'b>>(
+    slot: &mut Option<T>,
+    bytes: &'b [u8],
+) -> Result<&'b [u8], postcard::Error> {
+    let (value, rest) = postcard::take_from_bytes(bytes)?;
+    *slot = Some(value);
+    Ok(rest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
