@@ -368,7 +368,7 @@ impl Database {
     #[cfg(test)]
     pub(crate) fn to_bytes(&self) -> std::io::Result<Vec<u8>> {
         let mut bytes = Vec::new();
-        DATABASE_FILE.write_streamed(&mut bytes, |out| self.write_body(out))?;
+        self.write_file(&mut bytes)?;
         Ok(bytes)
     }
 
@@ -390,13 +390,22 @@ impl Database {
         Ok(bytes)
     }
 
+    /// Write the whole file to `out` in the current format version without holding it in
+    /// memory: each section's length is counted once, by an encoding that keeps nothing, then
+    /// the body is encoded twice (for the checksum that comes first, then into `out`).
+    fn write_file(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let mut lens = [0u64; SECTIONS];
+        for (id, len) in (1..).zip(&mut lens) {
+            *len = self.encode_section(id, Counted(0))?.0;
+        }
+        DATABASE_FILE.write_streamed(out, |out| self.write_body(out, &lens))
+    }
+
     /// Write the file's body to `out`: each of the [`SECTIONS`] sections tagged (see
-    /// [`profiler::sections`]) and encoded as it is written, its length counted first by an
-    /// encoding that keeps nothing.
-    fn write_body(&self, out: &mut dyn Write) -> std::io::Result<()> {
+    /// [`profiler::sections`]) with its length `lens[id - 1]`, encoded as it is written.
+    fn write_body(&self, out: &mut dyn Write, lens: &[u64; SECTIONS]) -> std::io::Result<()> {
         let mut out = out;
-        for id in 1..=SECTIONS as u32 {
-            let len = self.encode_section(id, Counted(0))?.0;
+        for (id, &len) in (1..).zip(lens) {
             out.write_all(&sections::header(id, len))?;
             out = self.encode_section(id, out)?;
         }
@@ -459,9 +468,7 @@ impl Database {
     /// partial file behind. The bytes are written as they are encoded, never held whole in
     /// memory (they are encoded twice: once for the checksum, which comes first).
     pub fn write_new(&self, path: &Path) -> Result<(), DatabaseError> {
-        write_atomically_with(path, Replace::Refused, |out| {
-            DATABASE_FILE.write_streamed(out, |out| self.write_body(out))
-        })
+        write_atomically_with(path, Replace::Refused, |out| self.write_file(out))
     }
 }
 

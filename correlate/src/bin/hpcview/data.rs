@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::anyhow;
 use correlate::render::{alloc, delinquent, dhat, text};
-use correlate::{alloc_view, delinquent_view, render, Database, Selection, ViewKind};
+use correlate::{alloc_view, delinquent_view, render, Database, Selection};
 use profiler::envelope::{write_atomically_with, EnvelopeError, Replace};
 
 use crate::args::Args;
@@ -83,12 +83,7 @@ pub(crate) fn run_data(
         let mut view = if args.tree {
             correlate::object_tree(db, selection)
         } else {
-            let kind = match (args.flat, args.callers) {
-                (true, _) => ViewKind::Flat,
-                (_, true) => ViewKind::Callers,
-                _ => ViewKind::TopDown,
-            };
-            correlate::code_data(db, kind, selection)
+            correlate::code_data(db, crate::mode::view_kind(args), selection)
         };
         view.select_metrics(metrics);
         let what = if args.tree {

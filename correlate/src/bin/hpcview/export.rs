@@ -128,13 +128,9 @@ pub(crate) fn diff(args: &Args, base: &Path, new: &Path) -> Result<String, Failu
         Database::read(base).map_err(bad)?,
         Database::read(new).map_err(bad)?,
     );
-    let view = if args.flat {
-        ViewKind::Flat
-    } else {
-        ViewKind::TopDown
-    };
     let options = DiffOptions {
-        view,
+        // --callers and --source are refused with --diff: top-down or flat.
+        view: crate::mode::view_kind(args),
         metric: args.metrics.first().cloned(),
         normalise: match (e.per_second, e.per_total) {
             (true, _) => Normalise::PerSecond,
