@@ -43,6 +43,7 @@
 //!     trace: None,
 //!     notify: |notice| eprintln!("{notice}"),
 //!     watch: None,
+//!     backpressure: Default::default(),
 //! };
 //! let measurement = session::run(&opts).expect("measured");
 //! let profile = session::into_profile(measurement);
@@ -65,7 +66,7 @@ pub use format::{addr, dataref, db, envelope, job, sections, trace, vdso, watchd
 mod sampler;
 #[cfg(feature = "sampler")]
 pub use sampler::{
-    capture::{events, launch, perf, pmu},
+    capture::{events, hold, launch, perf, pmu},
     data::{alloc, sample},
     results::{measurements, output, report, report_data},
     session, watch,

@@ -9,6 +9,7 @@ use clap::Parser;
 
 use profiler::db::Profile;
 use profiler::events::{self, EventSpec};
+use profiler::hold::Backpressure;
 use profiler::job::JobPlace;
 use profiler::measurements::{self, Destination};
 use profiler::output::{Output, Placement};
@@ -54,6 +55,13 @@ struct Cli {
     /// 2048 to 16384 each; else 4096 or what the locked-memory limit allows)
     #[arg(long, value_name = "KIB")]
     buffer_kib: Option<usize>,
+
+    /// When to stop the command while its samples are copied out of full-enough buffers, so
+    /// that a burst waits instead of losing records: `auto` where hpcrun-rs cannot have
+    /// real-time priority (an ordinary user), `on`, or `off` (records that do not fit are lost
+    /// and counted). The command's CPU time is unchanged; its wall time grows by the copies
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = BackpressureArg::Auto)]
+    backpressure: BackpressureArg,
 
     /// Also record what data each sample touched: the faulting address of page-fault
     /// samples, the memory operand of the interrupted instruction for clock samples, each
@@ -104,6 +112,24 @@ struct Cli {
     /// The command to measure, with its arguments
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
+}
+
+/// `--backpressure`'s values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum BackpressureArg {
+    Auto,
+    On,
+    Off,
+}
+
+impl From<BackpressureArg> for Backpressure {
+    fn from(arg: BackpressureArg) -> Self {
+        match arg {
+            BackpressureArg::Auto => Backpressure::Auto,
+            BackpressureArg::On => Backpressure::On,
+            BackpressureArg::Off => Backpressure::Off,
+        }
+    }
 }
 
 /// Write to stderr, ignoring failures: a closed or full stderr must neither stop a measurement
@@ -201,6 +227,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         trace: cli.trace.then_some(cli.trace_max_mib << 20),
         notify: if cli.quiet { notify_quiet } else { notify },
         watch,
+        backpressure: cli.backpressure.into(),
     };
     let measurement = session::run(&opts).map_err(|e| match e {
         RunError::Launch(l) => Failure {
@@ -236,6 +263,12 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                     .to_string(),
             );
         }
+    }
+    if measurement.holds > 0 {
+        notes.push(format!(
+            "the measured program was held {} times while its samples were copied (--backpressure)",
+            measurement.holds
+        ));
     }
     notes.push(own_cpu_note(measurement.attached_cpu));
     let mut profile = session::into_profile(measurement);

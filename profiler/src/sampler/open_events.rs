@@ -7,6 +7,8 @@ use fxhash::FxHashMap;
 use perf_event_open_sys::bindings as sys;
 
 use crate::sampler::capture::event_plan::{Plan, RunError};
+use crate::sampler::capture::events::{EventClass, EventSpec};
+use crate::sampler::capture::hold;
 use crate::sampler::capture::perf::{self, AttrOptions};
 use crate::sampler::capture::ring::Ring;
 use crate::sampler::data::uprobes::Probe;
@@ -16,6 +18,8 @@ use crate::sampler::record::recorder::ProbeIds;
 pub(crate) struct OpenEvents {
     pub(crate) rings: Vec<Ring>,
     others: Vec<OwnedFd>,
+    /// The events that stop the command while the copier catches up ([`hold`]).
+    tripwires: Vec<OwnedFd>,
     pub(crate) event_of_id: FxHashMap<u64, usize>,
     pub(crate) opts: AttrOptions,
     ring_of_cpu: FxHashMap<i32, usize>,
@@ -43,6 +47,7 @@ impl OpenEvents {
         OpenEvents {
             rings: Vec::new(),
             others: Vec::new(),
+            tripwires: Vec::new(),
             event_of_id: FxHashMap::default(),
             opts,
             ring_of_cpu: FxHashMap::default(),
@@ -137,9 +142,55 @@ impl OpenEvents {
         Ok(ids)
     }
 
+    /// Open a tripwire for every planned event (not the precise memory events) on each of
+    /// `tasks` and `cpus`, into the CPU's ring, that stops process `owner` every `every`
+    /// samples until the copier has copied them ([`hold`]); returns their ids, whose samples the
+    /// recorder skips, and the names of the events that have none.
+    pub(crate) fn add_tripwires(
+        &mut self,
+        plan: &Plan,
+        (tasks, cpus): (&[i32], &[i32]),
+        owner: nix::unistd::Pid,
+        every: u64,
+    ) -> std::io::Result<(Vec<u64>, Vec<&'static str>)> {
+        let mut ids = Vec::new();
+        let specs: Vec<&EventSpec> = (plan.specs.iter().map(|(spec, _)| spec))
+            .filter(|s| !matches!(s.event.class, EventClass::Memory(_)))
+            .collect();
+        let attrs: Vec<_> = (specs.iter())
+            .map(|spec| perf::attr(spec, &self.opts, false))
+            .collect();
+        let sampled: Vec<(u32, u64)> = attrs.iter().map(|a| (a.type_, a.config)).collect();
+        let (tripwires, without): (Vec<_>, Vec<_>) = (attrs.iter().zip(&specs))
+            .map(|(a, spec)| (hold::tripwire(a, every, &sampled), spec.event.name))
+            .partition(|(t, _)| t.is_some());
+        let tripwires: Vec<_> = tripwires.into_iter().filter_map(|(t, _)| t).collect();
+        let without = without.into_iter().map(|(_, name)| name).collect();
+        for (&cpu, &task) in cpus.iter().flat_map(|c| tasks.iter().map(move |t| (c, t))) {
+            let Some(&r) = self.ring_of_cpu.get(&cpu) else {
+                continue;
+            };
+            for attr in &tripwires {
+                let fd = perf::open(attr, task, cpu)?;
+                ids.push(perf::event_id(&fd)?);
+                perf::redirect(&fd, self.rings[r].fd())?;
+                hold::arm(&fd, owner)?;
+                self.tripwires.push(fd);
+            }
+        }
+        Ok((ids, without))
+    }
+
+    /// Stop the tripwires from stopping anyone.
+    pub(crate) fn release_hold(&self) {
+        self.tripwires.iter().for_each(hold::disarm);
+    }
+
     /// Every descriptor, ring owners first.
     pub(crate) fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
-        self.rings.iter().map(Ring::fd).chain(&self.others)
+        (self.rings.iter().map(Ring::fd))
+            .chain(&self.others)
+            .chain(&self.tripwires)
     }
 }
 

@@ -5,11 +5,14 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use nix::unistd::Pid;
+
 use crate::format::db::{EventDesc, Sampling};
 use crate::format::watchdb::WatchProfile;
 pub use crate::sampler::capture::event_plan::RunError;
 use crate::sampler::capture::event_plan::{plan, Plan};
 use crate::sampler::capture::events::{DataSource, EventClass, EventSpec};
+use crate::sampler::capture::hold::{self, Backpressure};
 use crate::sampler::capture::launch::Ended;
 use crate::sampler::capture::perf::{self, AttrOptions};
 use crate::sampler::capture::pmu::MemOp;
@@ -57,6 +60,8 @@ pub struct Options {
     pub notify: fn(Notice),
     /// `--watch`: hardware watchpoints for producer/consumer bindings ([`crate::sampler::watch`]).
     pub watch: Option<WatchRequest>,
+    /// `--backpressure`: when to stop the command while its samples are copied ([`crate::sampler::capture::hold`]).
+    pub backpressure: Backpressure,
 }
 
 /// A finished measurement.
@@ -79,6 +84,8 @@ pub struct Measurement {
     pub duration: Duration,
     /// Command line of the target.
     pub command: Vec<String>,
+    /// How many times the command was held while its samples were copied ([`crate::sampler::capture::hold`]).
+    pub holds: u64,
     /// CPU seconds (user + system) the attached process used while it was measured (attach
     /// mode; a launched command's are its rusage).
     pub attached_cpu: Option<f64>,
@@ -148,7 +155,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     let signals = SignalPipe::install().map_err(|e| RunError::System(e.to_string()))?;
     let mut target = Prepared::new(opts, data)?;
     let opened = open_all(opts, data, &target, &cpus);
-    let (plan, mut open, notices) = target.or_abandon(opened)?;
+    let (plan, mut open, mut notices) = target.or_abandon(opened)?;
     let probe_ids = match open.add_probes(&target.heap.probes, &target.tasks, &cpus) {
         Ok(ids) => ids,
         Err(e) => {
@@ -170,6 +177,22 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
             "cannot start the thread that empties the sample buffers: {e}"
         ))
     }))?;
+    if opts.backpressure.wanted(copier.realtime()) {
+        let held = hold_command(
+            opts,
+            &plan,
+            (&mut open, &copier, &mut recorder),
+            &target.tasks,
+            &cpus,
+        );
+        notices.extend(held.unwrap_or_else(|e| {
+            open.release_hold();
+            Some(format!(
+                "the command cannot be held while its samples are copied ({e}); a burst may \
+                 lose records"
+            ))
+        }));
+    }
     // The command exists by now, stopped (and its children reset to the ordinary policy
     // anyway); the copier thread exists too, so the reader's nice value is its own.
     if !priority::set_realtime(priority::READER) {
@@ -181,6 +204,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         (opts.notify)(Notice::Attached(pid));
     }
     let mut attached_cpu = AttachedCpu::default();
+    let mut holds = 0;
     let ended = Reading {
         open: &mut open,
         copier,
@@ -192,6 +216,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         tasks: &target.tasks,
         notify: opts.notify,
         attached_cpu: &mut attached_cpu,
+        holds: &mut holds,
     }
     .until_end();
     let lost = target.heap.tracker.as_ref().map_or(0, |t| t.lost());
@@ -208,9 +233,38 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         end_ns: now_ns(),
         duration: started.elapsed(),
         command: target.command,
+        holds,
         attached_cpu: attached_cpu.used(),
         watch: watcher.map(Watcher::finish).unwrap_or_default(),
     })
+}
+
+/// Open the tripwires that stop the command every half ring of samples until the copier has
+/// copied them ([`crate::sampler::capture::hold`]); a notice names the events that have none.
+fn hold_command(
+    opts: &Options,
+    plan: &Plan,
+    (open, copier, recorder): (&mut OpenEvents, &Copier, &mut Recorder),
+    tasks: &[i32],
+    cpus: &[i32],
+) -> std::io::Result<Option<String>> {
+    let owner = match opts.target {
+        Target::Attach(pid) => Pid::from_raw(pid as i32),
+        Target::Launch(_) => Pid::from_raw(tasks[0]),
+    };
+    // A sample: its stack copy, the registers and the fixed fields.
+    let sample_bytes = opts.stack_size as usize + 512;
+    let every = hold::tripwire_every(open.pages * 4096, sample_bytes);
+    let (ids, without) = open.add_tripwires(plan, (tasks, cpus), owner, every)?;
+    recorder.skip_tripwires(ids);
+    copier.hold(owner);
+    Ok((!without.is_empty()).then(|| {
+        format!(
+            "the command is not held for the samples of {} (--backpressure): a burst of them \
+             may lose records",
+            without.join(", ")
+        )
+    }))
 }
 
 /// Plan the events of `opts` and open them on the target's tasks, one ring per CPU (with a

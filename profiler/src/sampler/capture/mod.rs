@@ -4,6 +4,7 @@
 
 pub(crate) mod event_plan;
 pub mod events;
+pub mod hold;
 pub mod launch;
 pub mod perf;
 pub mod pmu;

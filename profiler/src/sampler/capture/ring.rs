@@ -11,13 +11,16 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use linux_perf_event_reader::RawData;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::unistd::Pid;
 use perf_event_open_sys::bindings::perf_event_mmap_page;
+
+use crate::sampler::capture::hold;
 
 /// One record's header and body.
 #[derive(Debug, Clone, Copy)]
@@ -243,7 +246,18 @@ pub struct Copier {
     notices: OwnedFd,
     hung: Arc<AtomicBool>,
     flushes: Arc<Flushes>,
+    held: Arc<Held>,
+    realtime: bool,
     thread: Option<JoinHandle<()>>,
+}
+
+/// The command the rings' wake-ups stop ([`hold`]), which the copier lets go on after each copy.
+#[derive(Default)]
+struct Held {
+    /// Its pid; 0 while nothing is held.
+    owner: AtomicI32,
+    /// The copies after which it was let go.
+    holds: AtomicU64,
 }
 
 /// The reader's requests for a copy of everything written so far, and the copier's answers.
@@ -263,6 +277,7 @@ impl Copier {
         let stop = Arc::new(AtomicBool::new(false));
         let hung = Arc::new(AtomicBool::new(false));
         let flushes = Arc::new(Flushes::default());
+        let held = Arc::new(Held::default());
         let (ready, started) = std::sync::mpsc::channel();
         let thread = {
             let shared = Shared {
@@ -270,22 +285,23 @@ impl Copier {
                 stop: Arc::clone(&stop),
                 hung: Arc::clone(&hung),
                 flushes: Arc::clone(&flushes),
+                held: Arc::clone(&held),
             };
             std::thread::Builder::new()
                 .name("hpcrun-copier".into())
                 .spawn(move || {
-                    if !crate::sampler::capture::priority::set_realtime(
-                        crate::sampler::capture::priority::COPIER,
-                    ) {
-                        crate::sampler::capture::priority::short_slice();
+                    use crate::sampler::capture::priority;
+                    let realtime = priority::set_realtime(priority::COPIER);
+                    if !realtime {
+                        priority::short_slice();
                     }
-                    let _ = ready.send(());
+                    let _ = ready.send(realtime);
                     copy_until_stopped(&shared, &wait, &notify)
                 })?
         };
         // The command starts once this returns: the copier must already be on the CPU (a new
         // thread of ordinary priority waits its turn on a busy machine).
-        let _ = started.recv();
+        let realtime = started.recv().unwrap_or(false);
         mapped
             .iter()
             .for_each(|m| m.copied.store(true, Ordering::Release));
@@ -296,8 +312,32 @@ impl Copier {
             notices,
             hung,
             flushes,
+            held,
+            realtime,
             thread: Some(thread),
         })
+    }
+
+    /// Whether the copier runs at real-time priority.
+    pub fn realtime(&self) -> bool {
+        self.realtime
+    }
+
+    /// Let process `owner` go on after each copy that a ring's wake-up asked for: the events'
+    /// descriptors are armed to stop it then ([`hold::arm`]).
+    pub(crate) fn hold(&self, owner: Pid) {
+        self.held.owner.store(owner.as_raw(), Ordering::Release);
+    }
+
+    /// The process held, if any.
+    pub(crate) fn holding(&self) -> Option<Pid> {
+        let owner = self.held.owner.load(Ordering::Acquire);
+        (owner != 0).then(|| Pid::from_raw(owner))
+    }
+
+    /// How many times the held process was let go after a copy.
+    pub(crate) fn holds(&self) -> u64 {
+        self.held.holds.load(Ordering::Acquire)
     }
 
     /// Readable once the copier has copied something since [`Copier::take_notices`].
@@ -333,6 +373,9 @@ impl Drop for Copier {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        if let Some(owner) = self.holding() {
+            hold::resume(owner);
+        }
         self.mapped
             .iter()
             .for_each(|m| m.copied.store(false, Ordering::Release));
@@ -345,14 +388,18 @@ struct Shared {
     stop: Arc<AtomicBool>,
     hung: Arc<AtomicBool>,
     flushes: Arc<Flushes>,
+    held: Arc<Held>,
 }
 
 /// The copier's loop: wait for a ring's wake-up, a flush (or 10 ms), copy every ring out,
-/// answer the flushes asked before the copy, notify the reader.
+/// answer the flushes asked before the copy, notify the reader; let the held command go on
+/// once its samples are copied (a tripwire's wake-up comes a moment before its stop, so a few
+/// turns after a wake-up come after 1 ms).
 fn copy_until_stopped(shared: &Shared, wait: &OwnedFd, notify: &OwnedFd) {
     let mapped = &shared.mapped;
     let mut hung = vec![false; mapped.len()];
     let mut byte = [0u8; 64];
+    let mut soon = 0u8;
     while !shared.stop.load(Ordering::Acquire) {
         let live: Vec<usize> = (0..mapped.len()).filter(|&i| !hung[i]).collect();
         let mut fds: Vec<PollFd> = vec![PollFd::new(wait.as_fd(), PollFlags::POLLIN)];
@@ -360,7 +407,10 @@ fn copy_until_stopped(shared: &Shared, wait: &OwnedFd, notify: &OwnedFd) {
             live.iter()
                 .map(|&i| PollFd::new(mapped[i].fd.as_fd(), PollFlags::POLLIN)),
         );
-        let _ = poll(&mut fds, PollTimeout::from(10u16));
+        let _ = poll(
+            &mut fds,
+            PollTimeout::from(if soon > 0 { 1u16 } else { 10 }),
+        );
         if fds[0]
             .revents()
             .is_some_and(|r| r.contains(PollFlags::POLLIN))
@@ -385,6 +435,14 @@ fn copy_until_stopped(shared: &Shared, wait: &OwnedFd, notify: &OwnedFd) {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = asked;
         shared.flushes.answered.notify_all();
+        let owner = shared.held.owner.load(Ordering::Acquire);
+        if owner != 0 {
+            soon = if woken { 3 } else { soon.saturating_sub(1) };
+            if hold::is_stopped(Pid::from_raw(owner)) {
+                hold::resume(Pid::from_raw(owner));
+                shared.held.holds.fetch_add(1, Ordering::AcqRel);
+            }
+        }
         if woken {
             let _ = nix::unistd::write(notify, &[1]);
         }

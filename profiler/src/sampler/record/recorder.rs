@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use fxhash::FxHashMap;
+use fxhash::{FxHashMap, FxHashSet};
 use linux_perf_event_reader::{
     CommOrExecRecord, CpuMode, EventRecord, ForkOrExitRecord, Mmap2Record, RawEventRecord,
     RecordParseInfo, RecordType, SampleRecord,
@@ -96,6 +96,8 @@ pub struct Recorder {
     layouts: Vec<EventLayout>,
     /// Metric index of each kernel event id.
     event_of_id: FxHashMap<u64, usize>,
+    /// The ids of the backpressure tripwires, whose samples only stop the command.
+    tripwires: FxHashSet<u64>,
     modules: ModuleRegistry,
     processes: FxHashMap<u32, ProcessState>,
     threads: FxHashMap<u32, ThreadState>,
@@ -140,6 +142,7 @@ impl Recorder {
             data,
             layouts,
             event_of_id,
+            tripwires: FxHashSet::default(),
             modules: ModuleRegistry::default(),
             processes: FxHashMap::default(),
             threads: FxHashMap::default(),
@@ -149,6 +152,12 @@ impl Recorder {
             probes: probes::Probes::default(),
             trace: None,
         }
+    }
+
+    /// Skip the samples of these events (backpressure tripwires,
+    /// [`crate::sampler::capture::hold`]).
+    pub(crate) fn skip_tripwires(&mut self, ids: impl IntoIterator<Item = u64>) {
+        self.tripwires.extend(ids);
     }
 
     /// Also trace every sample of the first event, in at most `budget` bytes (`-t`), and
@@ -177,6 +186,15 @@ impl Recorder {
             .ok()
             .and_then(|id| self.event_of_id.get(&id).copied())
             .unwrap_or(0)
+    }
+
+    /// Whether a record is a tripwire's sample.
+    fn is_tripwire(&self, rec: &RingRecord<'_>) -> bool {
+        if self.tripwires.is_empty() || RecordType(rec.record_type) != RecordType::SAMPLE {
+            return false;
+        }
+        let mut data = rec.data;
+        (data.read_u64::<byteorder::LittleEndian>()).is_ok_and(|id| self.tripwires.contains(&id))
     }
 
     /// The allocator probe a sample record comes from, if it does.
@@ -213,6 +231,9 @@ impl Recorder {
 
     /// Handle one record.
     pub fn handle(&mut self, rec: &RingRecord<'_>) {
+        if self.is_tripwire(rec) {
+            return;
+        }
         if let Some((point, info)) = self.probe_of(rec) {
             let raw = RawEventRecord::new(RecordType(rec.record_type), rec.misc, rec.data, info);
             if let Ok(EventRecord::Sample(s)) = raw.parse() {

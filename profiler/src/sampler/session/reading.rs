@@ -10,9 +10,9 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use crate::sampler::capture::launch::{self, ChildState, Ended};
-use crate::sampler::capture::perf;
 use crate::sampler::capture::ring::Copier;
 use crate::sampler::capture::signals::SignalPipe;
+use crate::sampler::capture::{hold, perf};
 use crate::sampler::data::alloc::AllocTracker;
 use crate::sampler::open_events::OpenEvents;
 use crate::sampler::record::recorder::Recorder;
@@ -37,6 +37,8 @@ pub(super) struct Reading<'a> {
     pub(super) tasks: &'a [i32],
     pub(super) notify: fn(Notice),
     pub(super) attached_cpu: &'a mut AttachedCpu,
+    /// Set at the end: how many times the command was held while its samples were copied.
+    pub(super) holds: &'a mut u64,
 }
 
 impl Reading<'_> {
@@ -67,6 +69,10 @@ impl Reading<'_> {
             }
         };
         self.open.fds().for_each(|fd| perf::set_enabled(fd, false));
+        if self.copier.holding().is_some() {
+            self.open.release_hold();
+        }
+        *self.holds = self.copier.holds();
         drop(self.copier);
         streams::drain(&mut self.open.rings, self.tracker, self.recorder, true);
         ended
@@ -116,6 +122,11 @@ impl Reading<'_> {
         match self.child {
             Some(pid) => match launch::poll_child(pid) {
                 ChildState::Ended(ended) => Some(Some(ended)),
+                // A stop by a ring's wake-up, which the copier ends (this one too, at the latest).
+                ChildState::Stopped(libc::SIGSTOP) if self.copier.holding().is_some() => {
+                    hold::resume(pid);
+                    None
+                }
                 ChildState::Stopped(sig) => {
                     (self.notify)(Notice::Stopped(pid.as_raw() as u32, sig));
                     None
