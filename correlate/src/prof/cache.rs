@@ -5,8 +5,10 @@
 //! `~/.cache/hpctoolkit-rs/structure/`), one file per binary, named by its GNU build-id or,
 //! without one, by a hash of its path and content checksum (as the profile recorded it), else
 //! of its path, size and modification time. Each file is, in the tools' common envelope
-//! ([`profiler::envelope`], magic `HPCSCACH`, checksummed), the version of the tools that wrote
-//! it (a newer analyser invalidates old entries), the [`Coverage`] and the [`ScopeTree`].
+//! ([`profiler::envelope`], magic `HPCSCACH`, checksummed), tagged sections
+//! ([`profiler::sections`]): 1, the version of the tools that wrote it (a newer analyser
+//! invalidates old entries); 2, the [`Coverage`]; 3, the [`ScopeTree`]. A binary's data layout
+//! sits beside it (magic `HPCDCACH`): 1, the tools' version; 2, the [`DataLayout`].
 //!
 //! An entry is trusted no further than the bytes on disk: one that fails its checksum, does not
 //! decode or holds an inconsistent tree ([`ScopeTree::validate`]) is removed, reported once and
@@ -27,16 +29,18 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use profiler::envelope::{EnvelopeError, FileKind, Replace};
+use profiler::envelope::{self, EnvelopeError, FileKind, Replace};
+use profiler::sections::{self, TakeError};
 use structure::{Coverage, DataLayout, ScopeTree};
 
 /// The kind of file a cache entry is. The version changes whenever the analysis gives other
 /// trees for the same binary, so that entries of an older analysis are recomputed (3: inlined
-/// callees named across units and dwz files, entry-point symbols; 4: checksummed).
+/// callees named across units and dwz files, entry-point symbols; 4: checksummed; 5: tagged
+/// sections).
 static CACHE_ENTRY: FileKind = FileKind {
     magic: *b"HPCSCACH",
-    version: 4,
-    oldest: 4,
+    version: 5,
+    oldest: 5,
     checked_since: 4,
     noun: "structure cache entry",
     writer: "hpcprof-rs",
@@ -45,8 +49,8 @@ static CACHE_ENTRY: FileKind = FileKind {
 /// objects) is; kept beside the binary's structure entry, under the same key.
 static DATA_ENTRY: FileKind = FileKind {
     magic: *b"HPCDCACH",
-    version: 1,
-    oldest: 1,
+    version: 2,
+    oldest: 2,
     checked_since: 1,
     noun: "data layout cache entry",
     writer: "hpcprof-rs",
@@ -136,11 +140,15 @@ impl StructureCache {
     pub(crate) fn load_data(&self, key: &str) -> Option<DataLayout> {
         let path = self.data_entry(key);
         let bytes = fs::read(&path).ok()?;
-        let decoded = DATA_ENTRY.decode::<(&str, DataLayout)>(&bytes, &path);
-        match decoded {
-            Ok((tools, layout)) if tools == TOOLS => Some(layout),
-            Ok(_) | Err(EnvelopeError::Version { .. }) => None,
-            Err(_) => {
+        let mut layout: Option<DataLayout> = None;
+        let decoded = decode_sections(&DATA_ENTRY, &bytes, &path, |id, b| match id {
+            DATA_LAYOUT => sections::decode_into(&mut layout, b),
+            _ => Ok(b),
+        });
+        match decoded.map(|current| current.then_some(layout)) {
+            Ok(Some(Some(layout))) => Some(layout),
+            Ok(None) => None,
+            Ok(Some(None)) | Err(_) => {
                 let _ = fs::remove_file(&path);
                 None
             }
@@ -149,10 +157,29 @@ impl StructureCache {
 
     /// Store `layout` under `key`, replacing any previous entry.
     pub(crate) fn store_data(&self, key: &str, layout: &DataLayout) -> std::io::Result<()> {
+        let layout = postcard::to_stdvec(layout).map_err(std::io::Error::other)?;
+        self.write_entry(
+            &DATA_ENTRY,
+            &self.data_entry(key),
+            &[(DATA_LAYOUT, &layout)],
+        )
+    }
+
+    /// Put an entry of `kind` at `path`: the tools' version, then `parts` (id and bytes).
+    fn write_entry(
+        &self,
+        kind: &'static FileKind,
+        path: &Path,
+        parts: &[(u32, &[u8])],
+    ) -> std::io::Result<()> {
         self.create_dir()?;
-        DATA_ENTRY
-            .write(&(TOOLS, layout), &self.data_entry(key), Replace::Allowed)
-            .map_err(std::io::Error::other)
+        let tools = postcard::to_stdvec(TOOLS).map_err(std::io::Error::other)?;
+        let mut all = vec![(ENTRY_TOOLS, &tools[..])];
+        all.extend_from_slice(parts);
+        let bytes = kind
+            .encode_parts(&[&sections::join(&all)])
+            .map_err(std::io::Error::other)?;
+        envelope::write_atomically(path, &bytes, Replace::Allowed).map_err(std::io::Error::other)
     }
 
     fn create_dir(&self) -> std::io::Result<()> {
@@ -187,27 +214,68 @@ impl StructureCache {
         tree: &ScopeTree,
         coverage: &Coverage,
     ) -> std::io::Result<()> {
-        self.create_dir()?;
-        CACHE_ENTRY
-            .write(&(TOOLS, coverage, tree), &self.entry(key), Replace::Allowed)
-            .map_err(std::io::Error::other)
+        let coverage = postcard::to_stdvec(coverage).map_err(std::io::Error::other)?;
+        let tree = postcard::to_stdvec(tree).map_err(std::io::Error::other)?;
+        let parts = [(ENTRY_COVERAGE, &coverage[..]), (ENTRY_TREE, &tree[..])];
+        self.write_entry(&CACHE_ENTRY, &self.entry(key), &parts)
+    }
+}
+
+/// The sections of the cache's entries: every entry starts with the tools' version.
+const ENTRY_TOOLS: u32 = 1;
+/// A structure entry's coverage.
+const ENTRY_COVERAGE: u32 = 2;
+/// A structure entry's tree.
+const ENTRY_TREE: u32 = 3;
+/// A data entry's layout.
+const DATA_LAYOUT: u32 = 2;
+
+/// Hand the sections of an entry of `kind` after its tools' version to `take` (as
+/// [`sections::take_all`] does): `Ok(false)` if another version of the format or of the tools
+/// wrote it, or why it is damaged.
+fn decode_sections<'b>(
+    kind: &'static FileKind,
+    bytes: &'b [u8],
+    path: &Path,
+    mut take: impl FnMut(u32, &'b [u8]) -> Result<&'b [u8], postcard::Error>,
+) -> Result<bool, String> {
+    let body = match kind.body(bytes, path) {
+        Ok(body) => body,
+        Err(EnvelopeError::Version { .. }) => return Ok(false),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut tools: Option<&str> = None;
+    let taken = sections::take_all(body.bytes, None, 3, |id, b| match id {
+        ENTRY_TOOLS => sections::decode_into(&mut tools, b),
+        _ if tools != Some(TOOLS) => Ok(&[]),
+        _ => take(id, b),
+    });
+    match taken {
+        Ok(()) => Ok(tools == Some(TOOLS)),
+        Err(TakeError::Corrupt(e)) => Err(kind.corrupt(path, e).to_string()),
+        Err(TakeError::Malformed(why)) => Err(kind.malformed(path, why).to_string()),
     }
 }
 
 /// An entry's tree and coverage, `None` if another version of the tools wrote it, or why it is
 /// damaged.
 fn decode_entry(bytes: &[u8], path: &Path) -> Result<Option<(ScopeTree, Coverage)>, String> {
-    let body = match CACHE_ENTRY.body(bytes, path) {
-        Ok(body) => body,
-        Err(EnvelopeError::Version { .. }) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    };
-    let corrupt = |e| CACHE_ENTRY.corrupt(path, e).to_string();
-    let (tools, body) = postcard::take_from_bytes::<&str>(body.bytes).map_err(corrupt)?;
-    if tools != TOOLS {
+    let (mut coverage, mut tree): (Option<Coverage>, Option<ScopeTree>) = (None, None);
+    let current = decode_sections(&CACHE_ENTRY, bytes, path, |id, b| match id {
+        ENTRY_COVERAGE => sections::decode_into(&mut coverage, b),
+        ENTRY_TREE => sections::decode_into(&mut tree, b),
+        _ => Ok(b),
+    })?;
+    if !current {
         return Ok(None);
     }
-    let (coverage, tree): (Coverage, ScopeTree) = postcard::from_bytes(body).map_err(corrupt)?;
+    let missing = |what| {
+        CACHE_ENTRY
+            .malformed(path, format!("no {what} section"))
+            .to_string()
+    };
+    let coverage = coverage.ok_or_else(|| missing("coverage"))?;
+    let tree = tree.ok_or_else(|| missing("tree"))?;
     tree.validate()
         .map_err(|why| CACHE_ENTRY.malformed(path, why).to_string())?;
     Ok(Some((tree, coverage)))
@@ -247,7 +315,7 @@ mod tests {
         assert_eq!(covered, coverage);
         let mode = fs::metadata(&dir).unwrap().mode();
         assert_eq!(mode & 0o777, 0o700, "a new cache directory is private");
-        fs::write(cache.entry(&key), b"HPCSCACH\x04\0\0\0garbage").unwrap();
+        fs::write(cache.entry(&key), b"HPCSCACH\x05\0\0\0garbage").unwrap();
         let damaged = cache.load(&key).unwrap_err();
         assert!(damaged.contains("checksum"), "{damaged}");
         assert_eq!(cache.load(&key), Ok(None), "a damaged entry is removed");
@@ -261,12 +329,50 @@ mod tests {
         let mut tree = ScopeTree::new("/bin/x");
         let p = tree.add(tree.root(), Scope::new(ScopeKind::Procedure));
         tree.get_mut(p).children.push(p);
-        let bytes = CACHE_ENTRY
-            .encode(&(TOOLS, Coverage::Module, &tree))
-            .unwrap();
-        fs::write(cache.entry("k"), bytes).unwrap();
+        cache.store("k", &tree, &Coverage::Module).unwrap();
         let why = cache.load("k").unwrap_err();
         assert!(why.contains("scope 1: child 1 is not its own"), "{why}");
+    }
+
+    #[test]
+    fn sections_a_newer_tool_adds_are_skipped_and_another_tools_version_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = StructureCache::at(dir.path().to_path_buf());
+        let mut tree = ScopeTree::new("/bin/x");
+        tree.add(tree.root(), Scope::new(ScopeKind::Procedure));
+        tree.finish();
+        let entry = |tools: &str, extra: &[(u32, &[u8])]| {
+            let tools = postcard::to_stdvec(tools).unwrap();
+            let coverage = postcard::to_stdvec(&Coverage::Module).unwrap();
+            let tree = postcard::to_stdvec(&tree).unwrap();
+            let mut parts = vec![(ENTRY_TOOLS, &tools[..]), (ENTRY_COVERAGE, &coverage[..])];
+            parts.extend_from_slice(extra);
+            parts.push((ENTRY_TREE, &tree[..]));
+            let bytes = CACHE_ENTRY
+                .encode_parts(&[&sections::join(&parts)])
+                .unwrap();
+            fs::write(cache.entry("k"), bytes).unwrap();
+        };
+        entry(TOOLS, &[(9, b"from a newer tool")]);
+        let (_, coverage) = cache
+            .load("k")
+            .unwrap()
+            .expect("read with the unknown section");
+        assert_eq!(coverage, Coverage::Module);
+        entry("0.0.0-other", &[]);
+        assert_eq!(cache.load("k"), Ok(None));
+        fs::write(
+            cache.entry("k"),
+            CACHE_ENTRY
+                .encode_parts(&[&sections::join(&[(
+                    ENTRY_TOOLS,
+                    &postcard::to_stdvec(TOOLS).unwrap()[..],
+                )])])
+                .unwrap(),
+        )
+        .unwrap();
+        let why = cache.load("k").unwrap_err();
+        assert!(why.contains("no coverage section"), "{why}");
     }
 
     #[test]

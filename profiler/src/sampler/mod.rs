@@ -4,8 +4,9 @@
 //! calling-context trees), `data` (data addresses, allocations, effective addresses, precise
 //! memory samples), `record` (the `Recorder`, which takes each record through the rooms above),
 //! `watch` (hardware watchpoints) and `results` (the summary and the file). `session` runs a
-//! measurement; `open_events` opens the planned events and probes, `streams` merges the record
-//! streams into one time order for the recorder.
+//! measurement; `open_events` opens the planned events and probes, `sources` puts the sources of
+//! records (perf rings, allocation shim, watchpoints) behind one trait and merges them into one
+//! time order for the recorder.
 
 pub(crate) mod capture;
 pub(crate) mod data;
@@ -13,6 +14,6 @@ pub(crate) mod open_events;
 pub(crate) mod record;
 pub(crate) mod results;
 pub mod session;
-pub(crate) mod streams;
+pub(crate) mod sources;
 pub(crate) mod unwinding;
 pub mod watch;

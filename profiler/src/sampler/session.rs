@@ -23,6 +23,7 @@ use crate::sampler::data::sample::SampleLayout;
 use crate::sampler::open_events::{default_ring_pages, OpenEvents};
 use crate::sampler::record::recorder::{EventLayout, PreciseLayout, Recorder, Recording};
 use crate::sampler::results::report::Notice;
+use crate::sampler::sources::{Allocations, PerfRings, Source};
 use crate::sampler::watch::{WatchRequest, Watcher};
 use reading::{AttachedCpu, Reading};
 use target::Prepared;
@@ -203,22 +204,31 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     if let Target::Attach(pid) = opts.target {
         (opts.notify)(Notice::Attached(pid));
     }
-    let mut attached_cpu = AttachedCpu::default();
-    let mut holds = 0;
+    if child.is_none() {
+        open.fds().for_each(|fd| perf::set_enabled(fd, true));
+    }
+    let (mut attached_cpu, mut holds) = (AttachedCpu::default(), 0);
+    let held = copier.holding().is_some();
+    // The sources of records, in the order that breaks ties of time: an allocation returned
+    // before a sample stamped at the same nanosecond.
+    let mut allocations = target.heap.tracker.as_mut().map(Allocations::new);
+    let mut rings = PerfRings::new(&mut open, copier, &mut holds);
+    let mut sources: Vec<&mut dyn Source> = Vec::new();
+    sources.extend(allocations.as_mut().map(|a| a as &mut dyn Source));
+    sources.push(&mut rings);
+    sources.extend(watcher.as_mut().map(|w| w as &mut dyn Source));
     let ended = Reading {
-        open: &mut open,
-        copier,
+        sources,
         recorder: &mut recorder,
-        tracker: target.heap.tracker.as_mut(),
-        watcher: watcher.as_mut(),
         signals: &signals,
         child,
+        held,
         tasks: &target.tasks,
         notify: opts.notify,
         attached_cpu: &mut attached_cpu,
-        holds: &mut holds,
     }
     .until_end();
+    drop((rings, allocations));
     let lost = target.heap.tracker.as_ref().map_or(0, |t| t.lost());
     recorder.heap_tracking(target.heap.unavailable, lost);
     Ok(Measurement {

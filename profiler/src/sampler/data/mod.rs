@@ -8,4 +8,5 @@ pub(crate) mod datatrace;
 pub(crate) mod ea;
 pub(crate) mod liveheap;
 pub mod sample;
+pub(crate) mod tracking;
 pub(crate) mod uprobes;

@@ -8,9 +8,9 @@ use super::{threads_of, Options, Target};
 use crate::sampler::capture::event_plan::RunError;
 use crate::sampler::capture::launch::{self, Blocked};
 use crate::sampler::data::alloc::AllocTracker;
+use crate::sampler::data::tracking::{self, HeapSource};
 use crate::sampler::data::uprobes::Probe;
 use crate::sampler::record::recorder::Recorder;
-use crate::sampler::streams::{self, HeapSource};
 use crate::sampler::watch::{WatchPlan, Watcher};
 
 /// Where the live heap blocks of a `--data` run come from.
@@ -99,7 +99,7 @@ fn launched(argv: &[std::ffi::OsString], opts: &Options, data: bool) -> Result<P
     };
     let mut heap = Heap::default();
     if data {
-        match streams::heap_tracking(argv, &program, opts.alloc_min) {
+        match tracking::heap_tracking(argv, &program, opts.alloc_min) {
             Ok(HeapSource::Shim(t)) => heap.tracker = Some(t),
             Ok(HeapSource::Probes(p)) => heap.probes = p,
             Err(why) => heap.unavailable = Some(why),
@@ -139,7 +139,7 @@ fn attached(pid: u32, opts: &Options, data: bool) -> Result<Prepared, RunError> 
     }
     let mut heap = Heap::default();
     if data {
-        match streams::heap_tracking_attached(pid) {
+        match tracking::heap_tracking_attached(pid) {
             Ok(p) => heap.probes = p,
             Err(why) => heap.unavailable = Some(why),
         }

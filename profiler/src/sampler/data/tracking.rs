@@ -1,75 +1,14 @@
-//! The record streams of one run and their merge into one time order: the perf rings (one
-//! per CPU) and, with `--data`, the allocation tracker's rings. A mapping reported on one CPU
-//! must be known before a sample taken on another, and a heap block must be live exactly
-//! between its allocation and its free, so every record reaches the recorder in the order of
-//! its timestamp (CLOCK_MONOTONIC on both sides).
+//! How `--data` follows heap blocks: the allocation shim preloaded into a dynamically linked
+//! command, uprobes on the allocator of a static one or of a process attached to (root only),
+//! or why neither can be done.
 
 use std::ffi::OsString;
 use std::path::Path;
 
 use object::read::elf::ProgramHeader as _;
 
-use crate::sampler::capture::ring::Ring;
-use crate::sampler::data::alloc::{AllocEvent, AllocTracker};
+use crate::sampler::data::alloc::AllocTracker;
 use crate::sampler::data::uprobes::{allocator_module, allocator_probes, Probe};
-use crate::sampler::record::recorder::Recorder;
-
-/// The kernel's CLOCK_MONOTONIC in ns, the clock the samples are stamped with.
-pub(crate) fn monotonic_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
-        .unwrap_or(u64::MAX)
-}
-
-/// Hand the recorder every record that is out of every stream: all of them once the command
-/// has ended (`last`), otherwise up to now, or up to the start of an allocation call still in
-/// progress (its record, stamped when it returns, comes later and must not be overtaken).
-pub(crate) fn drain(
-    rings: &mut [Ring],
-    tracker: Option<&mut AllocTracker>,
-    recorder: &mut Recorder,
-    last: bool,
-) {
-    let now = if last { u64::MAX } else { monotonic_ns() };
-    let mut allocs: Vec<AllocEvent> = Vec::new();
-    let cutoff = match tracker {
-        Some(t) => t.drain(now, &mut allocs),
-        None => now,
-    };
-    rings.iter_mut().for_each(Ring::fill);
-    let mut allocs = allocs.into_iter().peekable();
-    loop {
-        let mut best: Option<(usize, u64)> = None;
-        for (i, ring) in rings.iter().enumerate() {
-            if let Some(rec) = ring.peek() {
-                let ts = recorder.timestamp(&rec);
-                if ts <= cutoff && best.is_none_or(|(_, b)| ts < b) {
-                    best = Some((i, ts));
-                }
-            }
-        }
-        match (best, allocs.peek()) {
-            (Some((_, ts)), Some(a)) if a.t_return <= ts => {
-                recorder.allocation(a);
-                allocs.next();
-            }
-            (None, Some(a)) => {
-                recorder.allocation(a);
-                allocs.next();
-            }
-            (Some((i, _)), _) => {
-                if let Some(rec) = rings[i].peek() {
-                    recorder.handle(&rec);
-                }
-                rings[i].advance();
-            }
-            (None, None) => break,
-        }
-    }
-    for ring in rings.iter_mut() {
-        ring.release();
-    }
-}
 
 /// How `--data` follows heap blocks for a launched command.
 pub(crate) enum HeapSource {
