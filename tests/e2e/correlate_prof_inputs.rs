@@ -7,55 +7,19 @@ use std::process::Output;
 use crate::correlate_prof_common::{correlate, hpcprof, measure};
 use crate::support::{compile, run_ok, scratch_dir, tool_command};
 use correlate::{top_down, Database, DbNodeId, Selection};
-use profiler::addr::Svma;
-use profiler::db::{
-    AddrKind, Cct, CctNode, CctNodeId, Cost, EventDesc, Frame, ModuleInfo, Profile,
-    ProfileModuleId, Sampling, ThreadProfile,
-};
+use profiler::builder::{code, ProfileBuilder};
+use profiler::db::{AddrKind, EventDesc, Profile, Sampling};
 
 /// A one-thread profile of module `module` with one leaf sample per address in `ips`.
 fn synthetic(module: &str, ips: &[(u64, u64)]) -> Profile {
-    let cost = |samples| {
-        vec![Cost {
-            samples,
-            value: samples * 1_000_000,
-        }]
-    };
-    let mut nodes = vec![CctNode {
-        parent: CctNodeId::ROOT,
-        frame: Frame::Root,
-        costs: cost(0),
-    }];
+    let event = EventDesc::new("cpu-clock", Sampling::Frequency(1000), "ns");
+    let mut b = ProfileBuilder::new(module, event)
+        .module(module)
+        .thread(1, 1, "t");
     for &(ip, samples) in ips {
-        nodes.push(CctNode {
-            parent: CctNodeId::ROOT,
-            frame: Frame::Code {
-                module: ProfileModuleId(0),
-                addr: Svma(ip),
-                kind: AddrKind::Ip,
-            },
-            costs: cost(samples),
-        });
+        b = b.path(&[code(0, ip, AddrKind::Ip)], samples, 1_000_000);
     }
-    Profile {
-        host: "test".into(),
-        end_ns: 1,
-        modules: vec![ModuleInfo {
-            path: module.to_string(),
-            build_id: None,
-            checksum: None,
-        }],
-        threads: vec![ThreadProfile {
-            pid: 1,
-            tid: 1,
-            comm: "t".into(),
-            cct: Cct { nodes },
-        }],
-        ..Profile::new(
-            vec![module.to_string()],
-            vec![EventDesc::new("cpu-clock", Sampling::Frequency(1000), "ns")],
-        )
-    }
+    b.build()
 }
 
 /// Labels from the root down to `id`.

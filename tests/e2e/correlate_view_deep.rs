@@ -11,11 +11,8 @@ use crate::support::symbols::SymbolTable;
 use crate::support::{compile, run_ok, scratch_dir, tool, tool_command};
 use crate::synthetic_db::Builder;
 use correlate::{Database, DbNodeId, NodeKind};
-use profiler::addr::Svma;
-use profiler::db::{
-    AddrKind, Cct, CctNode, CctNodeId, Cost, EventDesc, Frame, ModuleInfo, Profile,
-    ProfileModuleId, Sampling, ThreadProfile,
-};
+use profiler::builder::{code, ProfileBuilder};
+use profiler::db::{AddrKind, EventDesc, Profile, Sampling};
 
 /// Levels of recursion, and of loop nesting, in the synthetic inputs.
 const DEPTH: u32 = 300_000;
@@ -208,53 +205,22 @@ fn callers_and_flat_views_of_deep_trees_in_every_form() {
 /// with 5 samples in `bottom`.
 fn deep_profile(app: &Path) -> Profile {
     let symbols = SymbolTable::read(app.to_str().unwrap());
-    let middle = |name: &str| {
+    let at = |name: &str, kind| {
         let r = symbols
             .range(name)
             .unwrap_or_else(|| panic!("{name} in the fixture"));
-        Svma(r.start + (r.end - r.start) / 2)
+        code(0, r.start + (r.end - r.start) / 2, kind)
     };
-    let node = |parent: u32, name: &str, kind: AddrKind, samples: u64| CctNode {
-        parent: CctNodeId(parent),
-        frame: Frame::Code {
-            module: ProfileModuleId(0),
-            addr: middle(name),
-            kind,
-        },
-        costs: vec![Cost {
-            samples,
-            value: samples * 1_000_000,
-        }],
-    };
-    let mut nodes = Cct::new(1).nodes;
-    nodes.push(node(0, "main", AddrKind::Return, 0));
-    for level in 0..DEPTH {
-        nodes.push(node(level + 1, "down", AddrKind::Return, 0));
-    }
-    nodes.push(node(DEPTH + 1, "bottom", AddrKind::Ip, 5));
-    Profile {
-        host: "test".into(),
-        end_ns: 1,
-        modules: vec![ModuleInfo {
-            path: app.display().to_string(),
-            build_id: None,
-            checksum: None,
-        }],
-        threads: vec![ThreadProfile {
-            pid: 1,
-            tid: 1,
-            comm: "app".into(),
-            cct: Cct { nodes },
-        }],
-        ..Profile::new(
-            vec![app.display().to_string()],
-            vec![EventDesc::new(
-                "cpu-clock",
-                Sampling::Period(1_000_000),
-                "ns",
-            )],
-        )
-    }
+    let mut path = vec![at("main", AddrKind::Return)];
+    path.extend((0..DEPTH).map(|_| at("down", AddrKind::Return)));
+    path.push(at("bottom", AddrKind::Ip));
+    let app = app.display().to_string();
+    let event = EventDesc::new("cpu-clock", Sampling::Period(1_000_000), "ns");
+    ProfileBuilder::new(&app, event)
+        .module(&app)
+        .thread(1, 1, "app")
+        .path(&path, 5, 1_000_000)
+        .build()
 }
 
 /// A structure file for the fixture `app`: `main` and `down` one statement each, and `bottom`

@@ -9,7 +9,8 @@ use correlate::{
     ChildIndex, Database, DbModuleId, DbNodeId, MetricDesc, ModuleDesc, NodeKey, NodeKind,
     StructureSource, ThreadDesc, ThreadIdx,
 };
-use profiler::db::{Cct, Cost, EventDesc, Profile, Sampling, ThreadProfile};
+use profiler::builder::ProfileBuilder;
+use profiler::db::{Cost, EventDesc, Sampling};
 
 /// A database with `metrics` metrics whose `main` has `samples` samples in procedure `name`.
 fn database(dir: &Path, metrics: usize, samples: u64, name: &str) -> PathBuf {
@@ -117,21 +118,11 @@ fn errors_name_their_cause_once() {
 
 /// An empty one-thread profile of a run that started at `start_ns`, written to `path`.
 fn write_profile(path: &Path, start_ns: u64) {
-    let profile = Profile {
-        host: "test".into(),
-        start_ns,
-        end_ns: start_ns + 1,
-        threads: vec![ThreadProfile {
-            pid: 1,
-            tid: 1,
-            comm: "app".into(),
-            cct: Cct::new(1),
-        }],
-        ..Profile::new(
-            vec!["app".into()],
-            vec![EventDesc::new("cpu-clock", Sampling::Period(1000), "ns")],
-        )
-    };
+    let event = EventDesc::new("cpu-clock", Sampling::Period(1000), "ns");
+    let profile = ProfileBuilder::new("app", event)
+        .times(start_ns, start_ns + 1)
+        .thread(1, 1, "app")
+        .build();
     profile.write(path).expect("write the profile");
 }
 

@@ -334,11 +334,8 @@ pub(crate) mod tests {
     use super::*;
     use crate::db::database::{Selection, StructureSource};
     use crate::view::projection::{callers, top_down};
-    use profiler::addr::Svma;
-    use profiler::db::{
-        AddrKind, Cct, CctNode, CctNodeId, EventDesc, ModuleInfo, ProfileModuleId, Sampling,
-        ThreadProfile,
-    };
+    use profiler::builder::{code, ProfileBuilder};
+    use profiler::db::{AddrKind, EventDesc, Sampling};
     use structure::Scope;
 
     /// main [0x100, 0x140): loop at line 10 holding an inlined `add` (called from line 11)
@@ -374,56 +371,18 @@ pub(crate) mod tests {
         t
     }
 
-    fn node(parent: u32, addr: u64, kind: AddrKind, samples: u64) -> CctNode {
-        CctNode {
-            parent: CctNodeId(parent),
-            frame: Frame::Code {
-                module: ProfileModuleId(0),
-                addr: Svma(addr),
-                kind,
-            },
-            costs: vec![Cost {
-                samples,
-                value: samples * 1000,
-            }],
-        }
-    }
-
     /// Two samples in the inlined loop body, g called twice from the inlined call at line 31
     /// (return address 0x120: exactly the end of line 31's range) and once from line 12.
     pub(crate) fn profile() -> Profile {
-        let root = CctNode {
-            parent: CctNodeId::ROOT,
-            frame: Frame::Root,
-            costs: vec![Cost::default()],
-        };
-        let nodes = vec![
-            root,
-            node(0, 0x104, AddrKind::Ip, 2),
-            node(0, 0x120, AddrKind::Return, 0),
-            node(2, 0x204, AddrKind::Ip, 2),
-            node(0, 0x130, AddrKind::Return, 0),
-            node(4, 0x208, AddrKind::Ip, 1),
-        ];
-        Profile {
-            host: "h".into(),
-            end_ns: 1,
-            modules: vec![ModuleInfo {
-                path: "/bin/app".into(),
-                build_id: None,
-                checksum: None,
-            }],
-            threads: vec![ThreadProfile {
-                pid: 1,
-                tid: 1,
-                comm: "app".into(),
-                cct: Cct { nodes },
-            }],
-            ..Profile::new(
-                vec!["app".into()],
-                vec![EventDesc::new("cpu-clock", Sampling::Frequency(1000), "ns")],
-            )
-        }
+        let event = EventDesc::new("cpu-clock", Sampling::Frequency(1000), "ns");
+        let (ip, ret) = (AddrKind::Ip, AddrKind::Return);
+        ProfileBuilder::new("app", event)
+            .module("/bin/app")
+            .thread(1, 1, "app")
+            .path(&[code(0, 0x104, ip)], 2, 1000)
+            .path(&[code(0, 0x120, ret), code(0, 0x204, ip)], 2, 1000)
+            .path(&[code(0, 0x130, ret), code(0, 0x208, ip)], 1, 1000)
+            .build()
     }
 
     fn enrich() -> Database {

@@ -1,45 +1,21 @@
 //! Tests of the `profile.db` format: round trips, older versions, refused damage.
 
 use super::*;
-use crate::format::addr::Svma;
+use crate::format::builder::{code, ProfileBuilder};
 use crate::format::dataref::SourceHist;
 use crate::format::job::JobPlace;
 use crate::format::trace::ThreadTrace;
 
 fn small_profile() -> Profile {
-    let mut cct = Cct::new(1);
-    cct.nodes.push(CctNode {
-        parent: CctNodeId::ROOT,
-        frame: Frame::Code {
-            module: ProfileModuleId(0),
-            addr: Svma(0x1234),
-            kind: AddrKind::Ip,
-        },
-        costs: vec![Cost {
-            samples: 3,
-            value: 3_000,
-        }],
-    });
-    Profile {
-        host: "h".into(),
-        start_ns: 1,
-        end_ns: 2,
-        modules: vec![ModuleInfo {
-            path: "/app".into(),
-            build_id: None,
-            checksum: Some(0xdead_beef),
-        }],
-        threads: vec![ThreadProfile {
-            pid: 1,
-            tid: 1,
-            comm: "app".into(),
-            cct,
-        }],
-        ..Profile::new(
-            vec!["./app".into()],
-            vec![EventDesc::new("cpu-clock", Sampling::Period(1000), "ns")],
-        )
-    }
+    let event = EventDesc::new("cpu-clock", Sampling::Period(1000), "ns");
+    let mut profile = ProfileBuilder::new("./app", event)
+        .times(1, 2)
+        .module("/app")
+        .thread(1, 1, "app")
+        .path(&[code(0, 0x1234, AddrKind::Ip)], 3, 1000)
+        .build();
+    profile.modules[0].checksum = Some(0xdead_beef);
+    profile
 }
 
 #[test]

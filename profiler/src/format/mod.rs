@@ -4,6 +4,7 @@
 
 pub mod addr;
 pub(crate) mod arena;
+pub mod builder;
 pub(crate) mod calltree;
 pub mod dataref;
 pub mod db;

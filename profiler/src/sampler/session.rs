@@ -157,43 +157,13 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     let mut target = Prepared::new(opts, data)?;
     let opened = open_all(opts, data, &target, &cpus);
     let (plan, mut open, mut notices) = target.or_abandon(opened)?;
-    let probe_ids = match open.add_probes(&target.heap.probes, &target.tasks, &cpus) {
-        Ok(ids) => ids,
-        Err(e) => {
-            let why = format!("the allocator's uprobes could not be opened ({e})");
-            target.heap.unavailable = Some(why);
-            Vec::new()
-        }
-    };
-    let mut recorder = Recorder::new(event_layouts(&plan, &open, data), open.event_of_id.clone());
-    recorder.add_probes(probe_ids, opts.alloc_min);
-    if let Some(budget) = opts.trace {
-        recorder.trace(budget);
-    }
-    // Copies the rings out as soon as they wake it, from before the command starts (a short
-    // program's fault burst fills a ring in a millisecond), while the reader unwinds; stopped
-    // before the last drain.
-    let copier = target.or_abandon(Copier::start(&open.rings).map_err(|e| {
-        RunError::System(format!(
-            "cannot start the thread that empties the sample buffers: {e}"
-        ))
-    }))?;
-    if opts.backpressure.wanted(copier.realtime()) {
-        let held = hold_command(
-            opts,
-            &plan,
-            (&mut open, &copier, &mut recorder),
-            &target.tasks,
-            &cpus,
-        );
-        notices.extend(held.unwrap_or_else(|e| {
-            open.release_hold();
-            Some(format!(
-                "the command cannot be held while its samples are copied ({e}); a burst may \
-                 lose records"
-            ))
-        }));
-    }
+    let mut recorder = recorder_for(opts, data, (&plan, &mut open), &mut target, &cpus);
+    let copier = start_copier(opts, &plan, (&mut open, &mut recorder), &mut target, &cpus).map(
+        |(copier, notice)| {
+            notices.extend(notice);
+            copier
+        },
+    )?;
     // The command exists by now, stopped (and its children reset to the ordinary policy
     // anyway); the copier thread exists too, so the reader's nice value is its own.
     if !priority::set_realtime(priority::READER) {
@@ -203,12 +173,11 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     let (child, mut watcher) = target.release(&cpus, &mut recorder)?;
     if let Target::Attach(pid) = opts.target {
         (opts.notify)(Notice::Attached(pid));
-    }
-    if child.is_none() {
         open.fds().for_each(|fd| perf::set_enabled(fd, true));
     }
-    let (mut attached_cpu, mut holds) = (AttachedCpu::default(), 0);
+    let mut attached_cpu = AttachedCpu::default();
     let held = copier.holding().is_some();
+    let mut holds = 0;
     // The sources of records, in the order that breaks ties of time: an allocation returned
     // before a sample stamped at the same nanosecond.
     let mut allocations = target.heap.tracker.as_mut().map(Allocations::new);
@@ -247,6 +216,61 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         attached_cpu: attached_cpu.used(),
         watch: watcher.map(Watcher::finish).unwrap_or_default(),
     })
+}
+
+/// The recorder for the events of `plan` as `open` opened them, with the allocator probes
+/// opened (or the reason they could not be, kept for the summary) and the trace asked for.
+fn recorder_for(
+    opts: &Options,
+    data: bool,
+    (plan, open): (&Plan, &mut OpenEvents),
+    target: &mut Prepared,
+    cpus: &[i32],
+) -> Recorder {
+    let probe_ids = match open.add_probes(&target.heap.probes, &target.tasks, cpus) {
+        Ok(ids) => ids,
+        Err(e) => {
+            let why = format!("the allocator's uprobes could not be opened ({e})");
+            target.heap.unavailable = Some(why);
+            Vec::new()
+        }
+    };
+    let mut recorder = Recorder::new(event_layouts(plan, open, data), open.event_of_id.clone());
+    recorder.add_probes(probe_ids, opts.alloc_min);
+    if let Some(budget) = opts.trace {
+        recorder.trace(budget);
+    }
+    recorder
+}
+
+/// Start the thread that copies the rings out as soon as they wake it, from before the command
+/// starts (a short program's fault burst fills a ring in a millisecond), while the reader
+/// unwinds; and hold the command while it copies where `--backpressure` asks for it (with a
+/// notice when it cannot, or not for every event).
+fn start_copier(
+    opts: &Options,
+    plan: &Plan,
+    (open, recorder): (&mut OpenEvents, &mut Recorder),
+    target: &mut Prepared,
+    cpus: &[i32],
+) -> Result<(Copier, Option<String>), RunError> {
+    let copier = target.or_abandon(Copier::start(&open.rings).map_err(|e| {
+        RunError::System(format!(
+            "cannot start the thread that empties the sample buffers: {e}"
+        ))
+    }))?;
+    if !opts.backpressure.wanted(copier.realtime()) {
+        return Ok((copier, None));
+    }
+    let held = hold_command(opts, plan, (open, &copier, recorder), &target.tasks, cpus);
+    let notice = held.unwrap_or_else(|e| {
+        open.release_hold();
+        Some(format!(
+            "the command cannot be held while its samples are copied ({e}); a burst may lose \
+             records"
+        ))
+    });
+    Ok((copier, notice))
 }
 
 /// Open the tripwires that stop the command every half ring of samples until the copier has
