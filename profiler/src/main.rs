@@ -56,10 +56,10 @@ struct Cli {
     #[arg(long, value_name = "KIB")]
     buffer_kib: Option<usize>,
 
-    /// When to stop the command while its samples are copied out of full-enough buffers, so
-    /// that a burst waits instead of losing records: `auto` where hpcrun-rs cannot have
-    /// real-time priority (an ordinary user), `on`, or `off` (records that do not fit are lost
-    /// and counted). The command's CPU time is unchanged; its wall time grows by the copies
+    /// When to pause the command now and then while hpcrun-rs copies its samples, so that a
+    /// burst waits instead of losing records: `auto` where hpcrun-rs cannot have real-time
+    /// priority (an ordinary user), `on`, or `off` (records that do not fit are lost and
+    /// counted). The command's CPU time is unchanged; its wall time grows by the copies
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = BackpressureArg::Auto)]
     backpressure: BackpressureArg,
 
