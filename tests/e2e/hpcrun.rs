@@ -6,7 +6,8 @@ use std::process::Command;
 
 use crate::support::symbols::{Namer, SymbolTable};
 use crate::support::work_clocks;
-use crate::support::{compile, run, run_ok, scratch_dir, tool, tool_command};
+use crate::support::{as_user, compile, run, run_ok, scratch_dir, tool, tool_command};
+use crate::support::{world_dir, NOBODY};
 use profiler::db::Profile;
 
 /// Flags of the fixtures: optimised, without frame pointers (unwinding uses DWARF CFI).
@@ -524,9 +525,7 @@ fn works_for_an_unprivileged_user() {
     std::fs::copy(tool("hpcrun-rs"), &hpcrun).unwrap();
     open(&hpcrun, 0o755);
     let db = dir.join("nobody.db");
-    let out = run(Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(&hpcrun)
+    let out = run(as_user(NOBODY, &hpcrun)
         .arg("-o")
         .arg(&db)
         .arg(&spin)
@@ -603,21 +602,10 @@ fn attaching_to_another_users_process_is_refused_clearly() {
     if !is_root() {
         return; // needs a process of another user: root's
     }
-    let dir = std::env::temp_dir().join(format!("hpcrun-attach-nobody-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let open = |p: &Path, mode| {
-        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
-    };
-    open(&dir, 0o777);
-    let hpcrun = dir.join("hpcrun-rs");
-    std::fs::copy(tool("hpcrun-rs"), &hpcrun).unwrap();
-    open(&hpcrun, 0o755);
+    let (dir, hpcrun) = world_dir("hpcrun-attach-nobody");
     let spin = compile("run_spin.c", &dir, "run_spin", CFLAGS);
     let mut target = Command::new(&spin).arg("100000000000").spawn().unwrap();
-    let out = run(Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(&hpcrun)
+    let out = run(as_user(NOBODY, &hpcrun)
         .arg("-o")
         .arg(dir.join("x.db"))
         .arg("-p")

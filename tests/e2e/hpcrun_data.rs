@@ -3,7 +3,7 @@
 //! samples give exact counts per object.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use object::{Object, ObjectSymbol};
@@ -12,7 +12,7 @@ use profiler::db::{CctNodeId, Profile, ProfileModuleId};
 
 use crate::hpcrun::is_root;
 use crate::support::symbols::Namer;
-use crate::support::{compile, run, scratch_dir, tool, tool_command};
+use crate::support::{as_user, compile, run, scratch_dir, tool_command, world_dir, NOBODY};
 
 /// Pages of static array B in `data_touch.c` (A has three times as many).
 const NP: u64 = 256;
@@ -675,39 +675,4 @@ fn a_fault_burst_loses_nothing_at_default_settings() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// `setpriv`'s arguments that run a command as `nobody`.
-const NOBODY: &[&str] = &[
-    "setpriv",
-    "--reuid=65534",
-    "--regid=65534",
-    "--clear-groups",
-];
-
-/// A fresh directory every user may write in, with a copy of hpcrun-rs that every user may run.
-fn world_dir(name: &str) -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let open = |p: &Path, mode| {
-        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
-    };
-    open(&dir, 0o777);
-    let hpcrun = dir.join("hpcrun-rs");
-    std::fs::copy(tool("hpcrun-rs"), &hpcrun).unwrap();
-    open(&hpcrun, 0o755);
-    (dir, hpcrun)
-}
-
-/// `program` run as `user` (`setpriv` and its arguments; empty: as we are).
-fn as_user(user: &[&str], program: &Path) -> Command {
-    match user.split_first() {
-        None => Command::new(program),
-        Some((setpriv, args)) => {
-            let mut cmd = Command::new(setpriv);
-            cmd.args(args).arg(program);
-            cmd
-        }
-    }
 }

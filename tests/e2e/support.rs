@@ -299,3 +299,38 @@ pub fn work_clocks(stdout: &str) -> std::collections::BTreeMap<String, f64> {
         .map(|(who, ns)| (who.to_string(), ns.trim().parse::<f64>().unwrap() / 1e9))
         .collect()
 }
+
+/// `setpriv`'s arguments that run a command as `nobody`.
+pub const NOBODY: &[&str] = &[
+    "setpriv",
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+];
+
+/// A fresh directory every user may write in, with a copy of hpcrun-rs that every user may run.
+pub fn world_dir(name: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let open = |p: &Path, mode| {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
+    };
+    open(&dir, 0o777);
+    let hpcrun = dir.join("hpcrun-rs");
+    std::fs::copy(tool("hpcrun-rs"), &hpcrun).unwrap();
+    open(&hpcrun, 0o755);
+    (dir, hpcrun)
+}
+
+/// `program` run as `user` (`setpriv` and its arguments; empty: as we are).
+pub fn as_user(user: &[&str], program: &Path) -> Command {
+    match user.split_first() {
+        None => Command::new(program),
+        Some((setpriv, args)) => {
+            let mut cmd = Command::new(setpriv);
+            cmd.args(args).arg(program);
+            cmd
+        }
+    }
+}
