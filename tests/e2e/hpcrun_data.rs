@@ -34,6 +34,8 @@ pub(crate) fn measure_faults_with(exe: &Path, db: &Path, extra: &[&str]) -> (Pro
             .arg(exe));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "hpcrun-rs failed:\n{stderr}");
+        // Shown with the first test that fails on this measurement (the summary's counts).
+        eprintln!("measured {}:\n{stderr}", db.display());
         let profile = Profile::read(db).expect("profile.db readable");
         if profile.stats.lost == 0 {
             return (profile, String::from_utf8_lossy(&out.stdout).into_owned());
