@@ -251,7 +251,7 @@ pub struct Copier {
     thread: Option<JoinHandle<()>>,
 }
 
-/// The command the rings' wake-ups stop ([`hold`]), which the copier lets go on after each copy.
+/// The command the tripwires stop ([`hold`]), which the copier lets go on after each copy.
 #[derive(Default)]
 struct Held {
     /// Its pid; 0 while nothing is held.
@@ -323,8 +323,8 @@ impl Copier {
         self.realtime
     }
 
-    /// Let process `owner` go on after each copy that a ring's wake-up asked for: the events'
-    /// descriptors are armed to stop it then ([`hold::arm`]).
+    /// Let process `owner` go on whenever the copier finds it stopped after a copy: its
+    /// tripwires stop it every so many samples ([`hold`]).
     pub(crate) fn hold(&self, owner: Pid) {
         self.held.owner.store(owner.as_raw(), Ordering::Release);
     }

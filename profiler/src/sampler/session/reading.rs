@@ -90,7 +90,8 @@ impl Reading<'_, '_> {
         match self.child {
             Some(pid) => match launch::poll_child(pid) {
                 ChildState::Ended(ended) => Some(Some(ended)),
-                // A stop by a tripwire, which the copier ends (this one too, at the latest).
+                // A tripwire's stop: the copier continues the command after its copy; doing it
+                // here too covers a stop that came after the copier looked.
                 ChildState::Stopped(libc::SIGSTOP) if self.held => {
                     hold::resume(pid);
                     None
