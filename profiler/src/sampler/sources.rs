@@ -220,3 +220,58 @@ impl Source for Watcher {
         self.tick(recorder);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::*;
+
+    /// A source of records stamped `times`, complete up to `complete`, that logs what it hands
+    /// on as (its name, the time).
+    struct Fake {
+        name: char,
+        times: VecDeque<u64>,
+        complete: u64,
+        log: Rc<RefCell<Vec<(char, u64)>>>,
+    }
+
+    impl Source for Fake {
+        fn ready_fds(&self) -> Vec<BorrowedFd<'_>> {
+            Vec::new()
+        }
+        fn fill(&mut self, now: u64, _recorder: &Recorder) -> u64 {
+            self.complete.min(now)
+        }
+        fn next_time(&self, _recorder: &Recorder) -> Option<u64> {
+            self.times.front().copied()
+        }
+        fn deliver_next(&mut self, _recorder: &mut Recorder) {
+            let t = self.times.pop_front().expect("a record");
+            self.log.borrow_mut().push((self.name, t));
+        }
+    }
+
+    #[test]
+    fn records_come_in_time_order_up_to_what_every_source_has_complete() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let fake = |name, times: &[u64], complete| Fake {
+            name,
+            times: times.iter().copied().collect(),
+            complete,
+            log: Rc::clone(&log),
+        };
+        // `a` is complete up to 25 only (a call in progress): nothing later may pass yet.
+        let mut a = fake('a', &[10, 20, 30], 25);
+        let mut b = fake('b', &[5, 20, 26, 40], u64::MAX);
+        let mut recorder = Recorder::new(Vec::new(), Default::default());
+        merge(&mut [&mut a, &mut b], &mut recorder, false);
+        let first: Vec<(char, u64)> = log.borrow_mut().drain(..).collect();
+        // Ties go to the earlier source.
+        assert_eq!(first, [('b', 5), ('a', 10), ('a', 20), ('b', 20)]);
+        a.complete = u64::MAX;
+        merge(&mut [&mut a, &mut b], &mut recorder, true);
+        assert_eq!(*log.borrow(), [('b', 26), ('a', 30), ('b', 40)]);
+    }
+}
