@@ -526,17 +526,8 @@ fn works_for_an_unprivileged_user() {
     }
     // Work in a world-accessible directory: the checkout may sit below directories that
     // `nobody` cannot enter.
-    let dir = std::env::temp_dir().join(format!("hpcrun-nobody-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let open = |p: &Path, mode| {
-        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
-    };
-    open(&dir, 0o777);
+    let (dir, hpcrun) = world_dir("hpcrun-nobody");
     let spin = compile("run_spin.c", &dir, "run_spin", CFLAGS);
-    let hpcrun = dir.join("hpcrun-rs");
-    std::fs::copy(tool("hpcrun-rs"), &hpcrun).unwrap();
-    open(&hpcrun, 0o755);
     let db = dir.join("nobody.db");
     let out = run(as_user(NOBODY, &hpcrun)
         .arg("-o")
