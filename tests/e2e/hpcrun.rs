@@ -28,7 +28,7 @@ fn profile_of(
     extra_flags: &[&str],
     args: &[&str],
     events: &[&str],
-) -> (Profile, PathBuf) {
+) -> (Profile, PathBuf, String) {
     let mut flags = CFLAGS.to_vec();
     flags.extend_from_slice(extra_flags);
     let exe = compile(&format!("{name}.c"), dir, name, &flags);
@@ -37,9 +37,15 @@ fn profile_of(
     let exe_s = exe.to_str().unwrap().to_string();
     all.push(&exe_s);
     all.extend_from_slice(args);
-    let (status, stderr) = hpcrun(&db, &all);
-    assert_eq!(status, 0, "hpcrun-rs failed:\n{stderr}");
-    (Profile::read(&db).expect("profile.db readable"), exe)
+    let out = run(tool_command("hpcrun-rs").arg("-o").arg(&db).args(&all));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "hpcrun-rs failed:\n{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (
+        Profile::read(&db).expect("profile.db readable"),
+        exe,
+        stdout,
+    )
 }
 
 fn share(part: u64, whole: u64) -> f64 {
@@ -47,9 +53,9 @@ fn share(part: u64, whole: u64) -> f64 {
 }
 
 #[test]
-fn leaf_samples_split_two_to_one_between_its_callers() {
+fn leaf_samples_split_between_its_callers_as_their_clocks_say() {
     let dir = scratch_dir("hpcrun-callers");
-    let (profile, _) = profile_of(&dir, "run_callers", &[], &[], &["cpu-clock@f4000"]);
+    let (profile, _, stdout) = profile_of(&dir, "run_callers", &[], &[], &["cpu-clock@f4000"]);
     let mut namer = Namer::new(&profile);
     let (mut via_a, mut via_b) = (0u64, 0u64);
     for t in &profile.threads {
@@ -71,10 +77,13 @@ fn leaf_samples_split_two_to_one_between_its_callers() {
         via_a + via_b > 1000,
         "too few leaf samples: {via_a} + {via_b}"
     );
+    // Designed 2:1; the oracle is the CPU time each caller took by the program's own clock.
+    let clocks = work_clocks(&stdout);
+    let want = clocks["caller_a"] / (clocks["caller_a"] + clocks["caller_b"]);
     let a = share(via_a, via_a + via_b);
     assert!(
-        (a - 2.0 / 3.0).abs() <= 0.05 * 2.0 / 3.0,
-        "caller_a share {a:.3} ({via_a} vs {via_b})"
+        (a - want).abs() <= 0.05,
+        "caller_a share {a:.3} ({via_a} vs {via_b}), its clock's {want:.3}"
     );
 }
 
@@ -199,7 +208,7 @@ fn fork_and_exec_both_processes_are_profiled() {
     for mode in [&[][..], &["vfork"][..]] {
         let mut args = mode.to_vec();
         args.extend([spin, "300000000"]);
-        let (profile, _) = profile_of(&dir, "run_fork", &[], &args, &["cpu-clock"]);
+        let (profile, _, _) = profile_of(&dir, "run_fork", &[], &args, &["cpu-clock"]);
         let pids: std::collections::BTreeSet<u32> = profile.threads.iter().map(|t| t.pid).collect();
         assert!(
             pids.len() >= 2,
@@ -340,7 +349,7 @@ fn a_killed_hpcrun_leaves_no_orphan() {
 fn several_events_are_metrics_weighted_by_their_periods() {
     let dir = scratch_dir("hpcrun-events");
     let events = ["cpu-clock", "page-faults@50"];
-    let (profile, _) = profile_of(&dir, "run_qsort", &[], &["1000000"], &events);
+    let (profile, _, _) = profile_of(&dir, "run_qsort", &[], &["1000000"], &events);
     let names: Vec<&str> = profile.events.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["cpu-clock", "page-faults"]);
     assert_eq!(profile.events[0].unit, "ns");
@@ -366,7 +375,7 @@ fn several_events_are_metrics_weighted_by_their_periods() {
 #[test]
 fn deep_recursion_completes_and_counts_partial_paths() {
     let dir = scratch_dir("hpcrun-recursion");
-    let (profile, _) = profile_of(&dir, "run_recursion", &[], &[], &["cpu-clock"]);
+    let (profile, _, _) = profile_of(&dir, "run_recursion", &[], &[], &["cpu-clock"]);
     let total: u64 = profile.threads.iter().map(|t| t.cct.total(0).samples).sum();
     assert!(total > 200, "samples: {total}");
     assert!(
@@ -391,7 +400,7 @@ fn deep_recursion_completes_and_counts_partial_paths() {
 #[test]
 fn a_libc_callback_path_goes_through_qsort_up_to_main() {
     let dir = scratch_dir("hpcrun-qsort");
-    let (profile, _) = profile_of(&dir, "run_qsort", &[], &[], &["cpu-clock@f2000"]);
+    let (profile, _, _) = profile_of(&dir, "run_qsort", &[], &[], &["cpu-clock@f2000"]);
     let mut namer = Namer::new(&profile);
     let (mut good, mut all) = (0u64, 0u64);
     for t in &profile.threads {

@@ -14,10 +14,11 @@ pub fn measure(bin: &Path, args: &[&str], dir: &Path, name: &str) -> PathBuf {
     measure_with("cpu-clock@f1000", bin, args, dir, name)
 }
 
-/// Run `bin args` under `hpcrun-rs -e EVENT`, writing `dir/NAME.db`.
+/// Run `bin args` under `hpcrun-rs -e EVENT`, writing `dir/NAME.db` (and the program's standard
+/// output to `dir/NAME.stdout`).
 pub fn measure_with(event: &str, bin: &Path, args: &[&str], dir: &Path, name: &str) -> PathBuf {
     let out = dir.join(format!("{name}.db"));
-    run_ok(
+    let stdout = run_ok(
         tool_command("hpcrun-rs")
             .args(["-q", "-e", event, "-o"])
             .arg(&out)
@@ -25,6 +26,7 @@ pub fn measure_with(event: &str, bin: &Path, args: &[&str], dir: &Path, name: &s
             .args(args)
             .current_dir(dir),
     );
+    std::fs::write(dir.join(format!("{name}.stdout")), stdout).unwrap();
     out
 }
 
