@@ -1,8 +1,9 @@
 //! The whole pipeline on real programs: fixtures compiled at -O2 -g without frame pointers,
 //! measured by `hpcrun-rs`, correlated by `hpcprof-rs`, read back with `hpcview-rs` in all three
 //! views and all output formats. The programs have designed cost splits (2:1 between two callers,
-//! 3:1:2 between three threads), checked against their own clocks, and known structure (the STL map program's loops and inlined
-//! frames); sampling noise is allowed for with tolerances, never with retries.
+//! 3:1:2 between three threads), checked against their own clocks, and known structure (the STL
+//! map program's loops and inlined frames); sampling noise is allowed for with tolerances, never
+//! with retries.
 
 use std::path::{Path, PathBuf};
 
