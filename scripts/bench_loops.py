@@ -3,9 +3,11 @@
 
 Run by `scripts/bench-structure --loops [ROUNDS]` (which builds hpcstruct-rs first). Per binary:
 loops, irreducible loops and unresolved indirect jumps as hpcstruct-rs reports them, wall time
-and peak memory of hpcstruct-rs and of BASELINE (an older hpcstruct-rs, if given; medians of
-ROUNDS alternating rounds, with min-max) and of one `objdump -d -l`, and, for programs built
-here by clang, agreement with LLVM's own loop analysis.
+and peak memory of hpcstruct-rs and of BASELINE (an older hpcstruct-rs, if given: its counts
+and agreement too, on a row of their own; medians of ROUNDS alternating rounds, with min-max)
+and of one `objdump -d -l` (left out with OBJDUMP=0: minutes on node), and, for programs built
+here by clang, agreement with LLVM's own loop analysis. `dup.`: loops entered at several blocks
+from copies of one duplicated test, which hpcstruct-rs counts apart from the irreducible ones.
 
 The oracle: each clang-built program is compiled to optimized LLVM IR (`clang -O2 -g -S
 -emit-llvm`), LLVM prints the loops of every function of that IR (`opt -passes='print<loops>'`),
@@ -38,7 +40,8 @@ SQLITE_CRATE = "https://static.crates.io/crates/libsqlite3-sys/libsqlite3-sys-0.
 # file fuses such copies back into the source's loop (thesis section 3.6), LLVM counts each.
 NO_COPIES = ["-fno-vectorize", "-fno-slp-vectorize", "-fno-unroll-loops"]
 SUMMARY = re.compile(
-    r"(\d+) loops(?: \((\d+) irreducible\))?(?:, (\d+) indirect jumps unresolved)?"
+    r"(\d+) loops(?: \((?:(\d+) irreducible)?(?:, )?"
+    r"(?:(\d+) entered through a duplicated test)?\))?(?:, (\d+) indirect jumps unresolved)?"
 )
 
 
@@ -171,6 +174,29 @@ def spread(xs):
     return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
 
+def count_loops(label, binary, path, lls, work):
+    """One row: what `binary` finds in `path`, and for clang builds (`lls`) LLVM's agreement."""
+    out = os.path.join(work, "x.hpcstruct")
+    r = subprocess.run([binary, path, "-o", out], capture_output=True, text=True)
+    m = SUMMARY.search(r.stderr)
+    loops, irr, dup, unres = (int(g or 0) for g in m.groups()) if m else (0, 0, 0, 0)
+    oracle_cols = ""
+    differ = []
+    if lls:
+        oracle = {}
+        for ll in lls:
+            oracle.update(llvm_loops(ll))
+        n, agree, lo, lu, differ = compare(oracle, our_loops(out))
+        oracle_cols = f"{n:>15}{100 * agree / max(n, 1):>6.1f}%{lo:>9}/{lu:<7}"
+    size = os.path.getsize(path) / 1e6
+    pct = 100 * irr / max(loops, 1)
+    print(f"{label:<26}{size:>6.1f}{loops:>8}{irr:>8}{pct:>6.1f}{dup:>7}{unres:>8}{oracle_cols}")
+    for f, want, got in differ[:5]:
+        print(f"    {f[:70]}: llvm depths {want}, ours {got}")
+    if len(differ) > 5:
+        print(f"    ... and {len(differ) - 5} more functions differ")
+
+
 def main():
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     ours_bin = sys.argv[1]
@@ -210,29 +236,13 @@ def main():
             ),
         ))
 
-        print(f"{'binary':<26}{'MB':>6}{'loops':>8}{'irred.':>8}{'%':>6}{'unres.':>8}"
+        print(f"{'binary':<26}{'MB':>6}{'loops':>8}{'irred.':>8}{'%':>6}{'dup.':>7}{'unres.':>8}"
               f"{'oracle: funcs':>15}{'agree':>7}{'loops llvm/ours':>17}")
         timing_rows = []
+        builds = [("", ours_bin)] + ([("  baseline", baseline)] if baseline else [])
         for name, path, lls in corpus:
-            out = os.path.join(work, "x.hpcstruct")
-            r = subprocess.run([ours_bin, path, "-o", out], capture_output=True, text=True)
-            m = SUMMARY.search(r.stderr)
-            loops, irr, unres = (int(g or 0) for g in m.groups()) if m else (0, 0, 0)
-            oracle_cols = ""
-            differ = []
-            if lls:
-                oracle = {}
-                for ll in lls:
-                    oracle.update(llvm_loops(ll))
-                n, agree, lo, lu, differ = compare(oracle, our_loops(out))
-                oracle_cols = f"{n:>15}{100 * agree / max(n, 1):>6.1f}%{lo:>9}/{lu:<7}"
-            size = os.path.getsize(path) / 1e6
-            pct = 100 * irr / max(loops, 1)
-            print(f"{name:<26}{size:>6.1f}{loops:>8}{irr:>8}{pct:>6.1f}{unres:>8}{oracle_cols}")
-            for f, want, got in differ[:5]:
-                print(f"    {f[:70]}: llvm depths {want}, ours {got}")
-            if len(differ) > 5:
-                print(f"    ... and {len(differ) - 5} more functions differ")
+            for label, binary in builds:
+                count_loops(label or name, binary, path, lls, work)
             timing_rows.append((name, path))
 
         print(f"\ntime (s) and peak memory (MiB), median (min-max) of {rounds} alternating rounds"
@@ -240,7 +250,8 @@ def main():
         tools = [("hpcstruct-rs", lambda p, o: [ours_bin, "-j", "2", p, "-o", o])]
         if baseline:
             tools.append(("baseline", lambda p, o: [baseline, "-j", "2", p, "-o", o]))
-        tools.append(("objdump -d -l", lambda p, o: ["objdump", "-d", "-l", p]))
+        if os.environ.get("OBJDUMP", "1") != "0":
+            tools.append(("objdump -d -l", lambda p, o: ["objdump", "-d", "-l", p]))
         for name, path in timing_rows:
             samples = {t: ([], []) for t, _ in tools}
             for r in range(rounds):

@@ -73,6 +73,10 @@ pub struct Summary {
     /// calls through pointers in tail position, table shapes not recognised): code reached
     /// only through them is analysed on its own and never enters a loop around it.
     pub unresolved_jumps: usize,
+    /// Loops (not among the irreducible ones) entered at several blocks from copies of one test
+    /// that the compiler duplicated before the loop and at its bottom: natural loops of the
+    /// source, each analysed as entered through one virtual block that holds the test.
+    pub duplicated_tests: usize,
     /// Statements in the tree.
     pub statements: usize,
     /// DWARF compilation units read.

@@ -192,6 +192,7 @@ fn analyze_in_pool(
     summary.unitless_line_programs = info.unitless_programs;
     summary.irreducible_loops = irreducible_loops;
     summary.unresolved_jumps = built.iter().map(|b| b.unresolved_jumps).sum();
+    summary.duplicated_tests = built.iter().map(|b| b.duplicated_tests).sum();
     Ok(Analysis {
         tree,
         summary,
@@ -214,6 +215,7 @@ fn summarize(
         loops: count(&|s| s.kind == ScopeKind::Loop),
         irreducible_loops: Vec::new(),
         unresolved_jumps: 0,
+        duplicated_tests: 0,
         statements: count(&|s| s.kind == ScopeKind::Statement),
         units,
         unitless_line_programs: 0,
@@ -253,6 +255,8 @@ struct Built {
     note: Option<String>,
     /// Indirect jumps with unknown targets.
     unresolved_jumps: usize,
+    /// Loops entered through copies of one test.
+    duplicated_tests: usize,
 }
 
 impl Built {
@@ -288,6 +292,7 @@ fn build_procedure(
         inferred,
         note,
         unresolved_jumps: nest.unresolved_jumps,
+        duplicated_tests: nest.duplicated_tests,
     }
 }
 

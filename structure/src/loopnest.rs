@@ -107,7 +107,11 @@ fn describe<'i>(cfg: &Cfg, forest: &LoopForest, info: &DwarfInfo) -> LoopNest<'i
                 header: cfg.block(lp.header).start,
                 file: begin.map(|b| b.file),
                 line: begin.map_or(0, |b| b.line),
-                entries: lp.entries.iter().map(|&b| cfg.block(b).start).collect(),
+                entries: if lp.irreducible {
+                    lp.entries.iter().map(|&b| cfg.block(b).start).collect()
+                } else {
+                    vec![cfg.block(lp.header).start]
+                },
             }
         })
         .collect();
@@ -130,5 +134,6 @@ fn describe<'i>(cfg: &Cfg, forest: &LoopForest, info: &DwarfInfo) -> LoopNest<'i
         membership,
         begin_line: None,
         unresolved_jumps,
+        duplicated_tests: forest.loops.iter().filter(|l| l.duplicated_test).count(),
     }
 }

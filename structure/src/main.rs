@@ -113,10 +113,20 @@ fn print_summary(
     } else {
         String::new()
     };
-    let irreducible = if s.irreducible_loops.is_empty() {
+    let mut kinds = Vec::new();
+    if !s.irreducible_loops.is_empty() {
+        kinds.push(format!("{} irreducible", s.irreducible_loops.len()));
+    }
+    if s.duplicated_tests > 0 {
+        kinds.push(format!(
+            "{} entered through a duplicated test",
+            s.duplicated_tests
+        ));
+    }
+    let irreducible = if kinds.is_empty() {
         String::new()
     } else {
-        format!(" ({} irreducible)", s.irreducible_loops.len())
+        format!(" ({})", kinds.join(", "))
     };
     let unresolved = if s.unresolved_jumps > 0 {
         format!(", {} indirect jumps unresolved", s.unresolved_jumps)

@@ -45,6 +45,9 @@ pub struct LoopNest<'a> {
     /// Indirect jumps whose targets are unknown (neither a recognised jump table nor a tail
     /// call through the GOT).
     pub unresolved_jumps: usize,
+    /// Loops whose several entries all come from copies of one test (see
+    /// [`crate::loops::Loop::duplicated_test`]): natural loops, not irreducible ones.
+    pub duplicated_tests: usize,
 }
 
 impl LoopNest<'_> {

@@ -110,7 +110,8 @@ fn check_invariants(cfg: &Cfg, forest: &LoopForest) {
         assert!(l.blocks.contains(&l.header));
         assert!(l.own_blocks.iter().all(|b| l.blocks.contains(b)));
         assert!(l.entries.iter().all(|b| l.blocks.contains(b)));
-        assert_eq!(l.irreducible, l.entries.len() > 1);
+        assert_eq!(l.irreducible || l.duplicated_test, l.entries.len() > 1);
+        assert!(!(l.irreducible && l.duplicated_test));
         match l.parent {
             Some(p) => {
                 assert_eq!(forest.get(p).depth + 1, l.depth);
@@ -142,6 +143,104 @@ fn jump_into_loop_body_makes_two_entries() {
     // Depth-first search reaches `inside` first (taken arm of the je), so it is the header.
     assert_eq!(starts, vec![a.addr("inside"), a.addr("top")]);
     assert_eq!(l.blocks.len(), 2);
+}
+
+/// The shape LLVM's tail duplication leaves (core::slice::sort's drift sort in ripgrep): the
+/// loop's test copied before the loop and at its bottom, both copies branching to the same two
+/// blocks of the loop (the second through a block that only jumps on). The machine code's cycle
+/// has two entries, but they come from one test: a natural loop, not an irreducible one.
+#[test]
+fn a_loop_test_duplicated_before_the_loop_and_at_its_bottom_is_one_natural_loop() {
+    let mut a = Asm::new(0x1800);
+    a.op(TEST_EDI)
+        .rel8(JE, "b") // the test's first copy: to b, or on into a
+        .label("a")
+        .op(INC_EAX)
+        .rel8(JMP8, "merge")
+        .label("b")
+        .op(INC_ECX)
+        .label("merge")
+        .op(CMP_ECX_10)
+        .rel8(JL, "latch")
+        .op(RET)
+        .label("latch")
+        .op(TEST_EDI)
+        .rel8(JE, "b") // its copy at the bottom: to b, or through a jmp to a
+        .label("on")
+        .rel8(JMP8, "a");
+    let (cfg, forest) = build(0x1800, &a.finish());
+    check_invariants(&cfg, &forest);
+    assert_eq!(forest.len(), 1, "{:?}", forest.loops);
+    let l = &forest.loops[0];
+    assert!(!l.irreducible && l.duplicated_test, "{l:?}");
+    let starts: Vec<u64> = l.entries.iter().map(|&b| cfg.block(b).start).collect();
+    assert_eq!(starts, vec![a.addr("a"), a.addr("b")]);
+    let blocks: Vec<u64> = l.blocks.iter().map(|&b| cfg.block(b).start).collect();
+    assert_eq!(
+        blocks,
+        ["a", "b", "merge", "latch", "on"].map(|l| a.addr(l)),
+        "the jump on stays in the loop"
+    );
+    assert!(
+        cfg.block(cfg.block_at(a.addr("on")).unwrap())
+            .passes_through
+    );
+
+    // The same loop whose bottom test goes elsewhere than the first copy: really two entries.
+    let mut b = Asm::new(0x1800);
+    b.op(TEST_EDI)
+        .rel8(JE, "b")
+        .label("a")
+        .op(INC_EAX)
+        .rel8(JMP8, "merge")
+        .label("b")
+        .op(INC_ECX)
+        .label("merge")
+        .op(CMP_ECX_10)
+        .rel8(JL, "latch")
+        .op(RET)
+        .label("latch")
+        .op(TEST_EDI)
+        .rel8(JE, "b")
+        .op(INC_EAX) // not a pass-through block: the copy differs
+        .rel8(JMP8, "a");
+    let (cfg, forest) = build(0x1800, &b.finish());
+    check_invariants(&cfg, &forest);
+    assert!(
+        forest.loops.iter().any(|l| l.irreducible),
+        "{:?}",
+        forest.loops
+    );
+    assert!(forest.loops.iter().all(|l| !l.duplicated_test));
+}
+
+/// gcc's shape of the same: the test at the loop's bottom, jumped to from one path before the
+/// loop, while another path runs a copy of the test that falls into the body. Both copies only
+/// compare and branch; the one at the bottom belongs to the loop, the one before it does not.
+#[test]
+fn a_loop_entered_at_its_bottom_test_or_through_a_copy_of_it_is_natural() {
+    let mut a = Asm::new(0x1c00);
+    a.op(TEST_EDI)
+        .rel8(JE, "test") // one path: straight to the test at the bottom
+        .label("copy")
+        .op(CMP_ECX_10)
+        .rel8(&[0x7d], "out") // jge: the copy, into the body or out
+        .label("body")
+        .op(INC_EAX)
+        .op(INC_ECX)
+        .label("test")
+        .op(CMP_ECX_10)
+        .rel8(JL, "body")
+        .label("out")
+        .op(RET);
+    let (cfg, forest) = build(0x1c00, &a.finish());
+    check_invariants(&cfg, &forest);
+    assert_eq!(forest.len(), 1, "{:?}", forest.loops);
+    let l = &forest.loops[0];
+    assert!(!l.irreducible && l.duplicated_test, "{l:?}");
+    let blocks: Vec<u64> = l.blocks.iter().map(|&b| cfg.block(b).start).collect();
+    assert_eq!(blocks, vec![a.addr("body"), a.addr("test")]);
+    assert_eq!(cfg.block(l.header).start, a.addr("body"));
 }
 
 #[test]

@@ -160,6 +160,8 @@ impl<'d, 'e> Builder<'d, 'e> {
                     terminator: Terminator::FallThrough,
                     succs: SmallVec::new(),
                     preds: SmallVec::new(),
+                    passes_through: false,
+                    only_tests: false,
                     insns: start as u32..(i + 1) as u32,
                 });
                 start = i + 1;
@@ -187,7 +189,19 @@ impl<'d, 'e> Builder<'d, 'e> {
             } else {
                 link(d, last, follows, &block_of_insn, &tables, &tail_calls)
             };
+            let only = |ok: &[Mnemonic]| {
+                d.insns[first..last]
+                    .iter()
+                    .all(|i| ok.contains(&i.mnemonic()))
+            };
             cfg.blocks[b].terminator = terminator;
+            cfg.blocks[b].passes_through =
+                matches!(terminator, Terminator::Jump | Terminator::FallThrough)
+                    && only(&[Mnemonic::Nop])
+                    && (d.insns[last].mnemonic() == Mnemonic::Nop
+                        || matches!(d.flows[last], Flow::Jump(_)));
+            cfg.blocks[b].only_tests = terminator == Terminator::Branch
+                && only(&[Mnemonic::Nop, Mnemonic::Cmp, Mnemonic::Test]);
             for edge in edges {
                 if cfg.blocks[b].succs.iter().all(|e| e.to != edge.to) {
                     cfg.blocks[b].succs.push(edge);

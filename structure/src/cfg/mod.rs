@@ -170,6 +170,12 @@ pub struct BasicBlock {
     pub succs: SmallVec<[Edge; 2]>,
     /// Blocks with an edge into this one, without duplicates.
     pub preds: SmallVec<[BlockId; 2]>,
+    /// The block does nothing but pass control on to its one successor: `nop`s, perhaps ending
+    /// in a direct `jmp`.
+    pub passes_through: bool,
+    /// The block only compares (`cmp`, `test`) and branches conditionally: it has no effect
+    /// but choosing one of its two successors.
+    pub only_tests: bool,
     /// Position of the block's instructions in [`Cfg::insn_addrs`].
     insns: std::ops::Range<u32>,
 }
