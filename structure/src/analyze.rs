@@ -178,9 +178,11 @@ fn analyze_in_pool(
     assembler
         .tree
         .set_shared_library(binary::is_shared_library(&file));
-    for (&i, b) in selected.iter().zip(&built) {
-        assembler.add_procedure(&plans[i], b);
-        skipped.extend(b.note.clone());
+    let unresolved_jumps = built.iter().map(|b| b.unresolved_jumps).sum();
+    let duplicated_tests = built.iter().map(|b| b.duplicated_tests).sum();
+    for (&i, mut b) in selected.iter().zip(built) {
+        assembler.add_procedure(&plans[i], &mut b);
+        skipped.extend(b.note);
     }
     let inferred_inlined = assembler.inferred;
     let irreducible_loops = std::mem::take(&mut assembler.irreducible);
@@ -191,8 +193,8 @@ fn analyze_in_pool(
     summary.inferred_inlined = inferred_inlined;
     summary.unitless_line_programs = info.unitless_programs;
     summary.irreducible_loops = irreducible_loops;
-    summary.unresolved_jumps = built.iter().map(|b| b.unresolved_jumps).sum();
-    summary.duplicated_tests = built.iter().map(|b| b.duplicated_tests).sum();
+    summary.unresolved_jumps = unresolved_jumps;
+    summary.duplicated_tests = duplicated_tests;
     Ok(Analysis {
         tree,
         summary,
@@ -257,13 +259,9 @@ struct Built {
     unresolved_jumps: usize,
     /// Loops entered through copies of one test.
     duplicated_tests: usize,
-}
-
-impl Built {
-    /// The inlined calls that the local tree's alien steps index.
-    fn calls<'a>(&'a self, plan: &'a ProcPlan) -> &'a [InlineCall] {
-        self.inferred.as_deref().unwrap_or(&plan.inlines)
-    }
+    /// Lowest statement address at or below each node of `local` (children are placed in
+    /// address order).
+    lowest: Vec<u64>,
 }
 
 /// Build one procedure's local tree, with `inferred` inlined calls instead of the plan's if
@@ -287,8 +285,15 @@ fn build_procedure(
     let calls = inferred.as_deref().unwrap_or(&plan.inlines);
     let mut local = procedure::build_local_tree(&plan.ranges, calls, info, &nest, default_file);
     normalize::normalize(&mut local);
+    for node in &mut local.nodes {
+        for ranges in node.stmts.values_mut() {
+            *ranges = normalize_ranges(std::mem::take(ranges));
+        }
+    }
+    let lowest = lowest_addresses(&local);
     Built {
         local,
+        lowest,
         inferred,
         note,
         unresolved_jumps: nest.unresolved_jumps,
@@ -361,7 +366,7 @@ impl<'a> Assembler<'a> {
         id
     }
 
-    fn add_procedure(&mut self, plan: &ProcPlan, built: &Built) {
+    fn add_procedure(&mut self, plan: &ProcPlan, built: &mut Built) {
         let first_row = first_line(plan, self.info);
         let file = self.file_id(plan.file.or(first_row.map(|r| r.0)));
         let parent = self.file_scope(file);
@@ -376,9 +381,9 @@ impl<'a> Assembler<'a> {
         };
         scope.entry = Some(plan.entry);
         let id = self.tree.add(parent, scope);
-        let calls = built.calls(plan);
         let before = self.tree.len();
-        self.add_children(&plan.name, calls, &built.local, 0, id);
+        let calls = built.inferred.as_deref().unwrap_or(&plan.inlines);
+        self.add_children(&plan.name, calls, &mut built.local, &built.lowest, 0, id);
         if built.inferred.is_some() {
             self.inferred += (before..self.tree.len())
                 .filter(|&i| self.tree.get(ScopeId(i as u32)).is_alien())
@@ -390,23 +395,23 @@ impl<'a> Assembler<'a> {
         &mut self,
         procedure: &str,
         calls: &[InlineCall],
-        local: &LocalTree,
+        local: &mut LocalTree,
+        lowest: &[u64],
         node: usize,
         parent: ScopeId,
     ) {
-        let n = &local.nodes[node];
-        for (&(file, line), ranges) in &n.stmts {
+        for ((file, line), ranges) in std::mem::take(&mut local.nodes[node].stmts) {
             let mut s = Scope::new(ScopeKind::Statement);
             s.file = Some(self.file_id(Some(file)));
             s.line = line;
-            s.ranges = normalize_ranges(ranges.clone());
+            s.ranges = ranges;
             self.tree.add(parent, s);
         }
-        let mut children: Vec<(u64, usize)> = n
+        let mut children: Vec<(u64, usize)> = local.nodes[node]
             .children
             .iter()
             .filter(|&&c| !local.nodes[c].dead)
-            .map(|&c| (lowest_address(local, c), c))
+            .map(|&c| (lowest[c], c))
             .collect();
         children.sort_unstable();
         for (_, c) in children {
@@ -432,7 +437,7 @@ impl<'a> Assembler<'a> {
                 None => continue,
             };
             let id = self.tree.add(parent, scope);
-            self.add_children(procedure, calls, local, c, id);
+            self.add_children(procedure, calls, local, lowest, c, id);
         }
     }
 
@@ -463,19 +468,23 @@ fn first_line(plan: &ProcPlan, info: &DwarfInfo) -> Option<(u32, u32)> {
         .map(|row| (row.file, row.line))
 }
 
-/// Lowest address of any statement at or below node `n`.
-fn lowest_address(local: &LocalTree, n: usize) -> u64 {
-    let node = &local.nodes[n];
-    let own = node
-        .stmts
-        .values()
-        .flatten()
-        .map(|r| r.start)
-        .min()
-        .unwrap_or(u64::MAX);
-    node.children
-        .iter()
-        .filter(|&&c| !local.nodes[c].dead)
-        .map(|&c| lowest_address(local, c))
-        .fold(own, u64::min)
+/// Lowest address of any statement at or below each live node of `local` (`u64::MAX` where
+/// there is none), in one pass from the leaves up.
+fn lowest_addresses(local: &LocalTree) -> Vec<u64> {
+    let mut lowest = vec![u64::MAX; local.nodes.len()];
+    let mut stack = vec![(0, false)];
+    while let Some((n, children_done)) = stack.pop() {
+        let node = &local.nodes[n];
+        let live = node.children.iter().filter(|&&c| !local.nodes[c].dead);
+        if children_done {
+            let own = node.stmts.values().flatten().map(|r| r.start).min();
+            lowest[n] = live
+                .map(|&c| lowest[c])
+                .fold(own.unwrap_or(u64::MAX), u64::min);
+        } else {
+            stack.push((n, true));
+            stack.extend(live.map(|&c| (c, false)));
+        }
+    }
+    lowest
 }

@@ -265,9 +265,15 @@ impl ScopeTree {
 
     fn compute_container_ranges(&mut self) {
         // Children always have larger ids than their parents, so one reverse pass suffices.
+        // Modules and files hold no ranges: theirs would be most of the binary, built to be
+        // thrown away.
         for i in (1..self.scopes.len()).rev() {
             let scope = &self.scopes[i];
-            if scope.kind == ScopeKind::Statement || scope.children.is_empty() {
+            let container = !matches!(
+                scope.kind,
+                ScopeKind::Statement | ScopeKind::Module | ScopeKind::File
+            );
+            if !container || scope.children.is_empty() {
                 continue;
             }
             let mut all: Vec<Range<u64>> = Vec::new();

@@ -79,6 +79,11 @@ pub fn write_structure<W: Write>(out: &mut W, trees: &[ScopeTree]) -> io::Result
             } else {
                 String::new()
             },
+            files: tree
+                .files()
+                .iter()
+                .map(|f| escape(f).into_owned())
+                .collect(),
         };
         writer.module()?;
         writer.sink.write_all(writer.out.as_bytes())?;
@@ -102,6 +107,9 @@ struct TreeWriter<'a, 'w> {
     sink: &'w mut dyn Write,
     next_index: u64,
     lib_suffix: String,
+    /// Each file's path, escaped once (inlined code names its files hundreds of thousands of
+    /// times), indexed by `FileId.0`.
+    files: Vec<String>,
 }
 
 impl<'a> TreeWriter<'a, '_> {
@@ -129,9 +137,12 @@ impl<'a> TreeWriter<'a, '_> {
         Ok(())
     }
 
-    fn file_name(&self, file: Option<FileId>) -> &'a str {
-        let tree: &'a ScopeTree = self.tree;
-        file.map_or(UNKNOWN_FILE, |f| tree.file_name(f))
+    /// Append file `file`'s path, escaped, as an attribute value.
+    fn push_file(&mut self, file: Option<FileId>) {
+        match file {
+            Some(f) => self.out.push_str(&self.files[f.0 as usize]),
+            None => self.out.push_str(UNKNOWN_FILE),
+        }
     }
 
     /// Write scope `id`; `context` is the enclosing P, A or L (for guard aliens), if any.
@@ -148,13 +159,11 @@ impl<'a> TreeWriter<'a, '_> {
             ScopeKind::Loop | ScopeKind::Statement => match context {
                 Some(ctx) if needs_guard(scope, ctx, self.earliest_line(id)) => {
                     let i = self.index();
-                    let _ = writeln!(
-                        self.out,
-                        "<A i=\"{i}\" l=\"{}\" f=\"{}\" n=\"{}\" v=\"{{}}\">",
-                        scope.line,
-                        escape(self.file_name(scope.file)),
-                        escape(GUARD_NAME)
-                    );
+                    let _ = write!(self.out, "<A i=\"{i}\" l=\"{}\" f=\"", scope.line);
+                    self.push_file(scope.file);
+                    self.out.push_str("\" n=\"");
+                    push_escaped(&mut self.out, GUARD_NAME);
+                    self.out.push_str("\" v=\"{}\">\n");
                     self.leaf_or_loop(scope)?;
                     self.out.push_str("</A>\n");
                     Ok(())
@@ -176,7 +185,9 @@ impl<'a> TreeWriter<'a, '_> {
 
     fn file(&mut self, scope: &Scope) -> io::Result<()> {
         let i = self.index();
-        let _ = writeln!(self.out, "<F i=\"{i}\" n=\"{}\">", escape(&scope.name));
+        let _ = write!(self.out, "<F i=\"{i}\" n=\"");
+        push_escaped(&mut self.out, &scope.name);
+        self.out.push_str("\">\n");
         for &child in &scope.children {
             self.scope(child, None)?;
         }
@@ -186,14 +197,20 @@ impl<'a> TreeWriter<'a, '_> {
 
     fn procedure(&mut self, scope: &Scope) -> io::Result<()> {
         let i = self.index();
-        let name = format!("{}{}", scope.name, self.lib_suffix);
-        let _ = write!(self.out, "<P i=\"{i}\" n=\"{}\"", escape(&name));
+        let _ = write!(self.out, "<P i=\"{i}\" n=\"");
+        push_escaped(&mut self.out, &scope.name);
+        push_escaped(&mut self.out, &self.lib_suffix);
+        self.out.push('"');
         let link = scope.link_name.as_deref().unwrap_or(&scope.name);
         if !self.lib_suffix.is_empty() || link != scope.name {
-            let _ = write!(self.out, " ln=\"{}\"", escape(link));
+            self.out.push_str(" ln=\"");
+            push_escaped(&mut self.out, link);
+            self.out.push('"');
         }
         let entry = scope.entry.or(scope.low_address()).unwrap_or(0);
-        let _ = writeln!(self.out, " l=\"{}\" v=\"{}\">", scope.line, one_byte(entry));
+        let _ = write!(self.out, " l=\"{}\" v=\"", scope.line);
+        push_one_byte(&mut self.out, entry);
+        self.out.push_str("\">\n");
         self.children(scope)?;
         self.out.push_str("</P>\n");
         if self.out.len() >= SPILL_AT {
@@ -218,21 +235,19 @@ impl<'a> TreeWriter<'a, '_> {
         call_line: u32,
     ) -> io::Result<()> {
         let outer = self.index();
-        let _ = writeln!(
-            self.out,
-            "<A i=\"{outer}\" l=\"{call_line}\" f=\"{}\" n=\"\" v=\"{{}}\">",
-            escape(self.file_name(call_file))
-        );
+        let _ = write!(self.out, "<A i=\"{outer}\" l=\"{call_line}\" f=\"");
+        self.push_file(call_file);
+        self.out.push_str("\" n=\"\" v=\"{}\">\n");
         let inner = self.index();
-        let _ = write!(
-            self.out,
-            "<A i=\"{inner}\" l=\"{}\" f=\"{}\" n=\"{}\"",
-            scope.line,
-            escape(self.file_name(scope.file)),
-            escape(&scope.name)
-        );
+        let _ = write!(self.out, "<A i=\"{inner}\" l=\"{}\" f=\"", scope.line);
+        self.push_file(scope.file);
+        self.out.push_str("\" n=\"");
+        push_escaped(&mut self.out, &scope.name);
+        self.out.push('"');
         if let Some(ln) = scope.link_name.as_deref().filter(|ln| *ln != scope.name) {
-            let _ = write!(self.out, " ln=\"{}\"", escape(ln));
+            self.out.push_str(" ln=\"");
+            push_escaped(&mut self.out, ln);
+            self.out.push('"');
         }
         self.out.push_str(" v=\"{}\">\n");
         self.children(scope)?;
@@ -243,22 +258,17 @@ impl<'a> TreeWriter<'a, '_> {
     fn leaf_or_loop(&mut self, scope: &Scope) -> io::Result<()> {
         let i = self.index();
         if scope.kind == ScopeKind::Statement {
-            let _ = writeln!(
-                self.out,
-                "<S i=\"{i}\" l=\"{}\" v=\"{}\"/>",
-                scope.line,
-                format_ranges(&scope.ranges)
-            );
+            let _ = write!(self.out, "<S i=\"{i}\" l=\"{}\" v=\"", scope.line);
+            push_ranges(&mut self.out, &scope.ranges);
+            self.out.push_str("\"/>\n");
             return Ok(());
         }
         let header = scope.entry.or(scope.low_address()).unwrap_or(0);
-        let _ = writeln!(
-            self.out,
-            "<L i=\"{i}\" l=\"{}\" f=\"{}\" v=\"{}\">",
-            scope.line,
-            escape(self.file_name(scope.file)),
-            one_byte(header)
-        );
+        let _ = write!(self.out, "<L i=\"{i}\" l=\"{}\" f=\"", scope.line);
+        self.push_file(scope.file);
+        self.out.push_str("\" v=\"");
+        push_one_byte(&mut self.out, header);
+        self.out.push_str("\">\n");
         self.children(scope)?;
         self.out.push_str("</L>\n");
         Ok(())
@@ -272,52 +282,72 @@ fn needs_guard(scope: &Scope, ctx: &Scope, earliest_line: u32) -> bool {
     other_file || (scope.line != 0 && scope.line < earliest_line)
 }
 
-/// Format ranges as hpcstruct's `v` attribute: `{[0x10-0x20) [0x30-0x38)}`.
-pub fn format_ranges(ranges: &[Range<u64>]) -> String {
-    let mut s = String::from("{");
+/// Append ranges as hpcstruct's `v` attribute: `{[0x10-0x20) [0x30-0x38)}`.
+fn push_ranges(out: &mut String, ranges: &[Range<u64>]) {
+    out.push('{');
     for (k, r) in ranges.iter().enumerate() {
         if k > 0 {
-            s.push(' ');
+            out.push(' ');
         }
-        let _ = write!(s, "[{}-{})", hex(r.start), hex(r.end));
+        out.push('[');
+        push_hex(out, r.start);
+        out.push('-');
+        push_hex(out, r.end);
+        out.push(')');
     }
-    s.push('}');
-    s
+    out.push('}');
 }
 
 /// The `v` of a `P` or `L`: the single byte at `addr`.
-fn one_byte(addr: u64) -> String {
-    format_ranges(std::slice::from_ref(&(addr..addr + 1)))
+fn push_one_byte(out: &mut String, addr: u64) {
+    push_ranges(out, std::slice::from_ref(&(addr..addr + 1)));
 }
 
 /// C's `%#lx`: `0` for zero, `0x…` otherwise.
-fn hex(v: u64) -> String {
+fn push_hex(out: &mut String, v: u64) {
     if v == 0 {
-        "0".to_string()
+        out.push('0');
     } else {
-        format!("{v:#x}")
+        let _ = write!(out, "{v:#x}");
     }
 }
 
-/// Escape an attribute value the way hpcstruct does (`< > & "`), plus control characters.
+/// `s` with the characters XML attribute values cannot hold as they are replaced by entities.
 fn escape(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.contains(['<', '>', '&', '"', '\n', '\r', '\t']) {
+    if !s.bytes().any(|b| entity(b).is_some()) {
         return s.into();
     }
     let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\n' => out.push_str("&#10;"),
-            '\r' => out.push_str("&#13;"),
-            '\t' => out.push_str("&#9;"),
-            c => out.push(c),
+    push_escaped(&mut out, s);
+    out.into()
+}
+
+/// Append `s` to `out` escaped as [`escape`] does.
+fn push_escaped(out: &mut String, s: &str) {
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        if let Some(e) = entity(b) {
+            // The characters replaced are ASCII: `i` is a character boundary.
+            out.push_str(&s[start..i]);
+            out.push_str(e);
+            start = i + 1;
         }
     }
-    out.into()
+    out.push_str(&s[start..]);
+}
+
+/// The entity that stands for byte `b` in an attribute value, if it needs one.
+fn entity(b: u8) -> Option<&'static str> {
+    Some(match b {
+        b'<' => "&lt;",
+        b'>' => "&gt;",
+        b'&' => "&amp;",
+        b'"' => "&quot;",
+        b'\n' => "&#10;",
+        b'\r' => "&#13;",
+        b'\t' => "&#9;",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -327,11 +357,12 @@ mod tests {
 
     #[test]
     fn ranges_format_like_hpcstruct() {
-        assert_eq!(
-            format_ranges(&[0..0x10, 0x1147..0x1172]),
-            "{[0-0x10) [0x1147-0x1172)}"
-        );
-        assert_eq!(format_ranges(&[]), "{}");
+        let mut s = String::new();
+        push_ranges(&mut s, &[0..0x10, 0x1147..0x1172]);
+        assert_eq!(s, "{[0-0x10) [0x1147-0x1172)}");
+        s.clear();
+        push_ranges(&mut s, &[]);
+        assert_eq!(s, "{}");
     }
 
     #[test]
