@@ -180,18 +180,25 @@ fn analyze_in_pool(
         .set_shared_library(binary::is_shared_library(&file));
     let unresolved_jumps = built.iter().map(|b| b.unresolved_jumps).sum();
     let duplicated_tests = built.iter().map(|b| b.duplicated_tests).sum();
+    let mut spent = Vec::with_capacity(built.len());
     for (&i, mut b) in selected.iter().zip(built) {
         assembler.add_procedure(&plans[i], &mut b);
-        skipped.extend(b.note);
+        skipped.extend(b.note.take());
+        spent.push(b);
     }
     let inferred_inlined = assembler.inferred;
     let irreducible_loops = std::mem::take(&mut assembler.irreducible);
     let mut tree = assembler.tree;
     tree.set_identity(BinaryIdentity::of(&file, loaded.bytes()));
-    tree.finish();
-    let mut summary = summarize(&tree, info.units, debug_source, skipped, start.elapsed());
+    let (units, unitless_programs) = (info.units, info.unitless_programs);
+    // Freeing what the analysis built on the way (the line table, the plans with their inlined
+    // calls, the procedures' local trees) takes about as long as finishing the tree: both at
+    // once.
+    drop(bounds);
+    rayon::join(|| tree.finish(), move || drop((spent, plans, info)));
+    let mut summary = summarize(&tree, units, debug_source, skipped, start.elapsed());
     summary.inferred_inlined = inferred_inlined;
-    summary.unitless_line_programs = info.unitless_programs;
+    summary.unitless_line_programs = unitless_programs;
     summary.irreducible_loops = irreducible_loops;
     summary.unresolved_jumps = unresolved_jumps;
     summary.duplicated_tests = duplicated_tests;

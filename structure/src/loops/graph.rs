@@ -24,14 +24,60 @@ use crate::cfg::{BlockId, Cfg};
 use fxhash::FxHashMap;
 use smallvec::SmallVec;
 
-/// Successor or predecessor lists of the graph's nodes (most have one or two).
+/// Successor or predecessor lists of the graph's nodes while dispatch nodes are made.
 type Adjacency = Vec<SmallVec<[u32; 2]>>;
+
+/// Adjacency lists of all nodes in two arrays (one allocation each, whatever the size).
+struct Lists {
+    /// Where each node's list starts in `to`; one more entry than nodes.
+    start: Vec<u32>,
+    to: Vec<u32>,
+}
+
+impl Lists {
+    /// The lists `of(v)` of nodes `0..n`.
+    fn new<I: IntoIterator<Item = u32>>(n: usize, mut of: impl FnMut(usize) -> I) -> Lists {
+        let mut start = Vec::with_capacity(n + 1);
+        let mut to = Vec::with_capacity(2 * n);
+        for v in 0..n {
+            start.push(to.len() as u32);
+            to.extend(of(v));
+        }
+        start.push(to.len() as u32);
+        Lists { start, to }
+    }
+
+    /// The reverse lists: for each node, the nodes whose lists hold it.
+    fn reversed(&self) -> Lists {
+        let n = self.start.len() - 1;
+        let mut count = vec![0u32; n + 1];
+        for &t in &self.to {
+            count[t as usize + 1] += 1;
+        }
+        for v in 0..n {
+            count[v + 1] += count[v];
+        }
+        let mut fill = count.clone();
+        let mut to = vec![0; self.to.len()];
+        for v in 0..n {
+            for &t in self.of(v as u32) {
+                to[fill[t as usize] as usize] = v as u32;
+                fill[t as usize] += 1;
+            }
+        }
+        Lists { start: count, to }
+    }
+
+    fn of(&self, v: u32) -> &[u32] {
+        &self.to[self.start[v as usize] as usize..self.start[v as usize + 1] as usize]
+    }
+}
 
 /// A procedure's blocks (nodes `0..blocks`, numbered as [`BlockId`]s) and its dispatch nodes
 /// (`blocks..`), with their edges.
 pub(super) struct Graph {
-    pub(super) succs: Adjacency,
-    pub(super) preds: Adjacency,
+    succs: Lists,
+    preds: Lists,
     pub(super) entry: Option<u32>,
     /// Number of nodes that are basic blocks; the rest are dispatch nodes.
     pub(super) blocks: usize,
@@ -47,16 +93,24 @@ impl Graph {
     /// `dispatch`.
     pub(super) fn new(cfg: &Cfg, dispatch: bool) -> Graph {
         let n = cfg.len();
-        let mut succs: Adjacency = cfg
-            .blocks
-            .iter()
-            .map(|b| b.succs.iter().map(|e| e.to.0).collect())
-            .collect();
+        let block_succs = |b: usize| cfg.blocks[b].succs.iter().map(|e| e.to.0);
+        if !dispatch {
+            let succs = Lists::new(n, block_succs);
+            return Graph {
+                preds: succs.reversed(),
+                succs,
+                entry: cfg.entry.map(|b| b.0),
+                blocks: n,
+                absorbed: Vec::new(),
+                passes: Vec::new(),
+            };
+        }
+        let mut succs: Adjacency = (0..n).map(|b| block_succs(b).collect()).collect();
         // Blocks by the set of places they lead to, pass-through blocks looked through.
         let mut by_targets: FxHashMap<SmallVec<[u32; 4]>, SmallVec<[u32; 2]>> =
             FxHashMap::default();
         for (b, out) in succs.iter().enumerate() {
-            if !dispatch || out.len() < 2 {
+            if out.len() < 2 {
                 continue;
             }
             let mut key: SmallVec<[u32; 4]> = out.iter().map(|&s| beyond(cfg, s)).collect();
@@ -66,7 +120,7 @@ impl Graph {
                 by_targets.entry(key).or_default().push(b as u32);
             }
         }
-        let mut absorbed = vec![u32::MAX; if dispatch { n } else { 0 }];
+        let mut absorbed = vec![u32::MAX; n];
         let mut shared: Vec<_> = by_targets
             .into_iter()
             .filter(|(_, members)| members.len() >= 2)
@@ -108,15 +162,10 @@ impl Graph {
                 out.dedup();
             }
         }
-        let mut preds: Adjacency = vec![SmallVec::new(); succs.len()];
-        for (v, out) in succs.iter().enumerate() {
-            for &s in out {
-                preds[s as usize].push(v as u32);
-            }
-        }
+        let succs = Lists::new(succs.len(), |v| succs[v].iter().copied());
         Graph {
+            preds: succs.reversed(),
             succs,
-            preds,
             entry: cfg.entry.map(|b| b.0),
             blocks: n,
             absorbed,
@@ -136,7 +185,7 @@ impl Graph {
     /// one other dispatch node (its tested blocks absorbed there), that node's test.
     pub(super) fn test_of(&self, mut v: u32) -> u32 {
         for _ in 0..8 {
-            let mut ends = self.succs[v as usize].iter().map(|&s| self.beyond_pass(s));
+            let mut ends = self.succs(v).iter().map(|&s| self.beyond_pass(s));
             let Some(first) = ends.next() else { break };
             if first == v || !self.is_dispatch(first) || !ends.all(|e| e == first) {
                 break;
@@ -148,15 +197,25 @@ impl Graph {
 
     /// Node `s`, or where `s` is a block that only passes control on, the node it leads to.
     fn beyond_pass(&self, s: u32) -> u32 {
-        match self.succs[s as usize].as_slice() {
-            [only] if !self.is_dispatch(s) && self.passes[s as usize] => *only,
+        match self.succs(s) {
+            [only] if !self.is_dispatch(s) && self.passes.get(s as usize) == Some(&true) => *only,
             _ => s,
         }
     }
 
     /// Number of nodes.
     pub(super) fn len(&self) -> usize {
-        self.succs.len()
+        self.succs.start.len() - 1
+    }
+
+    /// The nodes node `v` has an edge to.
+    pub(super) fn succs(&self, v: u32) -> &[u32] {
+        self.succs.of(v)
+    }
+
+    /// The nodes with an edge to node `v`.
+    pub(super) fn preds(&self, v: u32) -> &[u32] {
+        self.preds.of(v)
     }
 
     /// True for a dispatch node.
@@ -223,7 +282,7 @@ impl Dfs {
             dfs.is_root[dfs.node.len()] = true;
             dfs.visit(root, tree, &mut stack);
             while let Some(&mut (v, ref mut next)) = stack.last_mut() {
-                if let Some(&s) = g.succs[v as usize].get(*next) {
+                if let Some(&s) = g.succs(v).get(*next) {
                     *next += 1;
                     if dfs.number[s as usize] == u32::MAX {
                         dfs.visit(s, tree, &mut stack);
@@ -286,7 +345,7 @@ impl Havlak {
         let mut back_preds: Vec<SmallVec<[u32; 2]>> = vec![SmallVec::new(); n];
         let mut non_back_preds: Vec<SmallVec<[u32; 2]>> = vec![SmallVec::new(); n];
         for (w, &b) in dfs.node.iter().enumerate() {
-            for &p in &g.preds[b as usize] {
+            for &p in g.preds(b) {
                 let v = dfs.number[p as usize];
                 if dfs.enters_from_later_tree(v as usize, w) {
                     continue;

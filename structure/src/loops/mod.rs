@@ -275,7 +275,7 @@ impl LoopForest {
                 if let Some(v) = graph.absorbed_into(e.0) {
                     return Some(graph.test_of(v));
                 }
-                let out = &graph.succs[p?.index()];
+                let out = graph.succs(p?.0);
                 (out.len() == 1 && graph.is_dispatch(out[0])).then(|| graph.test_of(out[0]))
             };
             let first = entering.first().and_then(|&edge| through(edge));
@@ -362,7 +362,7 @@ fn first_block_of(graph: &Graph, dfs: &Dfs, havlak: &Havlak, w: usize) -> u32 {
     let mut best = None;
     while let Some(&x) = seen.get(next) {
         next += 1;
-        for &s in &graph.succs[x as usize] {
+        for &s in graph.succs(x) {
             if seen.contains(&s) || !in_loop(s) {
                 continue;
             }
@@ -378,22 +378,19 @@ fn first_block_of(graph: &Graph, dfs: &Dfs, havlak: &Havlak, w: usize) -> u32 {
 
 /// Where a loop headed by a dispatch node has a child headed by the block the dispatch node
 /// stands for, the two are one loop of the machine code (one header address): the child's blocks
-/// join the parent.
+/// join the parent. One pass in preorder, where every header comes before what it encloses.
 fn merge_same_headers(havlak: &mut Havlak, real_header: &[u32]) {
-    let n = havlak.kind.len();
-    for w in 0..n {
-        let Some(parent) = havlak.header[w] else {
+    // The header each merged header's blocks now belong to.
+    let mut into: Vec<Option<u32>> = vec![None; havlak.kind.len()];
+    for w in 0..havlak.kind.len() {
+        let Some(h) = havlak.header[w] else {
             continue;
         };
-        let parent = parent as usize;
-        if havlak.kind[w] == NodeKind::NonHeader || real_header[w] != real_header[parent] {
-            continue;
-        }
-        havlak.kind[w] = NodeKind::NonHeader;
-        for h in havlak.header.iter_mut() {
-            if *h == Some(w as u32) {
-                *h = Some(parent as u32);
-            }
+        let h = into[h as usize].unwrap_or(h);
+        havlak.header[w] = Some(h);
+        if havlak.kind[w] != NodeKind::NonHeader && real_header[w] == real_header[h as usize] {
+            havlak.kind[w] = NodeKind::NonHeader;
+            into[w] = Some(h);
         }
     }
 }
