@@ -146,11 +146,10 @@ fn jump_into_loop_body_makes_two_entries() {
 }
 
 /// The shape LLVM's tail duplication leaves (core::slice::sort's drift sort in ripgrep): the
-/// loop's test copied before the loop and at its bottom, both copies branching to the same two
-/// blocks of the loop (the second through a block that only jumps on). The machine code's cycle
-/// has two entries, but they come from one test: a natural loop, not an irreducible one.
-#[test]
-fn a_loop_test_duplicated_before_the_loop_and_at_its_bottom_is_one_natural_loop() {
+/// loop's test copied before the loop and at its bottom, both copies branching to `b` or to `a`
+/// (the second through the block at `on`). With `on_only_jumps` that block only jumps to `a`;
+/// otherwise it does work of its own first, and the two copies no longer lead to the same blocks.
+fn test_copied_to_the_bottom(on_only_jumps: bool) -> (Asm, Vec<u8>) {
     let mut a = Asm::new(0x1800);
     a.op(TEST_EDI)
         .rel8(JE, "b") // the test's first copy: to b, or on into a
@@ -165,10 +164,22 @@ fn a_loop_test_duplicated_before_the_loop_and_at_its_bottom_is_one_natural_loop(
         .op(RET)
         .label("latch")
         .op(TEST_EDI)
-        .rel8(JE, "b") // its copy at the bottom: to b, or through a jmp to a
-        .label("on")
-        .rel8(JMP8, "a");
-    let (cfg, forest) = build(0x1800, &a.finish());
+        .rel8(JE, "b") // its copy at the bottom: to b, or through `on` to a
+        .label("on");
+    if !on_only_jumps {
+        a.op(INC_EAX);
+    }
+    a.rel8(JMP8, "a");
+    let bytes = a.finish();
+    (a, bytes)
+}
+
+/// Both copies of the test lead to the same blocks: the machine code's cycle has two entries,
+/// but they come from one test: a natural loop, not an irreducible one.
+#[test]
+fn a_loop_test_duplicated_before_the_loop_and_at_its_bottom_is_one_natural_loop() {
+    let (a, bytes) = test_copied_to_the_bottom(true);
+    let (cfg, forest) = build(0x1800, &bytes);
     check_invariants(&cfg, &forest);
     assert_eq!(forest.len(), 1, "{:?}", forest.loops);
     let l = &forest.loops[0];
@@ -186,25 +197,9 @@ fn a_loop_test_duplicated_before_the_loop_and_at_its_bottom_is_one_natural_loop(
             .passes_through
     );
 
-    // The same loop whose bottom test goes elsewhere than the first copy: really two entries.
-    let mut b = Asm::new(0x1800);
-    b.op(TEST_EDI)
-        .rel8(JE, "b")
-        .label("a")
-        .op(INC_EAX)
-        .rel8(JMP8, "merge")
-        .label("b")
-        .op(INC_ECX)
-        .label("merge")
-        .op(CMP_ECX_10)
-        .rel8(JL, "latch")
-        .op(RET)
-        .label("latch")
-        .op(TEST_EDI)
-        .rel8(JE, "b")
-        .op(INC_EAX) // not a pass-through block: the copy differs
-        .rel8(JMP8, "a");
-    let (cfg, forest) = build(0x1800, &b.finish());
+    // The bottom copy does work before it reaches `a`: really two entries.
+    let (_, bytes) = test_copied_to_the_bottom(false);
+    let (cfg, forest) = build(0x1800, &bytes);
     check_invariants(&cfg, &forest);
     assert!(
         forest.loops.iter().any(|l| l.irreducible),
