@@ -200,7 +200,7 @@ fn context(info: &DwarfInfo, call_file: u32, file: u32, line: u32) -> InlineCall
         parent: None,
         depth: 1,
         ranges: Vec::new(),
-        name: format!("<inlined from {base}>"),
+        name: format!("<inlined from {base}>").into(),
         link_name: None,
         file: Some(file),
         line,

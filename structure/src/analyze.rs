@@ -457,8 +457,8 @@ impl<'a> Assembler<'a> {
             call_file,
             call_line: call.call_line,
         });
-        s.name = call.name.clone();
-        s.link_name = call.link_name.clone();
+        s.name = call.name.to_string();
+        s.link_name = call.link_name.as_deref().map(str::to_string);
         s.file = Some(self.file_id(call.file));
         s.line = call.line;
         s

@@ -31,7 +31,10 @@ impl LoadedFile {
             OpenError::NotAFile if path.is_dir() => io_err(std::io::Error::other("is a directory")),
             OpenError::NotAFile => io_err(std::io::Error::other("not a regular file")),
         })?;
-        let mut bytes = Vec::new();
+        // Sized from the start: grown by doubling, a large binary would be copied again and
+        // again.
+        let size = file.metadata().map_or(0, |m| m.len() as usize);
+        let mut bytes = Vec::with_capacity(size + 1);
         std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io_err)?;
         Ok(LoadedFile {
             path: path.to_path_buf(),

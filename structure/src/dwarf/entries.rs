@@ -109,7 +109,9 @@ impl<'d> Walk<'_, '_, 'd> {
             let decl = self.decls.of(entry);
             if noreturn {
                 let name = decl.link_name.clone().or(decl.name.clone());
-                self.noreturn.names.extend(name);
+                self.noreturn
+                    .names
+                    .extend(name.as_deref().map(str::to_string));
             }
             if !ranges.is_empty() {
                 self.add_procedure(entry, ranges, decl);
@@ -136,8 +138,8 @@ impl<'d> Walk<'_, '_, 'd> {
         self.procs.push(ProcPlan {
             entry: entry_pc.unwrap_or(ranges[0].start),
             ranges,
-            link_name: decl.link_if_different(),
-            name: decl.display,
+            link_name: decl.link_if_different().as_deref().map(str::to_string),
+            name: decl.display.to_string(),
             file: decl.file,
             line: decl.line,
             inlines: Vec::new(),

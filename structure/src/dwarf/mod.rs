@@ -80,10 +80,10 @@ pub struct InlineCall {
     pub depth: u32,
     /// Code ranges of the inlined body.
     pub ranges: Vec<Range<u64>>,
-    /// Callee's readable name.
-    pub name: String,
+    /// Callee's readable name (shared with every other call of the same callee in its unit).
+    pub name: Arc<str>,
     /// Callee's link name, when known and different.
-    pub link_name: Option<String>,
+    pub link_name: Option<Arc<str>>,
     /// Callee's declaration file.
     pub file: Option<u32>,
     /// Callee's declaration line.

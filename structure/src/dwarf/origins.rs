@@ -17,21 +17,23 @@ use super::{lines, scopes, Slice};
 use crate::demangle::demangle;
 use gimli::AttributeValue;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// How many references a chain may follow (the addr2line crate's limit too).
 const MAX_CHAIN: u32 = 16;
 
-/// Name and declaration of a DIE, after following its origins.
+/// Name and declaration of a DIE, after following its origins. The names are shared (every
+/// DIE whose chain leads to one declaration, and the cache, hold the same strings).
 #[derive(Clone, Default)]
 pub(crate) struct Decl {
-    pub name: Option<String>,
-    pub link_name: Option<String>,
+    pub name: Option<Arc<str>>,
+    pub link_name: Option<Arc<str>>,
     /// What qualifies `name` (`(anonymous namespace)`, `std::vector<int>`), for a C++ function
     /// without a link name.
-    pub scope: Option<String>,
+    pub scope: Option<Arc<str>>,
     /// The name people read: the demangled link name, else the plain name (demangled once
     /// per DIE that names itself, shared by the DIEs that take their name from it).
-    pub display: String,
+    pub display: Arc<str>,
     /// Declaration file, an index into the reading unit's files.
     pub file: Option<u32>,
     pub line: u32,
@@ -39,7 +41,7 @@ pub(crate) struct Decl {
 
 impl Decl {
     /// The link name, unless it reads the same as the display name.
-    pub fn link_if_different(&self) -> Option<String> {
+    pub fn link_if_different(&self) -> Option<Arc<str>> {
         self.link_name.clone().filter(|l| *l != self.display)
     }
 
@@ -48,12 +50,12 @@ impl Decl {
         self.display = match from {
             Some(f) if f.link_name == self.link_name && f.name == self.name => f.display.clone(),
             _ => match (&self.link_name, &self.name) {
-                (Some(l), _) => demangle(l),
+                (Some(l), _) => demangle(l).into(),
                 (None, Some(n)) => match &self.scope {
-                    Some(scope) => format!("{scope}::{n}"),
+                    Some(scope) => format!("{scope}::{n}").into(),
                     None => n.clone(),
                 },
-                (None, None) => "<unknown>".to_string(),
+                (None, None) => "<unknown>".into(),
             },
         };
     }
@@ -170,12 +172,13 @@ impl<'u, 'a, 'd> Declarations<'u, 'a, 'd> {
     }
 
     /// What qualifies the name of the DIE at `offset` of unit `id`, if that is a C++ unit.
-    fn cxx_scope(&mut self, id: UnitId, offset: gimli::UnitOffset) -> Option<String> {
+    fn cxx_scope(&mut self, id: UnitId, offset: gimli::UnitOffset) -> Option<Arc<str>> {
         let unit = self.units.unit(id).ok()?;
         let cxx = *self.cxx.entry(id).or_insert_with(|| scopes::is_cxx(unit));
         let dwarf = self.units.dwarf_of(id);
         cxx.then(|| scopes::qualifier(dwarf, unit, offset).ok().flatten())
             .flatten()
+            .map(Arc::from)
     }
 
     /// The DIE a reference attribute of a DIE in unit `id` points to.
@@ -188,10 +191,10 @@ impl<'u, 'a, 'd> Declarations<'u, 'a, 'd> {
         }
     }
 
-    fn string(&self, id: UnitId, value: AttributeValue<Slice<'d>>) -> Option<String> {
+    fn string(&self, id: UnitId, value: AttributeValue<Slice<'d>>) -> Option<Arc<str>> {
         let unit = self.units.unit(id).ok()?;
         let s = self.units.dwarf_of(id).attr_string(unit, value).ok()?;
-        Some(s.to_string_lossy().into_owned())
+        Some(Arc::from(s.to_string_lossy().as_ref()))
     }
 
     /// File `index` of the home unit's file table (`DW_AT_call_file`), as an index into the

@@ -132,7 +132,7 @@ impl<'d> Walk<'_, '_, 'd> {
         let scope = match ranges.is_empty() {
             true => None,
             false => {
-                let name = self.decls.of(entry).display;
+                let name = self.decls.of(entry).display.to_string();
                 Some(self.add_scope(None, Some(name), ranges))
             }
         };
@@ -157,7 +157,7 @@ impl<'d> Walk<'_, '_, 'd> {
         let scope = match ranges.is_empty() {
             true => None,
             false => {
-                let name = self.decls.of(entry).display;
+                let name = self.decls.of(entry).display.to_string();
                 Some(self.add_scope(Some(parent), Some(name), ranges))
             }
         };
@@ -239,10 +239,10 @@ impl<'d> Walk<'_, '_, 'd> {
         let function = ctx
             .function
             .and_then(|f| self.unit.entry(f).ok())
-            .map(|f| self.decls.of(&f).display);
+            .map(|f| self.decls.of(&f).display.to_string());
         let name = match function {
             Some(f) => format!("{} in {f}", decl.name.as_deref().unwrap_or(&decl.display)),
-            None => decl.display,
+            None => decl.display.to_string(),
         };
         let ty: Option<TypeId> = self.name_and_type(entry).1.map(|t| self.types.read(t));
         let var = StaticVar {
