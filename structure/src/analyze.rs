@@ -192,10 +192,12 @@ fn analyze_in_pool(
     tree.set_identity(BinaryIdentity::of(&file, loaded.bytes()));
     let (units, unitless_programs) = (info.units, info.unitless_programs);
     // Freeing what the analysis built on the way (the line table, the plans with their inlined
-    // calls, the procedures' local trees) takes about as long as finishing the tree: both at
-    // once.
+    // calls, the procedures' local trees) takes about as long as finishing the tree: it is
+    // done on a thread of its own, which the caller need not wait for.
     drop(bounds);
-    rayon::join(|| tree.finish(), move || drop((spent, plans, info)));
+    // Where no thread can be started, the closure is dropped here, with what it holds.
+    let _ = std::thread::Builder::new().spawn(move || drop((spent, plans, info)));
+    tree.finish();
     let mut summary = summarize(&tree, units, debug_source, skipped, start.elapsed());
     summary.inferred_inlined = inferred_inlined;
     summary.unitless_line_programs = unitless_programs;

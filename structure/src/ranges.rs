@@ -5,16 +5,27 @@ use std::ops::Range;
 
 /// Sort `ranges`, drop empty ones and coalesce overlapping or adjacent ones.
 pub fn normalize_ranges(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    merge_in_place(&mut ranges);
+    ranges
+}
+
+/// [`normalize_ranges`] in place: `ranges` becomes its sorted, disjoint union.
+pub(crate) fn merge_in_place(ranges: &mut Vec<Range<u64>>) {
     ranges.retain(|r| r.start < r.end);
-    ranges.sort_by_key(|r| r.start);
-    let mut out: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
-    for r in ranges {
-        match out.last_mut() {
+    // Unstable is enough: ranges starting together merge into one whatever their order.
+    ranges.sort_unstable_by_key(|r| r.start);
+    let mut kept: usize = 0;
+    for i in 0..ranges.len() {
+        let r = ranges[i].clone();
+        match kept.checked_sub(1).map(|k| &mut ranges[k]) {
             Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-            _ => out.push(r),
+            _ => {
+                ranges[kept] = r;
+                kept += 1;
+            }
         }
     }
-    out
+    ranges.truncate(kept);
 }
 
 /// Whether any of `ranges` overlaps `region` (sorted and disjoint, as [`normalize_ranges`]
@@ -51,5 +62,10 @@ mod tests {
             normalize_ranges(vec![5..7, 1..3, 3..4, 6..9, 10..10]),
             vec![1..4, 5..9]
         );
+        // Ranges starting together merge to the longest, whichever comes first.
+        for input in [vec![2..3, 2..8, 9..9, 2..5], vec![2..8, 2..3, 2..5]] {
+            assert_eq!(normalize_ranges(input), vec![2..8]);
+        }
+        assert_eq!(normalize_ranges(vec![4..4, 7..2]), vec![]);
     }
 }

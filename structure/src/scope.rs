@@ -20,7 +20,7 @@
 //! binary search over a sorted, disjoint interval table.
 
 use crate::identity::BinaryIdentity;
-use crate::ranges::normalize_ranges;
+use crate::ranges::merge_in_place;
 use profiler::addr::Svma;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -267,6 +267,7 @@ impl ScopeTree {
         // Children always have larger ids than their parents, so one reverse pass suffices.
         // Modules and files hold no ranges: theirs would be most of the binary, built to be
         // thrown away.
+        let mut scratch: Vec<Range<u64>> = Vec::new();
         for i in (1..self.scopes.len()).rev() {
             let scope = &self.scopes[i];
             let container = !matches!(
@@ -276,11 +277,12 @@ impl ScopeTree {
             if !container || scope.children.is_empty() {
                 continue;
             }
-            let mut all: Vec<Range<u64>> = Vec::new();
+            scratch.clear();
             for &c in &scope.children {
-                all.extend(self.scopes[c.index()].ranges.iter().cloned());
+                scratch.extend(self.scopes[c.index()].ranges.iter().cloned());
             }
-            self.scopes[i].ranges = normalize_ranges(all);
+            merge_in_place(&mut scratch);
+            self.scopes[i].ranges = scratch.as_slice().to_vec();
         }
         for i in 0..self.scopes.len() {
             if matches!(self.scopes[i].kind, ScopeKind::Module | ScopeKind::File) {
