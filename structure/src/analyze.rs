@@ -32,7 +32,6 @@ use crate::scope::{module_basename, FileId, Scope, ScopeId, ScopeKind, ScopeTree
 use fxhash::FxHashMap;
 use profiler::addr::Svma;
 use rayon::prelude::*;
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -327,9 +326,9 @@ struct Assembler<'a> {
     tree: ScopeTree,
     info: &'a DwarfInfo,
     /// DWARF file index -> tree file id.
-    files: HashMap<u32, FileId>,
+    files: FxHashMap<u32, FileId>,
     /// Tree file id -> File scope.
-    file_scopes: HashMap<FileId, ScopeId>,
+    file_scopes: FxHashMap<FileId, ScopeId>,
     unknown_file: FileId,
     /// Alien scopes added from inferred inlined calls.
     inferred: usize,
@@ -345,8 +344,8 @@ impl<'a> Assembler<'a> {
         Assembler {
             tree,
             info,
-            files: HashMap::new(),
-            file_scopes: HashMap::new(),
+            files: FxHashMap::default(),
+            file_scopes: FxHashMap::default(),
             unknown_file,
             inferred: 0,
             irreducible: Vec::new(),

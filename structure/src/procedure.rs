@@ -9,7 +9,8 @@
 //! the thesis's nesting-cycle correction made exact by DWARF inline records.
 
 use crate::dwarf::{DwarfInfo, InlineCall, NO_FILE};
-use std::collections::{BTreeMap, HashMap};
+use fxhash::FxHashMap;
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// A loop of the procedure, ready for placement.
@@ -122,7 +123,7 @@ impl LocalTree {
         &mut self,
         parent: usize,
         step: Step,
-        index: &mut HashMap<(usize, Step), usize>,
+        index: &mut FxHashMap<(usize, Step), usize>,
     ) -> usize {
         if let Some(&n) = index.get(&(parent, step)) {
             return n;
@@ -166,7 +167,7 @@ pub fn build_local_tree(
         loop_headers: nest.loops.iter().map(|l| l.header).collect(),
         loop_entries: nest.loops.iter().map(|l| l.entries.clone()).collect(),
     };
-    let mut index = HashMap::new();
+    let mut index = FxHashMap::default();
     for ((seg, chain), loops) in segments.iter().zip(&chains).zip(&loop_chains) {
         let mut node = 0;
         let mut emitted = 0;

@@ -16,7 +16,7 @@ use super::units::{DebugUnits, Section, UnitId};
 use super::{lines, scopes, Slice};
 use crate::demangle::demangle;
 use gimli::AttributeValue;
-use std::collections::HashMap;
+use fxhash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// How many references a chain may follow (the addr2line crate's limit too).
@@ -86,10 +86,10 @@ impl<'u, 'a, 'd> Declarations<'u, 'a, 'd> {
         Declarations {
             units,
             home,
-            cache: HashMap::new(),
-            cxx: HashMap::new(),
+            cache: HashMap::default(),
+            cxx: HashMap::default(),
             files,
-            foreign_files: HashMap::new(),
+            foreign_files: HashMap::default(),
         }
     }
 
