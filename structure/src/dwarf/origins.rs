@@ -15,8 +15,8 @@
 use super::units::{DebugUnits, Section, UnitId};
 use super::{lines, scopes, Slice};
 use crate::demangle::demangle;
-use gimli::AttributeValue;
 use fxhash::FxHashMap as HashMap;
+use gimli::AttributeValue;
 use std::sync::Arc;
 
 /// How many references a chain may follow (the addr2line crate's limit too).

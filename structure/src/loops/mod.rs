@@ -16,6 +16,13 @@
 //! of any loop: code reached only through an unknown jump may form loops of its own, but it never
 //! makes a loop of the code around it irreducible.
 //!
+//! Where the blocks alone make a loop irreducible, the procedure is analysed again with
+//! *dispatch nodes*: one virtual node for each set of blocks that several blocks branch to
+//! (copies of one test: LLVM's tail duplication and gcc's jump threading leave one before the
+//! loop and one at its bottom), which those blocks branch through instead (module `graph`). A
+//! loop all of whose entries come through one dispatch node is natural, its test duplicated
+//! ([`Loop::duplicated_test`]); the others stay irreducible.
+//!
 //! Each [`Loop`] reports its header, its entry blocks (several for an irreducible loop), all its
 //! blocks, the blocks it owns directly (not in an inner loop), its parent and children, its depth
 //! (1 for outermost loops) and the sources of its back edges.
@@ -50,10 +57,11 @@ pub struct Loop {
     /// address. One entry for a reducible loop, except where the loop's test was duplicated.
     pub entries: Vec<BlockId>,
     /// True when the loop has more than one entry, not all reached through one dispatch node
-    /// (see [`graph`]): control really enters the cycle at several places.
+    /// (see the module's documentation): control really enters the cycle at several places.
     pub irreducible: bool,
     /// True when the loop has several entries, all reached from blocks that branch through one
-    /// dispatch node (see [`graph`]): a natural loop whose test the compiler duplicated.
+    /// dispatch node (see the module's documentation): a natural loop whose test the compiler
+    /// duplicated.
     pub duplicated_test: bool,
     /// All blocks of the loop, inner loops' blocks included, sorted by address.
     pub blocks: Vec<BlockId>,
@@ -149,7 +157,7 @@ impl LoopForest {
         forest
     }
 
-    /// Put each block absorbed into a dispatch node (see [`graph`]) in the innermost loop around
+    /// Put each block absorbed into a dispatch node (see [`Graph`]) in the innermost loop around
     /// that node that control reaches it from: the test at a loop's bottom in the loop, its copy
     /// before the loop outside.
     fn place_absorbed(&mut self, cfg: &Cfg, graph: &Graph) {
