@@ -83,11 +83,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         PathBuf::from(format!("{base}.hpcstruct"))
     });
     let writing = std::time::Instant::now();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(options.threads)
-        .build()
-        .context("cannot start the worker threads")?;
-    pool.install(|| write_structure_file(&output, std::slice::from_ref(&analysis.tree)))
+    write_structure_file(&output, std::slice::from_ref(&analysis.tree))
         .context("cannot write the structure file")?;
     print_summary(&cli.binary, &output, &analysis.summary, writing.elapsed());
     if cli.verbose {

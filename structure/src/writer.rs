@@ -8,7 +8,6 @@
 
 use crate::error::StructureError;
 use crate::scope::{module_basename, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
-use rayon::prelude::*;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::ops::Range;
@@ -64,57 +63,17 @@ pub fn write_structure_file(path: &Path, trees: &[ScopeTree]) -> Result<(), Stru
     })
 }
 
-/// Write `trees` (one per load module) as a structure document to `out`. The text of each
-/// module's files is made in parallel (in the current rayon pool), a few hundred files at a
-/// time, and written in order.
+/// Write `trees` (one per load module) as a structure document to `out`.
 pub fn write_structure<W: Write>(out: &mut W, trees: &[ScopeTree]) -> io::Result<()> {
     out.write_all(b"<?xml version=\"1.0\"?>\n")?;
     out.write_all(DOCTYPE.as_bytes())?;
     out.write_all(b"<HPCToolkitStructure i=\"0\" version=\"4.9\" n=\"\">\n")?;
     for tree in trees {
-        Module::new(tree).write(out)?;
-    }
-    out.write_all(b"</HPCToolkitStructure>\n")
-}
-
-/// `" [libfoo.so]"`: what HPCToolkit appends to the procedure names of a shared library.
-pub(crate) fn library_suffix(module_path: &str) -> String {
-    format!(" [{}]", module_basename(module_path))
-}
-
-/// Top-level scopes (files) whose text is made at once before it is written: enough to keep
-/// every core busy, few enough that the text of a large binary (over 100 MB for ripgrep) is
-/// never held whole.
-const FILES_AT_ONCE: usize = 256;
-
-/// One module being written: the tree and what is prepared once for all its text.
-struct Module<'a> {
-    tree: &'a ScopeTree,
-    lib_suffix: String,
-    /// Each file's path, escaped once (inlined code names its files hundreds of thousands of
-    /// times), indexed by `FileId.0`.
-    files: Vec<String>,
-}
-
-/// Text made for part of a module, and the index (`i`) its next element gets: elements are
-/// numbered in pre-order, so a part starts at the count of all elements before it.
-struct Text {
-    out: String,
-    next_index: u64,
-}
-
-impl Text {
-    fn index(&mut self) -> u64 {
-        let i = self.next_index;
-        self.next_index += 1;
-        i
-    }
-}
-
-impl<'a> Module<'a> {
-    fn new(tree: &'a ScopeTree) -> Self {
-        Module {
+        let mut writer = TreeWriter {
             tree,
+            out: String::with_capacity(2 * SPILL_AT),
+            sink: &mut *out,
+            next_index: 2,
             lib_suffix: if tree.is_shared_library() {
                 library_suffix(tree.module_path())
             } else {
@@ -125,108 +84,92 @@ impl<'a> Module<'a> {
                 .iter()
                 .map(|f| escape(f).into_owned())
                 .collect(),
-        }
+        };
+        writer.module()?;
+        writer.sink.write_all(writer.out.as_bytes())?;
+    }
+    out.write_all(b"</HPCToolkitStructure>\n")
+}
+
+/// `" [libfoo.so]"`: what HPCToolkit appends to the procedure names of a shared library.
+pub(crate) fn library_suffix(module_path: &str) -> String {
+    format!(" [{}]", module_basename(module_path))
+}
+
+/// Bytes of text gathered before they are handed to the output: the text of a whole module
+/// would be hundreds of megabytes for a large binary, grown by copying.
+const SPILL_AT: usize = 1 << 16;
+
+struct TreeWriter<'a, 'w> {
+    tree: &'a ScopeTree,
+    /// Text not yet written to `sink`.
+    out: String,
+    sink: &'w mut dyn Write,
+    next_index: u64,
+    lib_suffix: String,
+    /// Each file's path, escaped once (inlined code names its files hundreds of thousands of
+    /// times), indexed by `FileId.0`.
+    files: Vec<String>,
+}
+
+impl<'a> TreeWriter<'a, '_> {
+    fn index(&mut self) -> u64 {
+        let i = self.next_index;
+        self.next_index += 1;
+        i
     }
 
-    /// Write the module's `LM` element and everything in it.
-    fn write(&self, sink: &mut dyn Write) -> io::Result<()> {
+    fn module(&mut self) -> io::Result<()> {
         let root = self.tree.get(self.tree.root());
-        let mut head = Text {
-            out: String::new(),
-            next_index: 2,
-        };
-        let i = head.index();
+        let i = self.index();
         let _ = writeln!(
-            head.out,
+            self.out,
             "<LM i=\"{i}\" n=\"{}\" has-calls=\"0\" v=\"{{}}\">",
             escape(&root.name)
         );
         if let Some(identity) = self.tree.identity() {
-            let _ = writeln!(head.out, "<!--{}-->", identity.comment());
+            let _ = writeln!(self.out, "<!--{}-->", identity.comment());
         }
-        sink.write_all(head.out.as_bytes())?;
-        let mut next_index = head.next_index;
-        for files in root.children.chunks(FILES_AT_ONCE) {
-            let starts: Vec<u64> = files
-                .iter()
-                .map(|&f| {
-                    let start = next_index;
-                    next_index += self.indices(f, None);
-                    start
-                })
-                .collect();
-            let texts: Vec<io::Result<Text>> = files
-                .par_iter()
-                .zip(starts)
-                .map(|(&f, start)| {
-                    let mut text = Text {
-                        out: String::new(),
-                        next_index: start,
-                    };
-                    self.scope(&mut text, f, None).map(|()| text)
-                })
-                .collect();
-            for text in texts {
-                sink.write_all(text?.out.as_bytes())?;
-            }
+        for &child in &root.children {
+            self.scope(child, None)?;
         }
-        sink.write_all(b"</LM>\n")
-    }
-
-    /// How many elements (indices) scope `id` and everything in it take, guards included;
-    /// `context` as for [`Module::scope`].
-    fn indices(&self, id: ScopeId, context: Option<&Scope>) -> u64 {
-        let scope = self.tree.get(id);
-        let own = match scope.kind {
-            ScopeKind::Module => 0,
-            ScopeKind::File | ScopeKind::Procedure => 1,
-            ScopeKind::Alien { .. } => 2,
-            ScopeKind::Loop | ScopeKind::Statement => 1 + u64::from(self.guarded(id, context)),
-        };
-        let inner = child_context(scope);
-        own + scope
-            .children
-            .iter()
-            .map(|&c| self.indices(c, inner))
-            .sum::<u64>()
-    }
-
-    /// Whether statement or loop `id` directly inside `context` is wrapped in a guard alien.
-    fn guarded(&self, id: ScopeId, context: Option<&Scope>) -> bool {
-        context.is_some_and(|ctx| needs_guard(self.tree.get(id), ctx, self.earliest_line(id)))
+        self.out.push_str("</LM>\n");
+        Ok(())
     }
 
     /// Append file `file`'s path, escaped, as an attribute value.
-    fn push_file(&self, t: &mut Text, file: Option<FileId>) {
+    fn push_file(&mut self, file: Option<FileId>) {
         match file {
-            Some(f) => t.out.push_str(&self.files[f.0 as usize]),
-            None => t.out.push_str(UNKNOWN_FILE),
+            Some(f) => self.out.push_str(&self.files[f.0 as usize]),
+            None => self.out.push_str(UNKNOWN_FILE),
         }
     }
 
     /// Write scope `id`; `context` is the enclosing P, A or L (for guard aliens), if any.
-    fn scope(&self, t: &mut Text, id: ScopeId, context: Option<&Scope>) -> io::Result<()> {
+    fn scope(&mut self, id: ScopeId, context: Option<&Scope>) -> io::Result<()> {
         let scope = self.tree.get(id);
         match scope.kind {
             ScopeKind::Module => Err(io::Error::other("module scope below the root")),
-            ScopeKind::File => self.file(t, scope),
-            ScopeKind::Procedure => self.procedure(t, scope),
+            ScopeKind::File => self.file(scope),
+            ScopeKind::Procedure => self.procedure(scope),
             ScopeKind::Alien {
                 call_file,
                 call_line,
-            } => self.alien(t, scope, call_file, call_line),
-            ScopeKind::Loop | ScopeKind::Statement if self.guarded(id, context) => {
-                let i = t.index();
-                let _ = write!(t.out, "<A i=\"{i}\" l=\"{}\" f=\"", scope.line);
-                self.push_file(t, scope.file);
-                t.out.push_str("\" n=\"");
-                push_escaped(&mut t.out, GUARD_NAME);
-                t.out.push_str("\" v=\"{}\">\n");
-                self.leaf_or_loop(t, scope)?;
-                t.out.push_str("</A>\n");
-                Ok(())
-            }
-            ScopeKind::Loop | ScopeKind::Statement => self.leaf_or_loop(t, scope),
+            } => self.alien(scope, call_file, call_line),
+            ScopeKind::Loop | ScopeKind::Statement => match context {
+                Some(ctx) if needs_guard(scope, ctx, self.earliest_line(id)) => {
+                    let i = self.index();
+                    let _ = write!(self.out, "<A i=\"{i}\" l=\"{}\" f=\"", scope.line);
+                    self.push_file(scope.file);
+                    self.out.push_str("\" n=\"");
+                    push_escaped(&mut self.out, GUARD_NAME);
+                    self.out.push_str("\" v=\"{}\">\n");
+                    self.leaf_or_loop(scope)?;
+                    self.out.push_str("</A>\n");
+                    Ok(())
+                }
+                _ => self.leaf_or_loop(scope),
+            },
         }
     }
 
@@ -240,97 +183,96 @@ impl<'a> Module<'a> {
         }
     }
 
-    fn file(&self, t: &mut Text, scope: &Scope) -> io::Result<()> {
-        let i = t.index();
-        let _ = write!(t.out, "<F i=\"{i}\" n=\"");
-        push_escaped(&mut t.out, &scope.name);
-        t.out.push_str("\">\n");
-        self.children(t, scope)?;
-        t.out.push_str("</F>\n");
+    fn file(&mut self, scope: &Scope) -> io::Result<()> {
+        let i = self.index();
+        let _ = write!(self.out, "<F i=\"{i}\" n=\"");
+        push_escaped(&mut self.out, &scope.name);
+        self.out.push_str("\">\n");
+        for &child in &scope.children {
+            self.scope(child, None)?;
+        }
+        self.out.push_str("</F>\n");
         Ok(())
     }
 
-    fn procedure(&self, t: &mut Text, scope: &Scope) -> io::Result<()> {
-        let i = t.index();
-        let _ = write!(t.out, "<P i=\"{i}\" n=\"");
-        push_escaped(&mut t.out, &scope.name);
-        push_escaped(&mut t.out, &self.lib_suffix);
-        t.out.push('"');
+    fn procedure(&mut self, scope: &Scope) -> io::Result<()> {
+        let i = self.index();
+        let _ = write!(self.out, "<P i=\"{i}\" n=\"");
+        push_escaped(&mut self.out, &scope.name);
+        push_escaped(&mut self.out, &self.lib_suffix);
+        self.out.push('"');
         let link = scope.link_name.as_deref().unwrap_or(&scope.name);
         if !self.lib_suffix.is_empty() || link != scope.name {
-            t.out.push_str(" ln=\"");
-            push_escaped(&mut t.out, link);
-            t.out.push('"');
+            self.out.push_str(" ln=\"");
+            push_escaped(&mut self.out, link);
+            self.out.push('"');
         }
         let entry = scope.entry.or(scope.low_address()).unwrap_or(0);
-        let _ = write!(t.out, " l=\"{}\" v=\"", scope.line);
-        push_one_byte(&mut t.out, entry);
-        t.out.push_str("\">\n");
-        self.children(t, scope)?;
-        t.out.push_str("</P>\n");
+        let _ = write!(self.out, " l=\"{}\" v=\"", scope.line);
+        push_one_byte(&mut self.out, entry);
+        self.out.push_str("\">\n");
+        self.children(scope)?;
+        self.out.push_str("</P>\n");
+        if self.out.len() >= SPILL_AT {
+            self.sink.write_all(self.out.as_bytes())?;
+            self.out.clear();
+        }
         Ok(())
     }
 
-    fn children(&self, t: &mut Text, scope: &Scope) -> io::Result<()> {
-        let context = child_context(scope);
+    fn children(&mut self, scope: &Scope) -> io::Result<()> {
+        let context = (scope.kind != ScopeKind::Statement).then_some(scope);
         for &child in &scope.children {
-            self.scope(t, child, context)?;
+            self.scope(child, context)?;
         }
         Ok(())
     }
 
     fn alien(
-        &self,
-        t: &mut Text,
+        &mut self,
         scope: &Scope,
         call_file: Option<FileId>,
         call_line: u32,
     ) -> io::Result<()> {
-        let outer = t.index();
-        let _ = write!(t.out, "<A i=\"{outer}\" l=\"{call_line}\" f=\"");
-        self.push_file(t, call_file);
-        t.out.push_str("\" n=\"\" v=\"{}\">\n");
-        let inner = t.index();
-        let _ = write!(t.out, "<A i=\"{inner}\" l=\"{}\" f=\"", scope.line);
-        self.push_file(t, scope.file);
-        t.out.push_str("\" n=\"");
-        push_escaped(&mut t.out, &scope.name);
-        t.out.push('"');
+        let outer = self.index();
+        let _ = write!(self.out, "<A i=\"{outer}\" l=\"{call_line}\" f=\"");
+        self.push_file(call_file);
+        self.out.push_str("\" n=\"\" v=\"{}\">\n");
+        let inner = self.index();
+        let _ = write!(self.out, "<A i=\"{inner}\" l=\"{}\" f=\"", scope.line);
+        self.push_file(scope.file);
+        self.out.push_str("\" n=\"");
+        push_escaped(&mut self.out, &scope.name);
+        self.out.push('"');
         if let Some(ln) = scope.link_name.as_deref().filter(|ln| *ln != scope.name) {
-            t.out.push_str(" ln=\"");
-            push_escaped(&mut t.out, ln);
-            t.out.push('"');
+            self.out.push_str(" ln=\"");
+            push_escaped(&mut self.out, ln);
+            self.out.push('"');
         }
-        t.out.push_str(" v=\"{}\">\n");
-        self.children(t, scope)?;
-        t.out.push_str("</A>\n</A>\n");
+        self.out.push_str(" v=\"{}\">\n");
+        self.children(scope)?;
+        self.out.push_str("</A>\n</A>\n");
         Ok(())
     }
 
-    fn leaf_or_loop(&self, t: &mut Text, scope: &Scope) -> io::Result<()> {
-        let i = t.index();
+    fn leaf_or_loop(&mut self, scope: &Scope) -> io::Result<()> {
+        let i = self.index();
         if scope.kind == ScopeKind::Statement {
-            let _ = write!(t.out, "<S i=\"{i}\" l=\"{}\" v=\"", scope.line);
-            push_ranges(&mut t.out, &scope.ranges);
-            t.out.push_str("\"/>\n");
+            let _ = write!(self.out, "<S i=\"{i}\" l=\"{}\" v=\"", scope.line);
+            push_ranges(&mut self.out, &scope.ranges);
+            self.out.push_str("\"/>\n");
             return Ok(());
         }
         let header = scope.entry.or(scope.low_address()).unwrap_or(0);
-        let _ = write!(t.out, "<L i=\"{i}\" l=\"{}\" f=\"", scope.line);
-        self.push_file(t, scope.file);
-        t.out.push_str("\" v=\"");
-        push_one_byte(&mut t.out, header);
-        t.out.push_str("\">\n");
-        self.children(t, scope)?;
-        t.out.push_str("</L>\n");
+        let _ = write!(self.out, "<L i=\"{i}\" l=\"{}\" f=\"", scope.line);
+        self.push_file(scope.file);
+        self.out.push_str("\" v=\"");
+        push_one_byte(&mut self.out, header);
+        self.out.push_str("\">\n");
+        self.children(scope)?;
+        self.out.push_str("</L>\n");
         Ok(())
     }
-}
-
-/// The context (for guard aliens) of a scope's children: none in a file, the scope itself in a
-/// procedure, alien or loop.
-fn child_context(scope: &Scope) -> Option<&Scope> {
-    (!matches!(scope.kind, ScopeKind::File | ScopeKind::Statement)).then_some(scope)
 }
 
 /// Whether a statement or loop directly inside procedure/loop `ctx` must be wrapped in a guard
