@@ -10,7 +10,15 @@
 
 use crate::dwarf::{DwarfInfo, InlineCall, NO_FILE};
 use fxhash::FxHashMap;
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
+
+/// The inlined calls around a piece of code, outermost first (kept inline: most are short, and a
+/// procedure has one per piece of code).
+type InlineChain = SmallVec<[u32; 8]>;
+
+/// The loops around a piece of code, outermost first.
+type LoopChain = SmallVec<[usize; 4]>;
 use std::ops::Range;
 
 /// A loop of the procedure, ready for placement.
@@ -53,15 +61,16 @@ pub struct LoopNest<'a> {
 
 impl LoopNest<'_> {
     /// Outermost-first chain of loops containing `addr`.
-    fn chain_at(&self, addr: u64) -> Vec<usize> {
+    fn chain_at(&self, addr: u64) -> LoopChain {
         let pos = self.membership.partition_point(|m| m.0 <= addr);
         let Some(&(s, e, l)) = pos.checked_sub(1).and_then(|p| self.membership.get(p)) else {
-            return Vec::new();
+            return LoopChain::new();
         };
         if !(s <= addr && addr < e) {
-            return Vec::new();
+            return LoopChain::new();
         }
-        let mut chain = vec![l];
+        let mut chain = LoopChain::new();
+        chain.push(l);
         while let Some(p) = self.loops[*chain.last().unwrap()].parent {
             if chain.len() > self.loops.len() {
                 break;
@@ -150,11 +159,11 @@ pub fn build_local_tree(
     default_file: u32,
 ) -> LocalTree {
     let segments = segments(ranges, inlines, dwarf, nest);
-    let chains: Vec<Vec<u32>> = segments
+    let chains: Vec<InlineChain> = segments
         .iter()
         .map(|s| inline_chain(inlines, s.inline))
         .collect();
-    let loop_chains: Vec<Vec<usize>> = segments
+    let loop_chains: Vec<LoopChain> = segments
         .iter()
         .map(|s| nest.chain_at(s.range.start))
         .collect();
@@ -201,7 +210,7 @@ fn contextual_loop_lines(
     nest: &LoopNest,
     placement: &[Vec<u32>],
     segments: &[Segment],
-    chains: &[Vec<u32>],
+    chains: &[InlineChain],
     inlines: &[InlineCall],
     dwarf: &DwarfInfo,
 ) -> Vec<(Option<u32>, u32)> {
@@ -312,8 +321,8 @@ fn segments(
 }
 
 /// Outermost-first chain of inlined calls ending at `innermost`.
-fn inline_chain(inlines: &[InlineCall], innermost: Option<u32>) -> Vec<u32> {
-    let mut chain = Vec::new();
+fn inline_chain(inlines: &[InlineCall], innermost: Option<u32>) -> InlineChain {
+    let mut chain = InlineChain::new();
     let mut cur = innermost;
     while let Some(c) = cur {
         if chain.len() > inlines.len() {
@@ -328,12 +337,12 @@ fn inline_chain(inlines: &[InlineCall], innermost: Option<u32>) -> Vec<u32> {
 
 /// For each loop, the inline chain it is placed under: the common prefix of the inline chains
 /// of all code in it (nested loops included).
-fn loop_placement(n: usize, chains: &[Vec<u32>], loop_chains: &[Vec<usize>]) -> Vec<Vec<u32>> {
+fn loop_placement(n: usize, chains: &[InlineChain], loop_chains: &[LoopChain]) -> Vec<Vec<u32>> {
     let mut prefix: Vec<Option<Vec<u32>>> = vec![None; n];
     for (chain, loops) in chains.iter().zip(loop_chains) {
         for &l in loops {
             match &mut prefix[l] {
-                None => prefix[l] = Some(chain.clone()),
+                None => prefix[l] = Some(chain.to_vec()),
                 Some(p) => {
                     let common = p.iter().zip(chain).take_while(|(a, b)| a == b).count();
                     p.truncate(common);
