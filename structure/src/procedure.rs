@@ -359,8 +359,10 @@ mod tests {
 
     #[test]
     fn loop_placed_under_common_inline_prefix() {
-        let chains = vec![vec![0, 1], vec![0, 1, 2], vec![0, 3]];
-        let loops = vec![vec![0], vec![0, 1], vec![0]];
+        let chains: Vec<InlineChain> = [&[0, 1][..], &[0, 1, 2], &[0, 3]]
+            .map(InlineChain::from_slice)
+            .into();
+        let loops: Vec<LoopChain> = [&[0][..], &[0, 1], &[0]].map(LoopChain::from_slice).into();
         let p = loop_placement(2, &chains, &loops);
         assert_eq!(p[0], vec![0]);
         assert_eq!(p[1], vec![0, 1, 2]);
