@@ -82,6 +82,10 @@ pub(crate) fn merge(sources: &mut [&mut dyn Source], recorder: &mut Recorder, la
 pub(crate) struct PerfRings<'a> {
     open: &'a mut OpenEvents,
     copier: Option<Copier>,
+    /// The ring [`Source::next_time`] found holding the earliest record (and that record's
+    /// time), for the [`Source::deliver_next`] that usually follows: every ring is scanned once
+    /// per record, not twice.
+    earliest: std::cell::Cell<Option<(usize, u64)>>,
     /// Set when the run is over: how many times the command was held
     /// ([`crate::sampler::capture::hold`]).
     holds: &'a mut u64,
@@ -93,6 +97,7 @@ impl<'a> PerfRings<'a> {
         PerfRings {
             open,
             copier: Some(copier),
+            earliest: std::cell::Cell::new(None),
             holds,
         }
     }
@@ -117,6 +122,7 @@ impl Source for PerfRings<'_> {
     }
 
     fn fill(&mut self, _now: u64, _recorder: &Recorder) -> u64 {
+        self.earliest.set(None);
         if let Some(copier) = &self.copier {
             copier.take_notices();
             copier.flush();
@@ -126,11 +132,14 @@ impl Source for PerfRings<'_> {
     }
 
     fn next_time(&self, recorder: &Recorder) -> Option<u64> {
-        self.earliest(recorder).map(|(_, t)| t)
+        let found = self.earliest(recorder);
+        self.earliest.set(found);
+        found.map(|(_, t)| t)
     }
 
     fn deliver_next(&mut self, recorder: &mut Recorder) {
-        if let Some((i, _)) = self.earliest(recorder) {
+        let found = self.earliest.take().or_else(|| self.earliest(recorder));
+        if let Some((i, _)) = found {
             let ring = &mut self.open.rings[i];
             if let Some(rec) = ring.peek() {
                 recorder.handle(&rec);
