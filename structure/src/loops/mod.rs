@@ -106,20 +106,25 @@ impl LoopForest {
             dfs = Dfs::new(&graph);
             havlak = Havlak::run(&graph, &dfs);
         }
+        let mut forest = LoopForest::from_havlak(&graph, &dfs, havlak);
+        forest.place_absorbed(cfg, &graph);
+        forest.link_tree();
+        forest.collect_blocks(cfg.len());
+        forest.find_entries(cfg, &graph, &dfs);
+        forest.innermost.truncate(cfg.len());
+        forest
+    }
+
+    /// The loops Havlak's algorithm found (each headed by a block: a dispatch node stands for
+    /// the first block it leads to), in address order of their headers, with their parents and
+    /// each node's innermost loop.
+    fn from_havlak(graph: &Graph, dfs: &Dfs, mut havlak: Havlak) -> LoopForest {
         let n = dfs.node.len();
         let mut real_header = vec![u32::MAX; n];
         for w in (0..n).filter(|&w| havlak.kind[w] != NodeKind::NonHeader) {
-            real_header[w] = first_block_of(&graph, &dfs, &havlak, w);
+            real_header[w] = first_block_of(graph, dfs, &havlak, w);
         }
         merge_same_headers(&mut havlak, &real_header);
-        let mut forest = LoopForest {
-            loops: Vec::new(),
-            roots: Vec::new(),
-            innermost: vec![None; graph.len()],
-            tree_pre: Vec::new(),
-            tree_last: Vec::new(),
-        };
-        // Loops are created in address order of their headers.
         let mut headers: Vec<usize> = (0..n)
             .filter(|&w| havlak.kind[w] != NodeKind::NonHeader)
             .collect();
@@ -128,33 +133,37 @@ impl LoopForest {
         for (i, &w) in headers.iter().enumerate() {
             loop_of_header[w] = i as u32;
         }
-        for &w in &headers {
-            forest.loops.push(Loop {
+        let loop_at = |h: u32| LoopId(loop_of_header[h as usize]);
+        let loops = headers
+            .iter()
+            .map(|&w| Loop {
                 header: BlockId(real_header[w]),
                 entries: Vec::new(),
                 irreducible: false,
                 duplicated_test: false,
                 blocks: Vec::new(),
                 own_blocks: Vec::new(),
-                parent: havlak.header[w].map(|h| LoopId(loop_of_header[h as usize])),
+                parent: havlak.header[w].map(loop_at),
                 children: Vec::new(),
                 depth: 0,
                 back_edge_sources: Vec::new(),
-            });
-        }
+            })
+            .collect();
+        let mut innermost = vec![None; graph.len()];
         for (w, &v) in dfs.node.iter().enumerate() {
-            forest.innermost[v as usize] = if loop_of_header[w] != u32::MAX {
+            innermost[v as usize] = if loop_of_header[w] != u32::MAX {
                 Some(LoopId(loop_of_header[w]))
             } else {
-                havlak.header[w].map(|h| LoopId(loop_of_header[h as usize]))
+                havlak.header[w].map(loop_at)
             };
         }
-        forest.place_absorbed(cfg, &graph);
-        forest.link_tree();
-        forest.collect_blocks(cfg.len());
-        forest.find_entries(cfg, &graph, &dfs);
-        forest.innermost.truncate(cfg.len());
-        forest
+        LoopForest {
+            loops,
+            roots: Vec::new(),
+            innermost,
+            tree_pre: Vec::new(),
+            tree_last: Vec::new(),
+        }
     }
 
     /// Put each block absorbed into a dispatch node (see [`Graph`]) in the innermost loop around
