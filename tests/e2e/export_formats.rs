@@ -309,7 +309,10 @@ fn export_files_are_never_replaced_unless_asked() {
 #[test]
 fn export_keeps_every_thread_and_metric() {
     let dir = scratch_dir("export_threads");
-    let exe = compile("view_threads.c", &dir, "app", &["-O2", "-g", "-pthread"]);
+    // The main thread spins one unit itself: otherwise on a fast machine it may start and
+    // join its workers within one sampling period and have no sample at all.
+    let flags = ["-O2", "-g", "-pthread", "-DMAIN_UNITS=1"];
+    let exe = compile("view_threads.c", &dir, "app", &flags);
     let events = ["cpu-clock@f2000", "task-clock@f2000"];
     let db = correlate(&[measure_events(&exe, &dir, "app", &events)], &dir, "app");
     let threads = correlate::Database::read(&db).unwrap().threads;
