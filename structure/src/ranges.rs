@@ -66,6 +66,8 @@ mod tests {
         for input in [vec![2..3, 2..8, 9..9, 2..5], vec![2..8, 2..3, 2..5]] {
             assert_eq!(normalize_ranges(input), vec![2..8]);
         }
-        assert_eq!(normalize_ranges(vec![4..4, 7..2]), vec![]);
+        // An empty range and a reversed one (end before start) are dropped.
+        let reversed = Range { start: 7, end: 2 };
+        assert_eq!(normalize_ranges(vec![4..4, reversed]), vec![]);
     }
 }
