@@ -12,6 +12,7 @@ use crate::dwarf::{DwarfInfo, InlineCall, NO_FILE};
 use fxhash::FxHashMap;
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 /// The inlined calls around a piece of code, outermost first (kept inline: most are short, and a
 /// procedure has one per piece of code).
@@ -19,7 +20,6 @@ type InlineChain = SmallVec<[u32; 8]>;
 
 /// The loops around a piece of code, outermost first.
 type LoopChain = SmallVec<[usize; 4]>;
-use std::ops::Range;
 
 /// A loop of the procedure, ready for placement.
 #[derive(Clone, Debug)]

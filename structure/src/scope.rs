@@ -282,7 +282,7 @@ impl ScopeTree {
                 scratch.extend(self.scopes[c.index()].ranges.iter().cloned());
             }
             merge_in_place(&mut scratch);
-            self.scopes[i].ranges = scratch.as_slice().to_vec();
+            self.scopes[i].ranges = scratch.clone();
         }
         for i in 0..self.scopes.len() {
             if matches!(self.scopes[i].kind, ScopeKind::Module | ScopeKind::File) {

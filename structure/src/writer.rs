@@ -203,9 +203,7 @@ impl<'a> TreeWriter<'a, '_> {
         self.out.push('"');
         let link = scope.link_name.as_deref().unwrap_or(&scope.name);
         if !self.lib_suffix.is_empty() || link != scope.name {
-            self.out.push_str(" ln=\"");
-            push_escaped(&mut self.out, link);
-            self.out.push('"');
+            push_attr(&mut self.out, "ln", link);
         }
         let entry = scope.entry.or(scope.low_address()).unwrap_or(0);
         let _ = write!(self.out, " l=\"{}\" v=\"", scope.line);
@@ -245,9 +243,7 @@ impl<'a> TreeWriter<'a, '_> {
         push_escaped(&mut self.out, &scope.name);
         self.out.push('"');
         if let Some(ln) = scope.link_name.as_deref().filter(|ln| *ln != scope.name) {
-            self.out.push_str(" ln=\"");
-            push_escaped(&mut self.out, ln);
-            self.out.push('"');
+            push_attr(&mut self.out, "ln", ln);
         }
         self.out.push_str(" v=\"{}\">\n");
         self.children(scope)?;
@@ -312,7 +308,7 @@ fn push_hex(out: &mut String, v: u64) {
     }
 }
 
-/// `s` with the characters XML attribute values cannot hold as they are replaced by entities.
+/// Escape an attribute value the way hpcstruct does (`< > & "`), plus control characters.
 fn escape(s: &str) -> std::borrow::Cow<'_, str> {
     if !s.bytes().any(|b| entity(b).is_some()) {
         return s.into();
@@ -320,6 +316,15 @@ fn escape(s: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(s.len() + 8);
     push_escaped(&mut out, s);
     out.into()
+}
+
+/// Append ` NAME="VALUE"` to `out`, the value escaped.
+fn push_attr(out: &mut String, name: &str, value: &str) {
+    out.push(' ');
+    out.push_str(name);
+    out.push_str("=\"");
+    push_escaped(out, value);
+    out.push('"');
 }
 
 /// Append `s` to `out` escaped as [`escape`] does.

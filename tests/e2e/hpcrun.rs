@@ -15,11 +15,16 @@ pub(crate) const CFLAGS: &[&str] = &["-O2", "-g", "-fomit-frame-pointer"];
 
 /// Run `hpcrun-rs ARGS` with output `db`; returns (exit status, stderr).
 pub(crate) fn hpcrun(db: &Path, args: &[&str]) -> (i32, String) {
-    let out = run(tool_command("hpcrun-rs").arg("-o").arg(db).args(args));
+    let out = hpcrun_output(db, args);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Run `hpcrun-rs ARGS` with output `db`; all it and the command printed.
+fn hpcrun_output(db: &Path, args: &[&str]) -> std::process::Output {
+    run(tool_command("hpcrun-rs").arg("-o").arg(db).args(args))
 }
 
 fn profile_of(
@@ -37,7 +42,7 @@ fn profile_of(
     let exe_s = exe.to_str().unwrap().to_string();
     all.push(&exe_s);
     all.extend_from_slice(args);
-    let out = run(tool_command("hpcrun-rs").arg("-o").arg(&db).args(&all));
+    let out = hpcrun_output(&db, &all);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "hpcrun-rs failed:\n{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

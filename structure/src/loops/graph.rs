@@ -84,8 +84,6 @@ pub(super) struct Graph {
     /// For each block that only tests and that its dispatch node replaced as the target of
     /// every edge into it (see [`Graph::new`]), that node; `u32::MAX` for the others.
     absorbed: Vec<u32>,
-    /// Whether each block only passes control on ([`crate::cfg::BasicBlock::passes_through`]).
-    passes: Vec<bool>,
 }
 
 impl Graph {
@@ -102,7 +100,6 @@ impl Graph {
                 entry: cfg.entry.map(|b| b.0),
                 blocks: n,
                 absorbed: Vec::new(),
-                passes: Vec::new(),
             };
         }
         let mut succs: Adjacency = (0..n).map(|b| block_succs(b).collect()).collect();
@@ -169,7 +166,6 @@ impl Graph {
             entry: cfg.entry.map(|b| b.0),
             blocks: n,
             absorbed,
-            passes: cfg.blocks.iter().map(|b| b.passes_through).collect(),
         }
     }
 
@@ -181,11 +177,12 @@ impl Graph {
             .filter(|&v| v != u32::MAX)
     }
 
-    /// The test that dispatch node `v` stands for: `v`, or where all its successors lead to
-    /// one other dispatch node (its tested blocks absorbed there), that node's test.
-    pub(super) fn test_of(&self, mut v: u32) -> u32 {
+    /// The test that dispatch node `v` of `cfg`'s graph stands for: `v`, or where all its
+    /// successors lead to one other dispatch node (its tested blocks absorbed there), that
+    /// node's test.
+    pub(super) fn test_of(&self, cfg: &Cfg, mut v: u32) -> u32 {
         for _ in 0..8 {
-            let mut ends = self.succs(v).iter().map(|&s| self.beyond_pass(s));
+            let mut ends = self.succs(v).iter().map(|&s| self.beyond_pass(cfg, s));
             let Some(first) = ends.next() else { break };
             if first == v || !self.is_dispatch(first) || !ends.all(|e| e == first) {
                 break;
@@ -195,10 +192,11 @@ impl Graph {
         v
     }
 
-    /// Node `s`, or where `s` is a block that only passes control on, the node it leads to.
-    fn beyond_pass(&self, s: u32) -> u32 {
+    /// Node `s`, or where `s` is a block that only passes control on, the node it leads to in
+    /// this graph (where the block it jumps to may have been absorbed).
+    fn beyond_pass(&self, cfg: &Cfg, s: u32) -> u32 {
         match self.succs(s) {
-            [only] if !self.is_dispatch(s) && self.passes.get(s as usize) == Some(&true) => *only,
+            [only] if !self.is_dispatch(s) && cfg.block(BlockId(s)).passes_through => *only,
             _ => s,
         }
     }

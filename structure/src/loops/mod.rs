@@ -107,8 +107,8 @@ impl LoopForest {
             havlak = Havlak::run(&graph, &dfs);
         }
         let mut forest = LoopForest::from_havlak(&graph, &dfs, havlak);
-        forest.place_absorbed(cfg, &graph);
         forest.link_tree();
+        forest.place_absorbed(cfg, &graph);
         forest.collect_blocks(cfg.len());
         forest.find_entries(cfg, &graph, &dfs);
         forest.innermost.truncate(cfg.len());
@@ -169,17 +169,8 @@ impl LoopForest {
     /// Put each block absorbed into a dispatch node (see [`Graph`]) in the innermost loop around
     /// that node that control reaches it from: the test at a loop's bottom in the loop, its copy
     /// before the loop outside.
+    /// Needs the loop tree linked ([`LoopForest::link_tree`]).
     fn place_absorbed(&mut self, cfg: &Cfg, graph: &Graph) {
-        let within = |forest: &LoopForest, inner: Option<LoopId>, l: LoopId| {
-            let mut up = inner;
-            while let Some(m) = up {
-                if m == l {
-                    return true;
-                }
-                up = forest.loops[m.index()].parent;
-            }
-            false
-        };
         for b in 0..cfg.len() as u32 {
             let Some(v) = graph.absorbed_into(b) else {
                 continue;
@@ -187,10 +178,7 @@ impl LoopForest {
             let preds = &cfg.block(BlockId(b)).preds;
             let mut l = self.innermost[v as usize];
             while let Some(m) = l {
-                if preds
-                    .iter()
-                    .any(|p| within(self, self.innermost[p.index()], m))
-                {
+                if preds.iter().any(|&p| self.contains(m, p)) {
                     break;
                 }
                 l = self.loops[m.index()].parent;
@@ -290,10 +278,10 @@ impl LoopForest {
             // copies of one test.
             let through = |(p, e): (Option<BlockId>, BlockId)| {
                 if let Some(v) = graph.absorbed_into(e.0) {
-                    return Some(graph.test_of(v));
+                    return Some(graph.test_of(cfg, v));
                 }
                 let out = graph.succs(p?.0);
-                (out.len() == 1 && graph.is_dispatch(out[0])).then(|| graph.test_of(out[0]))
+                (out.len() == 1 && graph.is_dispatch(out[0])).then(|| graph.test_of(cfg, out[0]))
             };
             let first = entering.first().and_then(|&edge| through(edge));
             let one_test = first.is_some() && entering.iter().all(|&edge| through(edge) == first);
