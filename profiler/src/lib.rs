@@ -59,7 +59,9 @@
 
 // The profile.db format (always built): what readers of a profile compile.
 mod format;
-pub use format::{addr, builder, dataref, db, envelope, job, sections, trace, vdso, watchdb};
+pub use format::{
+    addr, builder, dataref, db, envelope, job, openmp, sections, trace, vdso, watchdb,
+};
 
 // The sampler (feature `sampler`, on by default): perf_event_open, unwinding, hpcrun-rs.
 #[cfg(feature = "sampler")]

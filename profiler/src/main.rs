@@ -273,6 +273,12 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     notes.push(own_cpu_note(measurement.attached_cpu));
     let mut profile = session::into_profile(measurement);
     profile.job = job;
+    if !cli.trace && !profile.traces.threads.is_empty() {
+        let line = profile.traces.summary("trace");
+        notes.push(format!(
+            "{line}, kept to place OpenMP worker threads' samples"
+        ));
+    }
     if cli.trace {
         notes.push(profile.traces.summary("trace"));
         if !profile.data.traces.threads.is_empty() {

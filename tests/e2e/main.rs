@@ -41,6 +41,7 @@ mod hpcrun_threads;
 mod hpctoolkit_db;
 mod memory_footprint;
 mod memory_map;
+mod openmp;
 mod parallel_jobs;
 mod parallel_jobs_mpi;
 mod reproducible;

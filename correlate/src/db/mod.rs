@@ -9,3 +9,4 @@ pub(crate) mod ids;
 pub(crate) mod label;
 pub(crate) mod node;
 pub(crate) mod node_costs;
+pub(crate) mod reshape;

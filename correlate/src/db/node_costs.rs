@@ -94,6 +94,22 @@ impl NodeCosts {
         });
     }
 
+    /// Give every thread `width` costs: those it has, then zeros (a metric added).
+    pub(crate) fn widen(&mut self, width: usize) {
+        self.rebuild(|list| {
+            for (_, costs) in list.iter_mut() {
+                costs.resize(width, Cost::default());
+            }
+        });
+    }
+
+    /// Take every thread's costs out, leaving none.
+    pub(crate) fn take(&mut self) -> Vec<(ThreadIdx, Vec<Cost>)> {
+        let list = self.iter().map(|(t, c)| (t, c.collect())).collect();
+        self.clear();
+        list
+    }
+
     /// Drop every thread's costs.
     pub fn clear(&mut self) {
         *self = NodeCosts::default();

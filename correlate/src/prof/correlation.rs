@@ -20,6 +20,7 @@ use crate::prof::cache::StructureCache;
 use crate::prof::data::{DataBuilder, ProfileInput, Variables};
 use crate::prof::error::CorrelateError;
 use crate::prof::inputs::{self, StructureFile};
+use crate::prof::openmp::{graft, Grafted};
 use crate::prof::profiles;
 use crate::prof::shares::{Enriched, Message, Prepared, Share};
 use crate::prof::structures::{find_structures, Analyser};
@@ -32,6 +33,9 @@ pub struct Options<'a> {
     pub cache: Option<StructureCache>,
     /// How modules without a structure file are analysed.
     pub analyser: &'a Analyser<'a>,
+    /// Whether OpenMP worker threads are grafted under their parallel regions
+    /// ([`crate::graft`]; `--no-graft` keeps the raw threads).
+    pub graft: bool,
 }
 
 /// What a correlation did, for the summary line.
@@ -51,6 +55,8 @@ pub struct Summary {
     pub unknown_samples: u64,
     /// Data objects named (a run with `hpcrun-rs --data`), and the time naming them took.
     pub data: Option<(usize, Duration)>,
+    /// What OpenMP grafting did (a program that mapped an OpenMP runtime).
+    pub openmp: Option<Grafted>,
     /// Things the user should know that did not stop the run.
     pub warnings: Vec<String>,
     /// Files of a measurement directory left out of the database (unreadable, damaged, not
@@ -215,6 +221,7 @@ pub fn finish_enriched(
     db.traces = traces;
     let data = (!db.data.is_empty()).then(|| (db.data.objects.len(), naming.elapsed()));
     fill_tables(&mut db, &gathered);
+    let openmp = options.graft.then(|| graft(&mut db)).flatten();
     let mut skipped = listed_skipped;
     skipped.append(&mut gathered.skipped);
     let summary = Summary {
@@ -223,6 +230,7 @@ pub fn finish_enriched(
             .collect(),
         analysed_procedures: found.iter().map(|f| f.analysed).sum(),
         contexts: db.nodes.len(),
+        openmp,
         metrics: db.metrics.clone(),
         unknown_addresses: db.stats.unknown_addresses,
         unknown_samples: db.stats.unknown_samples,
@@ -306,6 +314,9 @@ pub fn summary_text(tool: &str, summary: &Summary, output: &Path) -> String {
         .collect();
     for (path, why) in without {
         text.push_str(&format!("\n  no structure for {path}: {why}"));
+    }
+    if let Some(openmp) = &summary.openmp {
+        text.push_str(&format!("\n  {}", openmp.line()));
     }
     for w in &summary.warnings {
         text.push_str(&format!("\nwarning: {w}"));

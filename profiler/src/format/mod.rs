@@ -10,6 +10,7 @@ pub mod dataref;
 pub mod db;
 pub mod envelope;
 pub mod job;
+pub mod openmp;
 pub(crate) mod procmaps;
 pub mod sections;
 pub mod trace;

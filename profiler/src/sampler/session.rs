@@ -237,11 +237,16 @@ fn recorder_for(
     };
     let mut recorder = Recorder::new(event_layouts(plan, open, data), open.event_of_id.clone());
     recorder.add_probes(probe_ids, opts.alloc_min);
-    if let Some(budget) = opts.trace {
-        recorder.trace(budget);
+    match opts.trace {
+        Some(budget) => recorder.trace(budget),
+        None => recorder.trace_openmp(OPENMP_TRACE_BUDGET),
     }
     recorder
 }
+
+/// The most bytes an OpenMP program's trace takes when `-t` did not ask for one (about 13
+/// million samples).
+const OPENMP_TRACE_BUDGET: usize = 64 << 20;
 
 /// Start the thread that copies the rings out as soon as they wake it, from before the command
 /// starts (a short program's fault burst fills a ring in a millisecond), while the reader

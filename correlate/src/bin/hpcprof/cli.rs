@@ -51,6 +51,12 @@ pub(crate) struct Args {
     #[arg(long)]
     no_cache: bool,
 
+    /// Keep OpenMP worker threads as they were sampled (under the runtime's thread start)
+    /// instead of grafting their work under the parallel regions that ran it, and add no
+    /// omp-idle metric
+    #[arg(long)]
+    no_graft: bool,
+
     /// Write an HPCToolkit database (format v4: a directory of meta.db, profile.db and cct.db,
     /// for hpcviewer, hatchet or thicket) instead [default output: PROFILE.d]. An existing
     /// directory is only reused when it holds nothing but a database hpcprof-rs wrote.
@@ -96,6 +102,7 @@ pub(crate) fn with_options<R>(args: &Args, f: impl FnOnce(&Options<'_>) -> R) ->
             };
             structure::analyze_focused(path, addresses, &options)
         },
+        graft: !args.no_graft,
     };
     f(&options)
 }

@@ -81,6 +81,13 @@ pub(crate) fn unknown_procedure(addr: u64, module: Option<&str>) -> String {
     }
 }
 
+/// The address in a name [`unknown_procedure`] made, if `name` is one.
+pub(crate) fn unknown_address(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix("<unknown procedure> 0x")?;
+    let hex = rest.split(' ').next()?;
+    u64::from_str_radix(hex, 16).ok()
+}
+
 /// The last component of a path (`/usr/lib/libc.so.6` -> `libc.so.6`); the whole string when
 /// it has no `/`.
 pub(crate) fn base_name(path: &str) -> &str {
@@ -149,6 +156,13 @@ mod tests {
 
     #[test]
     fn unknown_procedures_and_call_sites() {
+        let name = unknown_procedure(0x1f7da, Some("/usr/lib/libgomp.so.1"));
+        assert_eq!(unknown_address(&name), Some(0x1f7da));
+        assert_eq!(
+            unknown_address(&unknown_procedure(0x11f, None)),
+            Some(0x11f)
+        );
+        assert_eq!(unknown_address("main"), None);
         let name = unknown_procedure(0x1a2b, Some("/usr/lib/libm.so.6"));
         assert_eq!(name, "<unknown procedure> 0x1a2b [libm.so.6]");
         assert_eq!(

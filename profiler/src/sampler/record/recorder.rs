@@ -110,8 +110,11 @@ pub struct Recorder {
     ea: EaRecovery,
     /// The allocator's uprobes and the calls they are in (see [`probes::Probes`]).
     probes: probes::Probes,
-    /// The traces (`-t`).
+    /// The traces (`-t`, or from when an OpenMP runtime is mapped).
     trace: Option<TraceLog>,
+    /// The budget to start tracing with when the command maps an OpenMP runtime (see
+    /// [`crate::format::openmp`]), where `-t` did not ask for a trace already.
+    openmp_trace: Option<usize>,
 }
 
 /// What a finished recording holds, ready to be written to `profile.db`.
@@ -151,6 +154,7 @@ impl Recorder {
             ea: EaRecovery::new(),
             probes: probes::Probes::default(),
             trace: None,
+            openmp_trace: None,
         }
     }
 
@@ -167,6 +171,12 @@ impl Recorder {
         if let Some(d) = self.data.as_mut() {
             d.trace(budget);
         }
+    }
+
+    /// Start tracing, in at most `budget` bytes, when the command maps an OpenMP runtime: the
+    /// correlator places worker threads' samples by time (no data trace).
+    pub fn trace_openmp(&mut self, budget: usize) {
+        self.openmp_trace = Some(budget);
     }
 
     /// The record's timestamp (ordering key across rings); records without one sort first.
@@ -227,6 +237,9 @@ impl Recorder {
         let mut space = std::mem::take(&mut state.space);
         space.load_proc_maps(pid, &mut self.modules);
         self.process(pid).space = space;
+        if self.trace.is_none() && self.modules.has_openmp_runtime() {
+            self.trace = self.openmp_trace.map(TraceLog::new);
+        }
     }
 
     /// Handle one record.
@@ -291,6 +304,9 @@ impl Recorder {
     }
 
     fn map(&mut self, pid: u32, ev: MapEvent<'_>) {
+        if self.trace.is_none() && crate::format::openmp::is_runtime(ev.path) {
+            self.trace = self.openmp_trace.map(TraceLog::new);
+        }
         let mut space = std::mem::take(&mut self.process(pid).space);
         space.map(ev, &mut self.modules);
         self.process(pid).space = space;

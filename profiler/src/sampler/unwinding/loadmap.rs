@@ -29,6 +29,13 @@ pub struct ModuleRegistry {
 }
 
 impl ModuleRegistry {
+    /// Whether any module seen so far is an OpenMP runtime ([`crate::format::openmp`]).
+    pub(crate) fn has_openmp_runtime(&self) -> bool {
+        self.by_path
+            .keys()
+            .any(|p| crate::format::openmp::is_runtime(p))
+    }
+
     /// The module for `path`, reading its image the first time.
     pub fn get(&mut self, path: &str) -> (ProfileModuleId, Option<Arc<Image>>) {
         if let Some((id, image)) = self.by_path.get(path) {

@@ -1,0 +1,95 @@
+//! OpenMP programs as their authors see them: each worker thread's share of a parallel region
+//! grafted under the master's call to the runtime that ran it, and the runtime's waiting
+//! measured as an `omp-idle` metric and blamed on the region or serial code it waited for.
+//!
+//! Runtimes without a tools interface (GCC's `libgomp`) give no region identities, so the tree
+//! itself says what ran where ([`shape`]): a master's path reads `... > caller > GOMP_parallel >
+//! f._omp_fn.0`, a worker's `start_thread > (runtime) > f._omp_fn.0`. A body run from one
+//! calling context is grafted there whole; where several contexts run the same body, each
+//! traced sample (`hpcrun-rs` traces every program that maps an OpenMP runtime) is placed by the
+//! master's samples nearest in time ([`placing`]), and what the evidence does not settle goes
+//! under `<unplaced parallel work>`, counted in the summary ([`moving`]).
+
+mod moving;
+mod placing;
+mod runtime;
+mod shape;
+mod spin;
+
+use profiler::db::Cost;
+
+use crate::db::database::{Database, MetricDesc};
+use crate::db::ids::DbModuleId;
+use crate::prof::openmp::moving::Mover;
+use crate::prof::openmp::placing::Placements;
+use crate::prof::openmp::shape::Shape;
+
+/// The metric grafting adds: time the runtime spent waiting, in the first metric's unit.
+pub const IDLE_METRIC: &str = "omp-idle";
+
+/// What grafting did, for the summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Grafted {
+    /// Parallel regions found (runtime entries that ran a body).
+    pub regions: usize,
+    /// Worker samples in outlined bodies, and those placed under their region.
+    pub body_samples: u64,
+    /// See [`Grafted::body_samples`].
+    pub placed_samples: u64,
+    /// Worker samples waiting outside any body, and those blamed on the master's context.
+    pub waiting_samples: u64,
+    /// See [`Grafted::waiting_samples`].
+    pub blamed_samples: u64,
+    /// Samples of the runtime waiting, anywhere.
+    pub idle_samples: u64,
+}
+
+impl Grafted {
+    /// One line for `hpcprof-rs`'s summary.
+    pub fn line(&self) -> String {
+        let unplaced = (self.body_samples - self.placed_samples)
+            + (self.waiting_samples - self.blamed_samples);
+        format!(
+            "OpenMP: {} parallel regions; {} of {} worker samples grafted under their regions, \
+             {} of {} waiting ones blamed on the master's context, {unplaced} under {}; \
+             {} samples idle ({IDLE_METRIC})",
+            self.regions,
+            self.placed_samples,
+            self.body_samples,
+            self.blamed_samples,
+            self.waiting_samples,
+            moving::UNPLACED,
+            self.idle_samples,
+        )
+    }
+}
+
+/// Graft the worker threads of `db`'s OpenMP programs under their regions and add the
+/// `omp-idle` metric; `None` (and `db` unchanged) where no module is an OpenMP runtime.
+pub fn graft(db: &mut Database) -> Option<Grafted> {
+    let runtime: Vec<bool> = (db.modules.iter())
+        .map(|m| profiler::openmp::is_runtime(&m.path))
+        .collect();
+    let idle_module = runtime
+        .iter()
+        .position(|&r| r)
+        .map(DbModuleId::from_index)?;
+    let first = db.metrics.first()?;
+    let desc = MetricDesc::new(IDLE_METRIC, first.unit.clone(), first.sampling);
+    let shape = Shape::of(db, &runtime);
+    let placements = Placements::of(db, &shape);
+    let nodes = db.nodes.len();
+    let idle_metric = db.add_metric(desc);
+    let moved = Mover::new(db, &shape, idle_metric, Some(idle_module)).move_all(nodes, &placements);
+    db.prune();
+    db.compute_totals();
+    let idle: Cost = db.metrics[idle_metric].total;
+    Some(Grafted {
+        regions: shape.region.iter().filter(|&&r| r).count(),
+        body_samples: moved.body_samples,
+        placed_samples: moved.placed_samples,
+        waiting_samples: moved.waiting_samples,
+        blamed_samples: moved.blamed_samples,
+        idle_samples: idle.samples,
+    })
+}

@@ -1,0 +1,315 @@
+//! Moving the costs of worker threads' samples where [`crate::prof::openmp::placing`] placed
+//! them: a body's subtree copied under its region (merging with the master's body there),
+//! waiting collapsed into an `<omp idle>` node under the context blamed, and what could not be
+//! placed under `<unplaced parallel work>`. Each (node, thread)'s costs are split in proportion
+//! to its traced samples' targets; what its trace does not cover is unplaced, except in a body
+//! that only one region runs, which needs no time.
+
+use std::collections::BTreeMap;
+
+use fxhash::FxHashMap;
+use profiler::db::Cost;
+
+use crate::db::database::Database;
+use crate::db::ids::{DbModuleId, DbNodeId};
+use crate::db::node::{ChildIndex, NodeKey, NodeKind};
+use crate::prof::openmp::placing::{Placements, Target};
+use crate::prof::openmp::shape::Shape;
+
+/// The name of the node that holds a worker's waiting.
+pub(crate) const IDLE: &str = "<omp idle>";
+/// The name of the node that holds what could not be placed.
+pub(crate) const UNPLACED: &str = "<unplaced parallel work>";
+
+/// What moving did, in samples of the first metric.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Moved {
+    /// Worker samples in bodies, and those placed under their region.
+    pub body_samples: u64,
+    /// See [`Moved::body_samples`].
+    pub placed_samples: u64,
+    /// Worker samples waiting outside a body, and those blamed on a master's context.
+    pub waiting_samples: u64,
+    /// See [`Moved::waiting_samples`].
+    pub blamed_samples: u64,
+}
+
+/// The tree being changed, with what finds and makes nodes in it.
+pub(crate) struct Mover<'a> {
+    db: &'a mut Database,
+    shape: &'a Shape,
+    index: ChildIndex,
+    /// (node, new parent of its body) -> its copy there.
+    copies: FxHashMap<(DbNodeId, DbNodeId), DbNodeId>,
+    unplaced: Option<DbNodeId>,
+    idle_module: Option<DbModuleId>,
+    /// The `omp-idle` metric's index.
+    idle_metric: usize,
+}
+
+impl<'a> Mover<'a> {
+    /// A mover for `db` read as `shape`, whose `omp-idle` metric is `idle_metric` and whose
+    /// `<omp idle>` nodes belong to `idle_module` (the runtime).
+    pub(crate) fn new(
+        db: &'a mut Database,
+        shape: &'a Shape,
+        idle_metric: usize,
+        idle_module: Option<DbModuleId>,
+    ) -> Mover<'a> {
+        let mut index = ChildIndex::default();
+        for (i, node) in db.nodes.iter().enumerate().skip(1) {
+            let id = DbNodeId::from_index(i);
+            index.map.insert((node.parent, node.key()), id);
+        }
+        Mover {
+            db,
+            shape,
+            index,
+            copies: FxHashMap::default(),
+            unplaced: None,
+            idle_module,
+            idle_metric,
+        }
+    }
+
+    /// Move every worker-side cost of the first `nodes` nodes as `placements` say, mark the
+    /// idle costs of the rest in place, and rewrite the traces to match.
+    pub(crate) fn move_all(&mut self, nodes: usize, placements: &Placements) -> Moved {
+        let mut moved = Moved::default();
+        for i in 0..nodes {
+            let node = DbNodeId::from_index(i);
+            let idle = self.shape.is_idle(self.db, node);
+            if !self.shape.is_worker_side(node) {
+                if idle {
+                    let k = self.idle_metric;
+                    let list = self.db.nodes[i].costs.take();
+                    for (thread, mut costs) in list {
+                        costs[k] = costs[0];
+                        self.db.add_cost(node, thread, &costs);
+                    }
+                }
+                continue;
+            }
+            for (thread, mut costs) in self.db.nodes[i].costs.take() {
+                if idle {
+                    costs[self.idle_metric] = costs[0];
+                }
+                let counts = placements.counts.get(&(node, thread));
+                let shares = self.shares(node, &costs, counts);
+                let samples = costs[0].samples;
+                let placed: u64 = (shares.iter())
+                    .filter(|(t, _)| *t != Target::Unplaced)
+                    .map(|(_, c)| c[0].samples)
+                    .sum();
+                match self.shape.places[i].worker_body {
+                    Some(_) => {
+                        (moved.body_samples, moved.placed_samples) =
+                            (moved.body_samples + samples, moved.placed_samples + placed)
+                    }
+                    None => {
+                        (moved.waiting_samples, moved.blamed_samples) = (
+                            moved.waiting_samples + samples,
+                            moved.blamed_samples + placed,
+                        )
+                    }
+                }
+                for (target, part) in shares {
+                    let dest = self.destination(node, target);
+                    self.db.add_cost(dest, thread, &part);
+                }
+            }
+        }
+        self.rewrite_traces(placements);
+        moved
+    }
+
+    /// `costs` split over the targets of its traced samples (`counts`), in proportion; the
+    /// samples no trace covers go to [`Target::Unplaced`], except in a body that only one
+    /// region runs.
+    fn shares(
+        &self,
+        node: DbNodeId,
+        costs: &[Cost],
+        counts: Option<&BTreeMap<Target, u64>>,
+    ) -> Vec<(Target, Vec<Cost>)> {
+        if let Some(only) = self.only_region(node) {
+            return vec![(Target::Region(only), costs.to_vec())];
+        }
+        let total = costs[0].samples;
+        let mut shares: Vec<(Target, u64)> = counts
+            .map(|c| c.iter().map(|(&t, &n)| (t, n.min(total))).collect())
+            .unwrap_or_default();
+        let traced: u64 = shares.iter().map(|(_, n)| n).sum();
+        if traced < total || total == 0 {
+            shares.push((Target::Unplaced, total.saturating_sub(traced)));
+        }
+        split(costs, &shares, total)
+    }
+
+    /// The graft point of the one region that runs `node`'s body, if exactly one does.
+    fn only_region(&self, node: DbNodeId) -> Option<DbNodeId> {
+        let body = self.shape.places[node.index()].worker_body?;
+        match self
+            .shape
+            .entries_of
+            .get(&self.db.nodes[body.index()].name)?[..]
+        {
+            [(_, at)] => Some(at),
+            _ => None,
+        }
+    }
+
+    /// Where the costs of worker-side `node` go for `target`.
+    fn destination(&mut self, node: DbNodeId, target: Target) -> DbNodeId {
+        let body = self.shape.places[node.index()].worker_body;
+        match (target, body) {
+            (Target::Region(at), Some(body)) => self.copy(node, body, at),
+            (Target::Blame(at), _) => self.idle_under(at),
+            (Target::Entry(entry), Some(body)) => {
+                let key = self.db.nodes[body.index()].key();
+                let at = self.db.child(&mut self.index, entry, key);
+                self.copy(node, body, at)
+            }
+            (_, Some(body)) => {
+                let under = self.unplaced();
+                let key = self.db.nodes[body.index()].key();
+                let at = self.db.child(&mut self.index, under, key);
+                self.copy(node, body, at)
+            }
+            (_, None) => {
+                let at = self.unplaced();
+                self.idle_under(at)
+            }
+        }
+    }
+
+    /// The copy of `node` (in the body starting at `body`) when the body merges into `at`
+    /// (the master's body node of a region, or the unplaced node's copy of the body).
+    fn copy(&mut self, node: DbNodeId, body: DbNodeId, at: DbNodeId) -> DbNodeId {
+        if node == body {
+            return at;
+        }
+        if let Some(&id) = self.copies.get(&(node, at)) {
+            return id;
+        }
+        let parent = self.copy(self.db.nodes[node.index()].parent, body, at);
+        let key = self.db.nodes[node.index()].key();
+        let id = self.db.child(&mut self.index, parent, key);
+        self.copies.insert((node, at), id);
+        id
+    }
+
+    /// The `<omp idle>` child of `at`.
+    fn idle_under(&mut self, at: DbNodeId) -> DbNodeId {
+        let key = NodeKey {
+            module: self.idle_module,
+            ..NodeKey::pseudo(NodeKind::Procedure, IDLE)
+        };
+        self.db.child(&mut self.index, at, key)
+    }
+
+    /// The `<unplaced parallel work>` child of the root.
+    fn unplaced(&mut self) -> DbNodeId {
+        if let Some(id) = self.unplaced {
+            return id;
+        }
+        let key = NodeKey::pseudo(NodeKind::Partial, UNPLACED);
+        let id = self.db.child(&mut self.index, DbNodeId::ROOT, key);
+        self.unplaced = Some(id);
+        id
+    }
+
+    /// Every trace sample of a worker thread moved to its target's node.
+    fn rewrite_traces(&mut self, placements: &Placements) {
+        let contexts = self.db.nodes.len();
+        let mut traces = std::mem::take(&mut self.db.traces.threads);
+        for (trace, targets) in traces.iter_mut().zip(&placements.per_sample) {
+            let samples = trace.decode(contexts).unwrap_or_default();
+            let mut out = profiler::trace::ThreadTrace::new(trace.thread);
+            for (&(time, c), target) in samples.iter().zip(targets) {
+                let node = DbNodeId::from_index(c as usize);
+                let node = match (target, self.only_region(node)) {
+                    (None, _) => node,
+                    (Some(_), Some(at)) => self.destination(node, Target::Region(at)),
+                    (Some(t), None) => self.destination(node, *t),
+                };
+                out.push(time, node.index() as u32);
+            }
+            *trace = out;
+        }
+        self.db.traces.threads = traces;
+    }
+}
+
+/// `costs` split by `shares` (target, samples of `total`): each metric's samples and value in
+/// proportion, the last share taking what rounding left.
+fn split(costs: &[Cost], shares: &[(Target, u64)], total: u64) -> Vec<(Target, Vec<Cost>)> {
+    let mut left = costs.to_vec();
+    let mut out = Vec::with_capacity(shares.len());
+    for (i, &(target, n)) in shares.iter().enumerate() {
+        let part: Vec<Cost> = if i + 1 == shares.len() {
+            std::mem::take(&mut left)
+        } else {
+            let part: Vec<Cost> = (costs.iter())
+                .map(|c| Cost {
+                    samples: scale(c.samples, n, total),
+                    value: scale(c.value, n, total),
+                })
+                .collect();
+            for (l, p) in left.iter_mut().zip(&part) {
+                l.samples -= p.samples;
+                l.value -= p.value;
+            }
+            part
+        };
+        out.push((target, part));
+    }
+    out.retain(|(_, c)| c.iter().any(|c| *c != Cost::default()));
+    out
+}
+
+/// `x * n / total` without overflow (0 when `total` is 0).
+fn scale(x: u64, n: u64, total: u64) -> u64 {
+    match total {
+        0 => 0,
+        _ => (u128::from(x) * u128::from(n) / u128::from(total)) as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_keeps_every_sample_and_value() {
+        let costs = [
+            Cost {
+                samples: 10,
+                value: 10_003,
+            },
+            Cost {
+                samples: 3,
+                value: 7,
+            },
+        ];
+        let a = Target::Region(DbNodeId::from_index(4));
+        let shares = [(a, 7), (Target::Unplaced, 3)];
+        let parts = split(&costs, &shares, 10);
+        assert_eq!(
+            parts[0].1[0],
+            Cost {
+                samples: 7,
+                value: 7002
+            }
+        );
+        assert_eq!(
+            parts[1].1[0],
+            Cost {
+                samples: 3,
+                value: 3001
+            }
+        );
+        let sum: u64 = parts.iter().map(|(_, c)| c[1].value).sum();
+        assert_eq!(sum, 7);
+    }
+}
