@@ -14,7 +14,7 @@ use crate::db::database::Database;
 use crate::db::ids::{DbModuleId, DbNodeId};
 use crate::db::node::{ChildIndex, NodeKey, NodeKind};
 use crate::prof::openmp::placing::{Placements, Target};
-use crate::prof::openmp::shape::Shape;
+use crate::prof::openmp::shape::{Body, Shape};
 
 /// The name of the node that holds a worker's waiting.
 pub(crate) const IDLE: &str = "<omp idle>";
@@ -149,11 +149,7 @@ impl<'a> Mover<'a> {
     /// The graft point of the one region that runs `node`'s body, if exactly one does.
     fn only_region(&self, node: DbNodeId) -> Option<DbNodeId> {
         let body = self.shape.places[node.index()].worker_body?;
-        match self
-            .shape
-            .entries_of
-            .get(&self.db.nodes[body.index()].name)?[..]
-        {
+        match self.shape.entries_of.get(&Body::of(self.db, body))?[..] {
             [(_, at)] => Some(at),
             _ => None,
         }

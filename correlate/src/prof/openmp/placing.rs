@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::db::database::Database;
 use crate::db::ids::{DbNodeId, ThreadIdx};
-use crate::prof::openmp::shape::Shape;
+use crate::prof::openmp::shape::{Body, Shape};
 
 /// Where a worker thread's sample goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -94,8 +94,7 @@ fn place(db: &Database, shape: &Shape, evidence: &Evidence, time: u64, node: DbN
         let master = before.or(after);
         return master.map_or(Target::Unplaced, |m| Target::Blame(blamed(db, shape, m)));
     };
-    let name = &db.nodes[body.index()].name;
-    let candidates = shape.entries_of.get(name).map_or(&[][..], |c| &c[..]);
+    let candidates = (shape.entries_of.get(&Body::of(db, body))).map_or(&[][..], |c| &c[..]);
     let master_body = |e: DbNodeId| candidates.iter().find(|&&(c, _)| c == e).map(|&(_, b)| b);
     match candidates {
         [(_, only)] => Target::Region(*only),

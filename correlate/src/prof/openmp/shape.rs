@@ -45,6 +45,30 @@ pub(crate) struct Place {
     partial: bool,
 }
 
+/// What a body is known by: its procedure (name, module, file and first line; not where it was
+/// called from). The outlined functions of one source function can share a name (`f(int)
+/// [clone ._omp_fn.0]` and `._omp_fn.1` demangle alike), not a first line.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Body {
+    name: String,
+    module: Option<usize>,
+    file: Option<usize>,
+    line: Option<u32>,
+}
+
+impl Body {
+    /// The body whose first frame is `node`.
+    pub(crate) fn of(db: &Database, node: DbNodeId) -> Body {
+        let n = &db.nodes[node.index()];
+        Body {
+            name: n.name.clone(),
+            module: n.module.map(|m| m.index()),
+            file: n.file.map(|f| f.index()),
+            line: n.line,
+        }
+    }
+}
+
 /// The runtime's view of the whole tree.
 pub(crate) struct Shape {
     /// Per node, its place.
@@ -52,7 +76,7 @@ pub(crate) struct Shape {
     /// Per outlined body's name, the runtime entries the program ran it from (the master's
     /// side: a `GOMP_parallel` call in its calling context), in node order, each with the
     /// master's body node there (where a worker's body is grafted, merging with it).
-    pub entries_of: BTreeMap<String, Vec<(DbNodeId, DbNodeId)>>,
+    pub entries_of: BTreeMap<Body, Vec<(DbNodeId, DbNodeId)>>,
     /// Whether each node is a runtime entry that ran an outlined body (a parallel region).
     pub region: Vec<bool>,
     /// The runtime's unnamed code in spin-wait loops ([`crate::prof::openmp::spin`]).
@@ -64,7 +88,7 @@ impl Shape {
     pub(crate) fn of(db: &Database, runtime_module: &[bool]) -> Shape {
         let spinning = spin::spinning(db, runtime_module);
         let mut places: Vec<Place> = Vec::with_capacity(db.nodes.len());
-        let mut entries_of: BTreeMap<String, Vec<(DbNodeId, DbNodeId)>> = BTreeMap::new();
+        let mut entries_of: BTreeMap<Body, Vec<(DbNodeId, DbNodeId)>> = BTreeMap::new();
         let mut region = vec![false; db.nodes.len()];
         for (i, node) in db.nodes.iter().enumerate() {
             let id = DbNodeId::from_index(i);
@@ -103,7 +127,7 @@ impl Shape {
                     match above.chain {
                         Chain::Entered(e) if above.worker_body.is_none() => {
                             region[e.index()] = true;
-                            let list = entries_of.entry(node.name.clone()).or_default();
+                            let list = entries_of.entry(Body::of(db, id)).or_default();
                             if list.iter().all(|&(other, _)| other != e) {
                                 list.push((e, id));
                             }
