@@ -39,11 +39,11 @@ print(json.dumps(rows))
 "#;
 
 /// A node as hatchet names it, with its inclusive time in seconds.
-type Row = (Vec<String>, f64);
+pub(crate) type Row = (Vec<String>, f64);
 
 /// The hatchet venv's Python, or `None` (with the reason printed) when it is not installed and
 /// this is not CI, where its absence fails the test.
-fn hatchet_python() -> Option<PathBuf> {
+pub(crate) fn hatchet_python() -> Option<PathBuf> {
     let python = workspace_root().join("target/hatchet-venv/bin/python");
     if python.exists() {
         return Some(python);
@@ -55,7 +55,7 @@ fn hatchet_python() -> Option<PathBuf> {
 }
 
 /// hatchet's tree of the database in `dir`: nodes with a time, sorted.
-fn hatchet_rows(python: &Path, dir: &Path) -> Vec<Row> {
+pub(crate) fn hatchet_rows(python: &Path, dir: &Path) -> Vec<Row> {
     let out = run(Command::new(python).args(["-c", HATCHET_DUMP]).arg(dir));
     assert!(
         out.status.success(),

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::hpctoolkit_db::{hatchet_python, hatchet_rows};
 use crate::support::{compile_with, run, run_ok, scratch_dir, tool_command, work_clocks};
 
 /// Samples per second: a region change is ambiguous for at most a quarter millisecond.
@@ -225,6 +226,37 @@ fn worker_samples_split_between_the_callers_as_their_clocks_say() {
             assert!(path.iter().any(|p| p == tc.fork), "{path:?}");
             assert!(path.iter().any(|p| p.starts_with("caller_")), "{path:?}");
         }
+        if tc.cc == "gcc" {
+            hatchet_sees_the_callers(&m, a, b);
+        }
+    }
+}
+
+/// The grafted tree in HPCToolkit's format, read by hatchet: each caller with the inclusive
+/// time of our view (`a`, `b`, ns).
+fn hatchet_sees_the_callers(m: &Measured, a: f64, b: f64) {
+    let Some(python) = hatchet_python() else {
+        return;
+    };
+    let out = m.dir.join("omp.d");
+    run_ok(
+        tool_command("hpcprof-rs")
+            .args(["--hpctoolkit", "-o"])
+            .arg(&out)
+            .arg(m.dir.join("omp_callers.db")),
+    );
+    let rows = hatchet_rows(&python, &out);
+    for (name, ours) in [("caller_a", a), ("caller_b", b)] {
+        let function = format!("function: {name}");
+        let theirs: f64 = (rows.iter())
+            .filter(|(path, _)| path.last() == Some(&function))
+            .map(|(_, t)| t)
+            .sum();
+        assert!(
+            (theirs - ours / 1e9).abs() <= 1e-6 * theirs.max(1e-9),
+            "hatchet: {name} {theirs} s, ours {} s",
+            ours / 1e9
+        );
     }
 }
 
