@@ -83,7 +83,7 @@ pub use prof::correlation::{
 };
 pub use prof::error::CorrelateError;
 pub use prof::inputs::{classify, InputKind};
-pub use prof::openmp::{graft, Grafted, IDLE_METRIC};
+pub use prof::openmp::{graft, Grafted, IDLE_METRIC, OVERHEAD_METRIC};
 pub use prof::shares::{Enriched, Message, Prepared, Share};
 pub use prof::structures::Analyser;
 pub use structure::one_line;

@@ -287,9 +287,17 @@ fn waiting_at_an_imbalanced_barrier_is_idle_time_within_3_points() {
         let view = top_down(&m.dir.join("omp_idle.hpcdb"));
         let metrics = view["metrics"].as_array().unwrap();
         assert_eq!(metrics[1]["name"], "omp-idle", "{view}");
-        let (total, idle) = (
+        assert_eq!(metrics[2]["name"], "omp-overhead", "{view}");
+        let (total, idle, overhead) = (
             metrics[0]["total"].as_f64().unwrap(),
             metrics[1]["total"].as_f64().unwrap(),
+            metrics[2]["total"].as_f64().unwrap(),
+        );
+        // The region hands out no work: the runtime's time is all waiting.
+        assert!(
+            overhead <= 0.02 * total,
+            "{}: overhead {overhead} of {total}",
+            tc.cc
         );
         let clocks = work_clocks(&m.stdout);
         let wait_clock = |t: u32| {

@@ -24,8 +24,11 @@ use crate::prof::openmp::moving::Mover;
 use crate::prof::openmp::placing::Placements;
 use crate::prof::openmp::shape::Shape;
 
-/// The metric grafting adds: time the runtime spent waiting, in the first metric's unit.
+/// The metric grafting adds for the time the runtime spent waiting, in the first metric's unit.
 pub const IDLE_METRIC: &str = "omp-idle";
+/// The metric grafting adds for the runtime's own work (handing out loop chunks, creating
+/// tasks, starting teams), in the first metric's unit.
+pub const OVERHEAD_METRIC: &str = "omp-overhead";
 
 /// What grafting did, for the summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,6 +45,8 @@ pub struct Grafted {
     pub blamed_samples: u64,
     /// Samples of the runtime waiting, anywhere.
     pub idle_samples: u64,
+    /// Samples of the runtime's own work, anywhere.
+    pub overhead_samples: u64,
 }
 
 impl Grafted {
@@ -52,7 +57,7 @@ impl Grafted {
         format!(
             "OpenMP: {} parallel regions; {} of {} worker samples grafted under their regions, \
              {} of {} waiting ones blamed on the master's context, {unplaced} under {}; \
-             {} samples idle ({IDLE_METRIC})",
+             {} samples idle ({IDLE_METRIC}), {} in the runtime's own work ({OVERHEAD_METRIC})",
             self.regions,
             self.placed_samples,
             self.body_samples,
@@ -60,12 +65,14 @@ impl Grafted {
             self.waiting_samples,
             moving::UNPLACED,
             self.idle_samples,
+            self.overhead_samples,
         )
     }
 }
 
 /// Graft the worker threads of `db`'s OpenMP programs under their regions and add the
-/// `omp-idle` metric; `None` (and `db` unchanged) where no module is an OpenMP runtime.
+/// `omp-idle` and `omp-overhead` metrics; `None` (and `db` unchanged) where no module is an
+/// OpenMP runtime.
 pub fn graft(db: &mut Database) -> Option<Grafted> {
     let runtime: Vec<bool> = (db.modules.iter())
         .map(|m| profiler::openmp::is_runtime(&m.path))
@@ -75,15 +82,19 @@ pub fn graft(db: &mut Database) -> Option<Grafted> {
         .position(|&r| r)
         .map(DbModuleId::from_index)?;
     let first = db.metrics.first()?;
-    let desc = MetricDesc::new(IDLE_METRIC, first.unit.clone(), first.sampling);
+    let (unit, sampling) = (first.unit.clone(), first.sampling);
     let shape = Shape::of(db, &runtime);
     let placements = Placements::of(db, &shape);
     let nodes = db.nodes.len();
-    let idle_metric = db.add_metric(desc);
+    let idle_metric = db.add_metric(MetricDesc::new(IDLE_METRIC, unit.clone(), sampling));
+    db.add_metric(MetricDesc::new(OVERHEAD_METRIC, unit, sampling));
     let moved = Mover::new(db, &shape, idle_metric, Some(idle_module)).move_all(nodes, &placements);
     db.prune();
     db.compute_totals();
-    let idle: Cost = db.metrics[idle_metric].total;
+    let (idle, overhead): (Cost, Cost) = (
+        db.metrics[idle_metric].total,
+        db.metrics[idle_metric + 1].total,
+    );
     Some(Grafted {
         regions: shape.region.iter().filter(|&&r| r).count(),
         body_samples: moved.body_samples,
@@ -91,5 +102,6 @@ pub fn graft(db: &mut Database) -> Option<Grafted> {
         waiting_samples: moved.waiting_samples,
         blamed_samples: moved.blamed_samples,
         idle_samples: idle.samples,
+        overhead_samples: overhead.samples,
     })
 }

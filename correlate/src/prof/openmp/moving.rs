@@ -14,7 +14,7 @@ use crate::db::database::Database;
 use crate::db::ids::{DbModuleId, DbNodeId};
 use crate::db::node::{ChildIndex, NodeKey, NodeKind};
 use crate::prof::openmp::placing::{Placements, Target};
-use crate::prof::openmp::shape::{Body, Shape};
+use crate::prof::openmp::shape::{Body, Runtime, Shape};
 
 /// The name of the node that holds a worker's waiting.
 pub(crate) const IDLE: &str = "<omp idle>";
@@ -43,12 +43,13 @@ pub(crate) struct Mover<'a> {
     copies: FxHashMap<(DbNodeId, DbNodeId), DbNodeId>,
     unplaced: Option<DbNodeId>,
     idle_module: Option<DbModuleId>,
-    /// The `omp-idle` metric's index.
+    /// The `omp-idle` metric's index (`omp-overhead` follows it).
     idle_metric: usize,
 }
 
 impl<'a> Mover<'a> {
-    /// A mover for `db` read as `shape`, whose `omp-idle` metric is `idle_metric` and whose
+    /// A mover for `db` read as `shape`, whose `omp-idle` metric is `idle_metric` (and
+    /// `omp-overhead` the next), and whose
     /// `<omp idle>` nodes belong to `idle_module` (the runtime).
     pub(crate) fn new(
         db: &'a mut Database,
@@ -78,10 +79,10 @@ impl<'a> Mover<'a> {
         let mut moved = Moved::default();
         for i in 0..nodes {
             let node = DbNodeId::from_index(i);
-            let idle = self.shape.is_idle(self.db, node);
+            let runtime = self.shape.runtime_time(self.db, node);
+            let k = runtime.map(|r| self.idle_metric + usize::from(r == Runtime::Overhead));
             if !self.shape.is_worker_side(node) {
-                if idle {
-                    let k = self.idle_metric;
+                if let Some(k) = k {
                     let list = self.db.nodes[i].costs.take();
                     for (thread, mut costs) in list {
                         costs[k] = costs[0];
@@ -91,8 +92,8 @@ impl<'a> Mover<'a> {
                 continue;
             }
             for (thread, mut costs) in self.db.nodes[i].costs.take() {
-                if idle {
-                    costs[self.idle_metric] = costs[0];
+                if let Some(k) = k {
+                    costs[k] = costs[0];
                 }
                 let counts = placements.counts.get(&(node, thread));
                 let shares = self.shares(node, &costs, counts);

@@ -29,6 +29,15 @@ pub(crate) enum Chain {
     Worker,
 }
 
+/// The two kinds of time the runtime spends (the metrics `omp-idle` and `omp-overhead`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Runtime {
+    /// Waiting for other threads.
+    Idle,
+    /// The runtime's own work.
+    Overhead,
+}
+
 /// What one node is, as far as the runtime goes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Place {
@@ -188,20 +197,27 @@ impl Shape {
         None
     }
 
-    /// Whether time at `node` is the runtime waiting: a spin-wait loop, a worker's start path
-    /// outside any body (waiting for work or at a region's end), under an entry that waits (a
-    /// barrier, a lock), or in a region's entry outside its body (the master at its end).
-    pub(crate) fn is_idle(&self, db: &Database, node: DbNodeId) -> bool {
+    /// What time at `node` is, when it is the runtime's: waiting ([`Runtime::Idle`]: a
+    /// spin-wait loop, a worker's start path outside any body (waiting for work or at a
+    /// region's end), under an entry that waits (a barrier, a lock), or in a region's entry
+    /// outside its body (the master at its end)), or else its own work
+    /// ([`Runtime::Overhead`]: handing out loop chunks, creating tasks, starting teams).
+    pub(crate) fn runtime_time(&self, db: &Database, node: DbNodeId) -> Option<Runtime> {
         if self.spinning.contains(&node) {
-            return true;
+            return Some(Runtime::Idle);
         }
         let p = &self.places[node.index()];
-        match p.chain {
+        let waits = match p.chain {
             Chain::Worker => p.worker_body.is_none(),
             Chain::Entered(e) => {
                 self.region[e.index()] || runtime::is_wait(&db.nodes[e.index()].name)
             }
-            Chain::Outside => false,
-        }
+            Chain::Outside => return None,
+        };
+        Some(if waits {
+            Runtime::Idle
+        } else {
+            Runtime::Overhead
+        })
     }
 }
