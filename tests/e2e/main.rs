@@ -39,6 +39,7 @@ mod hpcrun_layouts;
 mod hpcrun_output;
 mod hpcrun_threads;
 mod hpctoolkit_db;
+mod jit;
 mod memory_footprint;
 mod memory_map;
 mod openmp;

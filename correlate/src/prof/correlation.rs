@@ -57,6 +57,8 @@ pub struct Summary {
     pub data: Option<(usize, Duration)>,
     /// What OpenMP grafting did (a program that mapped an OpenMP runtime).
     pub openmp: Option<Grafted>,
+    /// The summary's lines about JIT code named by perf maps (none without one).
+    pub jit: Vec<String>,
     /// Things the user should know that did not stop the run.
     pub warnings: Vec<String>,
     /// Files of a measurement directory left out of the database (unreadable, damaged, not
@@ -202,7 +204,7 @@ pub fn finish_enriched(
         listed_skipped,
         start,
     } = prepared;
-    let (mut db, traces, kept) = enriched.finish(&gathered)?;
+    let (mut db, traces, kept, jit) = enriched.finish(&gathered)?;
     let naming = Instant::now();
     let variables = Variables::new(&db.modules, options.cache.as_ref());
     let mut data = DataBuilder::new(&db, &variables);
@@ -231,6 +233,7 @@ pub fn finish_enriched(
         analysed_procedures: found.iter().map(|f| f.analysed).sum(),
         contexts: db.nodes.len(),
         openmp,
+        jit: jit.lines(),
         metrics: db.metrics.clone(),
         unknown_addresses: db.stats.unknown_addresses,
         unknown_samples: db.stats.unknown_samples,
@@ -317,6 +320,9 @@ pub fn summary_text(tool: &str, summary: &Summary, output: &Path) -> String {
     }
     if let Some(openmp) = &summary.openmp {
         text.push_str(&format!("\n  {}", openmp.line()));
+    }
+    for line in &summary.jit {
+        text.push_str(&format!("\n  {line}"));
     }
     for w in &summary.warnings {
         text.push_str(&format!("\nwarning: {w}"));

@@ -21,6 +21,7 @@ use crate::db::database::{Database, MetricDesc, ModuleDesc, ThreadDesc};
 use crate::db::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 use crate::db::label;
 use crate::db::node::{ChildIndex, NodeKey, NodeKind};
+use crate::prof::jitmap::{JitMaps, JitSymbol, JitUse};
 
 /// How one profile's indices map into the database.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -55,6 +56,8 @@ pub(crate) struct Enricher<'a> {
     /// Last lines of the subtrees already walked (see [`last_line`]).
     last_lines: LastLines,
     unknown: FxHashSet<UnknownAddress>,
+    /// The JIT maps of the processes met (addresses no module covers).
+    jit: JitMaps,
 }
 
 impl<'a> Enricher<'a> {
@@ -76,6 +79,7 @@ impl<'a> Enricher<'a> {
             expansions: FxHashMap::default(),
             last_lines: LastLines::default(),
             unknown: FxHashSet::default(),
+            jit: JitMaps::default(),
         }
     }
 
@@ -104,7 +108,7 @@ impl<'a> Enricher<'a> {
                 } else {
                     at[node.parent.index()]
                 };
-                let here = self.insert_frame(parent, node.frame, map);
+                let here = self.insert_frame(parent, node.frame, map, thread.pid);
                 at.push(here);
                 if node.costs.iter().any(|c| c.samples > 0 || c.value > 0) {
                     let mut costs = vec![Cost::default(); metrics];
@@ -124,18 +128,29 @@ impl<'a> Enricher<'a> {
         maps
     }
 
-    /// Insert one frame below database node `parent`; returns the node its callees hang from
-    /// (the call-site statement) and its own samples land on.
-    fn insert_frame(&mut self, parent: DbNodeId, frame: Frame, map: &ProfileMapping) -> DbNodeId {
+    /// Insert one frame of process `pid` below database node `parent`; returns the node its
+    /// callees hang from (the call-site statement) and its own samples land on.
+    fn insert_frame(
+        &mut self,
+        parent: DbNodeId,
+        frame: Frame,
+        map: &ProfileMapping,
+        pid: u32,
+    ) -> DbNodeId {
         let keys: Rc<[NodeKey]> = match frame {
             Frame::Root => return parent,
             Frame::Partial => Rc::new([NodeKey::pseudo(NodeKind::Partial, "<partial call paths>")]),
             Frame::Kernel => Rc::new([NodeKey::pseudo(NodeKind::Kernel, "<kernel>")]),
             Frame::Unmapped { avma, kind } => {
                 let addr = kind.lookup(avma);
-                self.unknown.insert((None, addr.0));
-                let name = format!("<unknown procedure> {addr:#x} [unmapped]");
-                Rc::new([NodeKey::pseudo(NodeKind::Unknown, name)])
+                match self.jit.symbol(pid, addr.0) {
+                    Some(symbol) => Rc::new([self.jit_key(symbol)]),
+                    None => {
+                        self.unknown.insert((None, addr.0));
+                        let name = format!("<unknown procedure> {addr:#x} [unmapped]");
+                        Rc::new([NodeKey::pseudo(NodeKind::Unknown, name)])
+                    }
+                }
             }
             Frame::Code { module, addr, kind } => {
                 let module = map.modules[module.index()];
@@ -143,6 +158,16 @@ impl<'a> Enricher<'a> {
             }
         };
         self.insert_chain(parent, &keys)
+    }
+
+    /// The procedure frame of a function a JIT compiled, with the source position its name gave.
+    fn jit_key(&mut self, symbol: JitSymbol) -> NodeKey {
+        let file = (symbol.file.as_deref()).map(|f| self.db.intern_file(&mut self.files, f));
+        NodeKey {
+            file,
+            line: symbol.line,
+            ..NodeKey::pseudo(NodeKind::Procedure, symbol.name)
+        }
     }
 
     /// Insert a chain of keys below `parent`, filling a procedure frame's call site from the
@@ -242,10 +267,11 @@ impl<'a> Enricher<'a> {
         id
     }
 
-    /// The database so far (without totals) and the distinct addresses left as `<unknown
-    /// procedure>`: what [`crate::prof::shares::Enriched`] merges and finishes.
-    pub(crate) fn into_parts(self) -> (Database, FxHashSet<UnknownAddress>) {
-        (self.db, self.unknown)
+    /// The database so far (without totals), the distinct addresses left as `<unknown
+    /// procedure>` and what the JIT maps named: what [`crate::prof::shares::Enriched`] merges
+    /// and finishes.
+    pub(crate) fn into_parts(self) -> (Database, FxHashSet<UnknownAddress>, JitUse) {
+        (self.db, self.unknown, self.jit.used)
     }
 }
 
@@ -411,7 +437,7 @@ pub(crate) mod tests {
 
     /// The finished database of `e`.
     pub(crate) fn finished(e: Enricher<'_>) -> Database {
-        let (mut db, unknown) = e.into_parts();
+        let (mut db, unknown, _) = e.into_parts();
         finish_tree(&mut db, &unknown);
         db
     }

@@ -27,6 +27,7 @@ use crate::db::ids::{DbFileId, DbNodeId, ThreadIdx};
 use crate::db::node::ChildIndex;
 use crate::prof::enrich::{finish_tree, Enricher, UnknownAddress};
 use crate::prof::error::CorrelateError;
+use crate::prof::jitmap::JitUse;
 use crate::prof::profiles::{self, Gathered, Kept};
 use crate::prof::structures::Found;
 
@@ -85,6 +86,10 @@ pub struct Prepared {
     pub(crate) start: Instant,
 }
 
+/// What [`Enriched::finish`] gives: the database, its traces, the profiles with data
+/// references, and what the JIT maps named.
+pub(crate) type Finished = (Database, Traces, Vec<Kept>, JitUse);
+
 /// The enriched tree of consecutive profiles, before totals and data naming.
 #[derive(Serialize, Deserialize)]
 pub struct Enriched {
@@ -94,6 +99,8 @@ pub struct Enriched {
     pub(crate) traces: Traces,
     /// The distinct addresses left as `<unknown procedure>`.
     pub(crate) unknown: FxHashSet<UnknownAddress>,
+    /// What the JIT maps named.
+    pub(crate) jit: JitUse,
     /// The profiles with data references.
     pub(crate) kept: Vec<Kept>,
 }
@@ -110,11 +117,12 @@ impl Prepared {
         let mut enricher = Enricher::new(self.gathered.metrics.clone(), modules, &trees);
         let mut traces = Traces::default();
         let kept = profiles::enrich(&self.gathered, members, &mut enricher, &mut traces)?;
-        let (db, unknown) = enricher.into_parts();
+        let (db, unknown, jit) = enricher.into_parts();
         Ok(Enriched {
             db,
             traces,
             unknown,
+            jit,
             kept,
         })
     }
@@ -157,6 +165,7 @@ impl Share for Enriched {
         }
         self.traces.dropped += later.traces.dropped;
         self.unknown.extend(later.unknown);
+        self.jit.merge(later.jit);
         for mut kept in later.kept {
             let maps = &mut kept.nodes;
             maps.first_thread = ThreadIdx::from_index(maps.first_thread.index() + thread_base);
@@ -221,16 +230,15 @@ impl Enriched {
         landed
     }
 
-    /// The finished tree (totals computed, correlation counters set), its traces, and the
-    /// profiles to name data in, each read again where another process enriched it.
-    pub(crate) fn finish(
-        self,
-        gathered: &Gathered,
-    ) -> Result<(Database, Traces, Vec<Kept>), CorrelateError> {
+    /// The finished tree (totals computed, correlation counters set), its traces, the
+    /// profiles to name data in (each read again where another process enriched it) and what
+    /// the JIT maps named.
+    pub(crate) fn finish(self, gathered: &Gathered) -> Result<Finished, CorrelateError> {
         let Enriched {
             mut db,
             traces,
             unknown,
+            jit,
             mut kept,
         } = self;
         finish_tree(&mut db, &unknown);
@@ -238,7 +246,7 @@ impl Enriched {
             let path = &gathered.members[k.member].path;
             k.profile = Some(Profile::read(path).map_err(CorrelateError::Profile)?);
         }
-        Ok((db, traces, kept))
+        Ok((db, traces, kept, jit))
     }
 }
 
@@ -350,7 +358,7 @@ mod tests {
             all.merge(Enriched::from_bytes(&later.to_bytes()).unwrap())
                 .unwrap();
         }
-        let (mut db, traces, kept) = all.finish(&prepared.gathered).unwrap();
+        let (mut db, traces, kept, _) = all.finish(&prepared.gathered).unwrap();
         db.traces = traces;
         let kept = kept
             .into_iter()

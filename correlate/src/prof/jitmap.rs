@@ -1,0 +1,219 @@
+//! Code compiled at run time, named by the map its compiler wrote for perf: `/tmp/perf-PID.map`,
+//! one `START SIZE NAME` line per function (hexadecimal start and size), written by V8 (`node
+//! --perf-basic-prof`), CPython 3.12+ (`-X perf`), Java agents, LuaJIT, Julia and others.
+//!
+//! An address no module covers is looked up in the map of the process that sampled it, read once
+//! per process at correlation time. A map lists every function the run compiled, later lines for
+//! code put where earlier code was: of lines with the same start the latest names the code, of
+//! overlapping ones the one starting nearest below the address (no map says when its lines were
+//! written, so a sample of code that was later replaced is named by its replacement). A map must be a regular file owned by the user correlating or by root, as perf
+//! requires: `/tmp` is everyone's, and anyone could plant a map for a process to come.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use profiler::envelope::open_regular;
+use serde::{Deserialize, Serialize};
+
+/// One function of a map: its name, and the source position the name carries, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JitSymbol {
+    /// The function's name as the map gives it, less a trailing source position.
+    pub(crate) name: String,
+    /// The source file and line the name ends with (V8: `JS:*fib /app/fib.js:1:13`; CPython:
+    /// `py::fib:/app/fib.py`, file only).
+    pub(crate) file: Option<String>,
+    /// See [`JitSymbol::file`].
+    pub(crate) line: Option<u32>,
+}
+
+/// One process's map: functions by start address.
+#[derive(Debug, Default)]
+struct JitMap {
+    /// (start, end, symbol), sorted by start; of overlapping lines, the latest wins.
+    functions: Vec<(u64, u64, JitSymbol)>,
+}
+
+/// How the maps of one correlation went, per process: what the summary says.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct JitUse {
+    /// Per map used, the distinct addresses it named.
+    pub(crate) named: BTreeMap<PathBuf, u64>,
+    /// Maps there but not used, each with why.
+    pub(crate) refused: BTreeMap<PathBuf, String>,
+}
+
+impl JitUse {
+    /// Add what another share of the correlation found.
+    pub(crate) fn merge(&mut self, later: JitUse) {
+        for (path, n) in later.named {
+            *self.named.entry(path).or_default() += n;
+        }
+        self.refused.extend(later.refused);
+    }
+
+    /// The summary's lines about JIT code, if any map was found.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        let named = self
+            .named
+            .iter()
+            .map(|(path, n)| format!("JIT code: {n} addresses named by {}", path.display()));
+        let refused = self
+            .refused
+            .iter()
+            .map(|(path, why)| format!("warning: JIT map {} not used: {why}", path.display()));
+        named.chain(refused).collect()
+    }
+}
+
+/// The maps of the processes met so far, read on first use.
+#[derive(Debug, Default)]
+pub(crate) struct JitMaps {
+    maps: BTreeMap<u32, Option<JitMap>>,
+    /// The (process, address) pairs named so far.
+    seen: fxhash::FxHashSet<(u32, u64)>,
+    /// What was used and refused.
+    pub(crate) used: JitUse,
+}
+
+impl JitMaps {
+    /// The function of process `pid` at runtime address `addr`, from the process's map.
+    pub(crate) fn symbol(&mut self, pid: u32, addr: u64) -> Option<JitSymbol> {
+        let used = &mut self.used;
+        let map = self.maps.entry(pid).or_insert_with(|| read_map(pid, used));
+        let functions = &map.as_ref()?.functions;
+        let i = functions.partition_point(|(start, _, _)| *start <= addr);
+        let (_, end, symbol) = functions[..i]
+            .iter()
+            .rev()
+            .find(|(_, end, _)| addr < *end)?;
+        debug_assert!(addr < *end);
+        if self.seen.insert((pid, addr)) {
+            *used.named.entry(map_path(pid)).or_default() += 1;
+        }
+        Some(symbol.clone())
+    }
+}
+
+/// Where process `pid`'s map is.
+fn map_path(pid: u32) -> PathBuf {
+    PathBuf::from(format!("/tmp/perf-{pid}.map"))
+}
+
+/// Read process `pid`'s map, noting in `used` why it is not used when it is there but refused.
+fn read_map(pid: u32, used: &mut JitUse) -> Option<JitMap> {
+    let path = map_path(pid);
+    let file = open_regular(&path).ok()?;
+    let owner = file.metadata().ok()?.uid();
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if owner != me && owner != 0 {
+        let why = format!("owned by user {owner}, neither you nor root");
+        used.refused.insert(path, why);
+        return None;
+    }
+    Some(parse(BufReader::new(file)))
+}
+
+/// The functions of a map's text; lines that do not parse are skipped.
+fn parse(text: impl BufRead) -> JitMap {
+    let mut lines: Vec<(u64, u64, JitSymbol)> = text
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|line| parse_line(&line))
+        .collect();
+    // Latest first among equal starts, then keep the first of each start: later lines win.
+    let mut order: Vec<usize> = (0..lines.len()).collect();
+    order.sort_by_key(|&i| (lines[i].0, std::cmp::Reverse(i)));
+    order.dedup_by_key(|i| lines[*i].0);
+    let mut functions: Vec<(u64, u64, JitSymbol)> = order
+        .into_iter()
+        .map(|i| std::mem::replace(&mut lines[i], (0, 0, empty())))
+        .collect();
+    functions.sort_by_key(|(start, _, _)| *start);
+    JitMap { functions }
+}
+
+/// A placeholder for a line moved out.
+fn empty() -> JitSymbol {
+    JitSymbol {
+        name: String::new(),
+        file: None,
+        line: None,
+    }
+}
+
+/// One `START SIZE NAME` line.
+fn parse_line(line: &str) -> Option<(u64, u64, JitSymbol)> {
+    let mut parts = line.splitn(3, ' ');
+    let start = u64::from_str_radix(parts.next()?.trim_start_matches("0x"), 16).ok()?;
+    let size = u64::from_str_radix(parts.next()?.trim_start_matches("0x"), 16).ok()?;
+    let name = parts.next()?.trim();
+    (size > 0 && !name.is_empty()).then(|| (start, start.saturating_add(size), symbol(name)))
+}
+
+/// A map's name split into the function and the source position it ends with.
+fn symbol(name: &str) -> JitSymbol {
+    // V8: `JS:*fib /app/fib.js:1:13` (a space, an absolute path, line and column).
+    if let Some((function, place)) = name.rsplit_once(" /") {
+        let mut parts = place.rsplitn(3, ':');
+        let (_column, line, file) = (parts.next(), parts.next(), parts.next());
+        if let (Some(line), Some(file)) = (line.and_then(|l| l.parse().ok()), file) {
+            return JitSymbol {
+                name: function.to_string(),
+                file: Some(format!("/{file}")),
+                line: Some(line),
+            };
+        }
+    }
+    // CPython: `py::fib:/app/fib.py`.
+    if let Some((function, file)) = name.strip_prefix("py::").and_then(|n| n.split_once(":/")) {
+        return JitSymbol {
+            name: format!("py::{function}"),
+            file: Some(format!("/{file}")),
+            line: None,
+        };
+    }
+    JitSymbol {
+        name: name.to_string(),
+        file: None,
+        line: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_name_functions_the_latest_line_winning() {
+        let text = "7f00 180 JS:*fib /tmp/jit/fib.js:1:13\n\
+                    8000 40 py::work:/app/w.py\n\
+                    bad line\n\
+                    9000 10 jit_loop\n\
+                    7f00 100 JS:^fib /tmp/jit/fib.js:1:13\n";
+        let map = parse(text.as_bytes());
+        let find = |addr: u64| {
+            let i = map.functions.partition_point(|(s, _, _)| *s <= addr);
+            map.functions[..i]
+                .iter()
+                .rev()
+                .find(|(_, e, _)| addr < *e)
+                .map(|(_, _, s)| s.clone())
+        };
+        let fib = find(0x7f10).unwrap();
+        assert_eq!(fib.name, "JS:^fib", "the later line wins");
+        assert_eq!(fib.file.as_deref(), Some("/tmp/jit/fib.js"));
+        assert_eq!(fib.line, Some(1));
+        assert_eq!(find(0x8050), None, "past the later line's end");
+        let py = find(0x8001).unwrap();
+        assert_eq!(
+            (py.name.as_str(), py.file.as_deref()),
+            ("py::work", Some("/app/w.py"))
+        );
+        assert_eq!(find(0x9005).unwrap().name, "jit_loop");
+        assert_eq!(find(0x9010), None);
+    }
+}

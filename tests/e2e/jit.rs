@@ -1,0 +1,88 @@
+//! Code compiled at run time: hpcprof-rs names the addresses no module covers by the perf map
+//! the program wrote (`/tmp/perf-PID.map`), and hpcrun-rs's paths continue through that code
+//! to its native caller. The fixture (`jit_loop.c`) copies a counting loop into anonymous
+//! executable memory and names it in its map; a map owned by another user is refused.
+
+use std::os::unix::fs::chown;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::hpcrun::is_root;
+use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
+
+/// The map the fixture wrote, named on its stdout (`map PATH result N`); removed when dropped.
+struct MapFile(PathBuf);
+
+impl Drop for MapFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Every node named `name` in a view's tree, with its ancestors' names.
+fn find(node: &Value, name: &str, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, Value)>) {
+    if node["name"] == name {
+        out.push((path.clone(), node.clone()));
+    }
+    path.push(node["name"].as_str().unwrap_or("").to_string());
+    for child in node["children"].as_array().into_iter().flatten() {
+        find(child, name, path, out);
+    }
+    path.pop();
+}
+
+#[test]
+fn jit_code_is_named_by_its_perf_map_and_paths_reach_its_caller() {
+    let dir = scratch_dir("jit_map");
+    compile("jit_loop.c", &dir, "jit", &["-O2", "-g"]);
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock@f2000", "-o", "jit.db", "./jit"])
+            .current_dir(&dir),
+    );
+    let map = MapFile(PathBuf::from(
+        stdout.split_whitespace().nth(1).expect("the map's path"),
+    ));
+    let out = run(tool_command("hpcprof-rs").arg("jit.db").current_dir(&dir));
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{summary}");
+    let named = format!("JIT code: 1 addresses named by {}", map.0.display());
+    assert!(summary.contains(&named), "{summary}");
+    assert!(!summary.contains("<unknown procedure>"), "{summary}");
+    let view: Value = serde_json::from_str(&run_ok(
+        tool_command("hpcview-rs")
+            .args(["jit.hpcdb", "--json", "--threshold", "0"])
+            .current_dir(&dir),
+    ))
+    .unwrap();
+    let total = view["metrics"][0]["total"].as_f64().unwrap();
+    let mut found = Vec::new();
+    find(&view["root"], "jit_loop", &mut Vec::new(), &mut found);
+    assert_eq!(found.len(), 1, "{view}");
+    let (path, node) = &found[0];
+    let own = node["excl"][0].as_f64().unwrap();
+    assert!(own >= 0.95 * total, "jit_loop has {own} of {total}");
+    // Unwound through the JIT code's frame pointer to the native code that called it.
+    assert!(path.iter().any(|p| p == "run_jit"), "{path:?}");
+    assert!(path.iter().any(|p| p == "main"), "{path:?}");
+
+    // The same map owned by someone else is refused, with a warning: no name taken from it
+    // (giving a file away takes root).
+    if !is_root() {
+        eprintln!("skipped the refused map: not root");
+        return;
+    }
+    chown(&map.0, Some(65534), None).unwrap();
+    let out = run(tool_command("hpcprof-rs")
+        .args(["jit.db", "-o", "refused.hpcdb"])
+        .current_dir(&dir));
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{summary}");
+    let refused = format!(
+        "warning: JIT map {} not used: owned by user 65534",
+        map.0.display()
+    );
+    assert!(summary.contains(&refused), "{summary}");
+    assert!(summary.contains("in <unknown procedure>"), "{summary}");
+}
