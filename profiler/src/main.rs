@@ -38,6 +38,13 @@ struct Cli {
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     events: Vec<String>,
 
+    /// Also measure off-CPU time (the `off-cpu` event): each switch of a thread away from the
+    /// CPU, with the calling context it blocked in (sleeping, waiting for I/O or a lock, or
+    /// preempted), weighs the time until it runs again. Needs kernel sampling (root, or
+    /// kernel.perf_event_paranoid <= 1)
+    #[arg(long)]
+    off_cpu: bool,
+
     /// Where to write the profile [default: profile.db; under an MPI launcher or Slurm,
     /// hpctoolkit-rs-APP-measurements[-JOBID]/APP-RANK-HOST-PID.db]. A directory (an existing
     /// one, a name ending in /, or under a launcher any name but *.db) is a measurement
@@ -189,7 +196,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         let profile = Profile::read(path).map_err(|e| usage(e.into()))?;
         return print_listing(&report::show(&profile, 10));
     }
-    let events = parse_events(&cli.events).map_err(usage)?;
+    let events = parse_events(&cli.events, cli.off_cpu).map_err(usage)?;
     let watch =
         profiler::watch::WatchRequest::parse(&cli.watch).map_err(|e| usage(anyhow::anyhow!(e)))?;
     if !cli.stack_size.is_multiple_of(8) || !(8..=MAX_STACK_SIZE).contains(&cli.stack_size) {
@@ -341,13 +348,16 @@ fn own_cpu_note(attached_cpu: Option<f64>) -> String {
     }
 }
 
-fn parse_events(texts: &[String]) -> Result<Vec<EventSpec>> {
-    if texts.is_empty() {
-        return Ok(vec![EventSpec::parse("cycles").expect("cycles is known")]);
-    }
+fn parse_events(texts: &[String], off_cpu: bool) -> Result<Vec<EventSpec>> {
     let mut specs = Vec::new();
+    if texts.is_empty() {
+        specs.push(EventSpec::parse("cycles").expect("cycles is known"));
+    }
     for text in texts.iter().flat_map(|t| t.split(',')) {
         specs.extend(EventSpec::parse_all(text.trim())?);
+    }
+    if off_cpu && !specs.iter().any(|s| s.event.is_off_cpu()) {
+        specs.push(EventSpec::parse(events::OFF_CPU).expect("off-cpu is known"));
     }
     events::check_together(&specs, profiler::pmu::machine())?;
     Ok(specs)

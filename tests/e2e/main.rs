@@ -42,6 +42,7 @@ mod hpctoolkit_db;
 mod jit;
 mod memory_footprint;
 mod memory_map;
+mod offcpu;
 mod openmp;
 mod parallel_jobs;
 mod parallel_jobs_mpi;

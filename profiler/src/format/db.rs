@@ -90,6 +90,10 @@ pub struct Profile {
     pub watch: WatchProfile,
 }
 
+/// The name of the event of off-CPU time: each sample a switch of a thread away from the CPU,
+/// its value the time (ns) until the thread ran again; sampled at every switch.
+pub const OFF_CPU_EVENT: &str = "off-cpu";
+
 /// How an event was sampled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Sampling {

@@ -380,6 +380,7 @@ fn event_layouts(plan: &Plan, open: &OpenEvents, data: bool) -> Vec<EventLayout>
                 false => DataSource::None,
             },
             precise: precise_layout(spec, &open.opts),
+            off_cpu: spec.event.is_off_cpu(),
         })
         .collect()
 }

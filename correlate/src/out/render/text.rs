@@ -288,6 +288,7 @@ fn values(costs: &[Cost]) -> Vec<u64> {
 /// `cpu-clock: 4.123s in 4123 samples (period 1.000ms)`.
 pub(crate) fn metric_summary(m: &MetricInfo) -> String {
     let sampling = match m.period {
+        _ if m.name == profiler::db::OFF_CPU_EVENT => "every switch away from the CPU".to_string(),
         Some(p) => format!("period {}", format_value(p, &m.unit)),
         None => "frequency-sampled".to_string(),
     };

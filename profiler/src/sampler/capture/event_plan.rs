@@ -117,5 +117,15 @@ pub(crate) fn plan(
         }
         plan.specs.push((spec, replaced));
     }
+    if !plan.kernel && specs.iter().any(|s| s.event.is_off_cpu()) {
+        return Err(RunError::Permission(
+            concat!(
+                "off-cpu needs kernel sampling, which this user may not do here: a switch away ",
+                "from the CPU happens in the kernel, so user-only sampling never sees one (run ",
+                "as root, or lower kernel.perf_event_paranoid to 1)"
+            )
+            .to_string(),
+        ));
+    }
     Ok(plan)
 }

@@ -39,6 +39,8 @@ const HW_COST: &str = "PMU overflow interrupt per sample; counting itself is fre
 const CLOCK_COST: &str = "timer interrupt per sample; always available";
 const SW_COST: &str = "counted in the kernel path that raises it; cheap unless very frequent";
 const MEM_COST: &str = "a record the CPU writes (PEBS, IBS) and the kernel copies, per sample";
+const OFF_CPU_COST: &str =
+    "a sample with its stack at every switch away from the CPU; needs kernel sampling";
 
 /// Every event `-e` accepts.
 pub const KNOWN_EVENTS: &[KnownEvent] = &[
@@ -91,6 +93,12 @@ pub const KNOWN_EVENTS: &[KnownEvent] = &[
         sys::PERF_COUNT_SW_CONTEXT_SWITCHES,
         "events",
         SW_COST,
+    ),
+    sw(
+        OFF_CPU,
+        sys::PERF_COUNT_SW_CONTEXT_SWITCHES,
+        "ns",
+        OFF_CPU_COST,
     ),
     sw(
         "cpu-migrations",
@@ -171,6 +179,18 @@ impl KnownEvent {
     }
 }
 
+/// The event of off-CPU time (`--off-cpu`): every switch of a thread away from the CPU is a
+/// sample, with the calling context it blocked in, weighed by the time until the thread runs
+/// again (the kernel's switch records say when).
+pub const OFF_CPU: &str = crate::format::db::OFF_CPU_EVENT;
+
+impl KnownEvent {
+    /// Whether this is [`OFF_CPU`], whose samples weigh the time a thread spent off the CPU.
+    pub fn is_off_cpu(&self) -> bool {
+        self.name == OFF_CPU
+    }
+}
+
 /// The software clock that replaces `cycles` where the machine has no PMU.
 pub const FALLBACK_CLOCK: &str = "cpu-clock";
 
@@ -233,6 +253,9 @@ pub enum SpecError {
         /// The rate text.
         rate: String,
     },
+    /// A rate was given for `off-cpu`, which samples every switch.
+    #[error("'off-cpu' samples every switch away from the CPU: it takes no @rate")]
+    OffCpuRate,
 }
 
 impl EventSpec {
@@ -270,6 +293,8 @@ impl EventSpec {
             rate: rate.unwrap_or_default().to_string(),
         };
         let mut sampling = match rate {
+            _ if event.is_off_cpu() && rate.is_some() => return Err(SpecError::OffCpuRate),
+            None if event.is_off_cpu() => Sampling::Period(1),
             None => Sampling::Frequency(DEFAULT_FREQUENCY),
             Some(r) => {
                 let (freq, digits) = match r.strip_prefix('f') {

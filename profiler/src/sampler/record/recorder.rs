@@ -9,8 +9,8 @@ use std::borrow::Cow;
 
 use fxhash::{FxHashMap, FxHashSet};
 use linux_perf_event_reader::{
-    CommOrExecRecord, CpuMode, EventRecord, ForkOrExitRecord, Mmap2Record, RawEventRecord,
-    RecordParseInfo, RecordType, SampleRecord,
+    CommOrExecRecord, ContextSwitchRecord, CpuMode, EventRecord, ForkOrExitRecord, Mmap2Record,
+    RawEventRecord, RecordParseInfo, RecordType, SampleRecord,
 };
 
 use crate::format::addr::Avma;
@@ -45,6 +45,9 @@ struct ThreadState {
     last_path: Vec<PathEntry>,
     /// The user stack pointer of its last sample (0 before any and after its end).
     last_sp: u64,
+    /// Since its last switch away from the CPU (`off-cpu`): the context it blocked in, the
+    /// event, and when.
+    off_since: Option<(CctNodeId, usize, u64)>,
 }
 
 #[derive(Clone, Default)]
@@ -79,6 +82,9 @@ pub struct EventLayout {
     /// For a precise memory event, where the fields after the stack copy are, and which
     /// operations' samples count.
     pub precise: Option<PreciseLayout>,
+    /// Whether its samples are switches away from the CPU, weighed by the time until the
+    /// thread runs again (`off-cpu`).
+    pub off_cpu: bool,
 }
 
 /// How a precise memory event's samples are read (see [`crate::sampler::data::sample`]).
@@ -267,6 +273,9 @@ impl Recorder {
                 }
             }
             Ok(EventRecord::Mmap2(m)) => self.mmap2(&m),
+            Ok(EventRecord::ContextSwitch(ContextSwitchRecord::In { .. })) => {
+                self.switched_in(rec, event)
+            }
             Ok(EventRecord::Comm(c)) => self.comm(&c),
             Ok(EventRecord::Fork(f)) => self.fork(&f),
             // An ended thread's stack is no longer a `--watch sample` target.
@@ -278,6 +287,25 @@ impl Recorder {
             Ok(EventRecord::Lost(l)) => self.stats.lost += l.count,
             Ok(EventRecord::Throttle(_)) => self.stats.throttled += 1,
             Ok(_) | Err(_) => {}
+        }
+    }
+
+    /// A thread is back on a CPU: the time since its last switch away goes to the context it
+    /// blocked in (`off-cpu`).
+    fn switched_in(&mut self, rec: &RingRecord<'_>, event: usize) {
+        let Ok(common) = self.raw(rec, event).common_data() else {
+            return;
+        };
+        let (Some(tid), Some(time)) = (common.tid, common.timestamp) else {
+            return;
+        };
+        let Some(thread) = self.threads.get_mut(&(tid as u32)) else {
+            return;
+        };
+        if let Some((node, metric, since)) = thread.off_since.take() {
+            thread
+                .cct
+                .add_value(node, metric, time.saturating_sub(since));
         }
     }
 
@@ -394,7 +422,13 @@ impl Recorder {
         } else {
             leaf
         };
-        thread.cct.charge(node, event, period);
+        match self.layouts[event].off_cpu {
+            true => {
+                thread.cct.charge(node, event, 0);
+                thread.off_since = s.timestamp.map(|t| (node, event, t));
+            }
+            false => thread.cct.charge(node, event, period),
+        }
         if let Some(trace) = self.trace.as_mut().filter(|_| event == 0) {
             trace.record(tid, s.timestamp.unwrap_or(0), node.index() as u32);
         }
@@ -471,6 +505,7 @@ impl Recorder {
                 cct: CctBuilder::new(events),
                 last_path: Vec::new(),
                 last_sp: 0,
+                off_since: None,
             },
         );
     }

@@ -44,6 +44,7 @@ fn recorder() -> Recorder {
         fixed_period: None,
         data: crate::sampler::capture::events::DataSource::None,
         precise: None,
+        off_cpu: false,
     };
     Recorder::new(vec![layout], [(EVENT_ID, 0)].into_iter().collect())
 }
@@ -330,6 +331,7 @@ fn precise_recorder(keep: crate::sampler::capture::pmu::MemOp) -> Recorder {
             fields: crate::sampler::data::sample::SampleLayout::of(&attr),
             keep,
         }),
+        off_cpu: false,
     };
     Recorder::new(vec![layout], [(EVENT_ID, 0)].into_iter().collect())
 }

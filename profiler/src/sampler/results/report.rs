@@ -146,6 +146,7 @@ fn watch_summary(w: &crate::format::watchdb::WatchProfile) -> String {
 
 fn describe_event(e: &crate::format::db::EventDesc) -> String {
     let rate = match e.sampling {
+        _ if e.name == crate::format::db::OFF_CPU_EVENT => "every switch away from the CPU".into(),
         Sampling::Period(p) => format!("every {p} {}", e.unit),
         Sampling::Frequency(hz) => format!("{hz} Hz"),
     };

@@ -56,6 +56,14 @@ impl CctBuilder {
         }
     }
 
+    /// Add `value` to the cost of `event` at `node` without a sample (off-CPU time, known when
+    /// the thread runs again).
+    pub fn add_value(&mut self, node: CctNodeId, event: usize, value: u64) {
+        if let Some(cost) = self.cct.nodes[node.index()].costs.get_mut(event) {
+            cost.value += value;
+        }
+    }
+
     /// Whether only the root exists.
     pub fn is_empty(&self) -> bool {
         self.cct.nodes.len() == 1

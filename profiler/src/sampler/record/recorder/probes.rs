@@ -249,6 +249,7 @@ mod tests {
             fixed_period: Some(1),
             data: crate::sampler::capture::events::DataSource::Address,
             precise: None,
+            off_cpu: false,
         };
         let mut rec = Recorder::new(vec![layout], [(1, 0)].into_iter().collect());
         let probes = POINTS

@@ -1,0 +1,85 @@
+//! Off-CPU time (`hpcrun-rs --off-cpu`): every switch of a thread away from the CPU is sampled
+//! with its calling context and weighed by the time until the thread ran again. The fixture's
+//! threads block three ways (a pipe, a condition variable, a sleep), each timed by the
+//! program's own monotonic clock: the oracle for each blocking path's off-CPU time. Kernel
+//! sampling is needed (a switch happens in the kernel): as an ordinary user, a clear refusal.
+
+use serde_json::Value;
+
+use crate::hpcrun::is_root;
+use crate::support::{
+    as_user, compile, run, run_ok, scratch_dir, tool_command, work_clocks, world_dir, NOBODY,
+};
+
+/// The inclusive cost of metric `m` summed over the nodes named `name` under `node`.
+fn inclusive(node: &Value, name: &str, m: usize) -> f64 {
+    if node["name"] == name {
+        return node["incl"][m].as_f64().unwrap_or(0.0);
+    }
+    (node["children"].as_array().into_iter().flatten())
+        .map(|c| inclusive(c, name, m))
+        .sum()
+}
+
+#[test]
+fn blocked_time_goes_to_each_blocking_path_as_the_clocks_say() {
+    if !is_root() {
+        eprintln!("skipped: off-cpu needs kernel sampling (root here)");
+        return;
+    }
+    let dir = scratch_dir("offcpu_paths");
+    compile("offcpu_block.c", &dir, "ob", &["-O2", "-g", "-pthread"]);
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock", "--off-cpu", "-o", "ob.db", "./ob"])
+            .current_dir(&dir),
+    );
+    run_ok(tool_command("hpcprof-rs").arg("ob.db").current_dir(&dir));
+    let view: Value = serde_json::from_str(&run_ok(
+        tool_command("hpcview-rs")
+            .args(["ob.hpcdb", "--json", "--threshold", "0"])
+            .current_dir(&dir),
+    ))
+    .unwrap();
+    let metrics = view["metrics"].as_array().unwrap();
+    assert_eq!(metrics[0]["name"], "cpu-clock");
+    assert_eq!(metrics[1]["name"], "off-cpu");
+    assert_eq!(metrics[1]["unit"], "ns");
+    let total = metrics[1]["total"].as_f64().unwrap();
+    // Every switch unwound to the thread's root: nothing under <partial call paths>.
+    let partial = inclusive(&view["root"], "<partial call paths>", 1);
+    assert!(partial <= 0.001 * total, "{partial} of {total} partial");
+    // The blocking clocks are printed as `WAY block-ns N`; work_clocks reads `WHO work-cpu-ns`.
+    let clocks = work_clocks(&stdout.replace(" block-ns ", " work-cpu-ns "));
+    for way in ["wait_pipe", "wait_cond", "wait_sleep"] {
+        let want = clocks[way] * 1e9;
+        let got = inclusive(&view["root"], way, 1);
+        assert!(
+            (got - want).abs() <= 0.02 * want,
+            "{way}: {:.1} ms off the CPU, its clock says {:.1} ms blocked",
+            got / 1e6,
+            want / 1e6
+        );
+        // The computing between the waits is CPU time, not blocked time.
+        assert!(inclusive(&view["root"], way, 0) <= 0.05 * want, "{way}");
+    }
+}
+
+#[test]
+fn off_cpu_is_refused_clearly_where_kernel_sampling_is_not_allowed() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run as nobody");
+        return;
+    }
+    let (dir, hpcrun) = world_dir("offcpu_nobody");
+    compile("offcpu_block.c", &dir, "ob", &["-O2", "-g", "-pthread"]);
+    let out = run(as_user(NOBODY, &hpcrun)
+        .args(["--off-cpu", "-o"])
+        .arg(dir.join("x.db"))
+        .arg(dir.join("ob"))
+        .current_dir(&dir));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("off-cpu needs kernel sampling"), "{stderr}");
+    assert!(!dir.join("x.db").exists());
+}
