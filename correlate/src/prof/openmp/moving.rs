@@ -74,54 +74,61 @@ impl<'a> Mover<'a> {
     }
 
     /// Move every worker-side cost of the first `nodes` nodes as `placements` say, mark the
-    /// idle costs of the rest in place, and rewrite the traces to match.
+    /// runtime's idle and overhead costs, and rewrite the traces to match.
     pub(crate) fn move_all(&mut self, nodes: usize, placements: &Placements) -> Moved {
         let mut moved = Moved::default();
         for i in 0..nodes {
             let node = DbNodeId::from_index(i);
             let runtime = self.shape.runtime_time(self.db, node);
             let k = runtime.map(|r| self.idle_metric + usize::from(r == Runtime::Overhead));
-            if !self.shape.is_worker_side(node) {
-                if let Some(k) = k {
-                    let list = self.db.nodes[i].costs.take();
-                    for (thread, mut costs) in list {
-                        costs[k] = costs[0];
-                        self.db.add_cost(node, thread, &costs);
-                    }
-                }
-                continue;
-            }
-            for (thread, mut costs) in self.db.nodes[i].costs.take() {
-                if let Some(k) = k {
-                    costs[k] = costs[0];
-                }
-                let counts = placements.counts.get(&(node, thread));
-                let shares = self.shares(node, &costs, counts);
-                let samples = costs[0].samples;
-                let placed: u64 = (shares.iter())
-                    .filter(|(t, _)| *t != Target::Unplaced)
-                    .map(|(_, c)| c[0].samples)
-                    .sum();
-                match self.shape.places[i].worker_body {
-                    Some(_) => {
-                        (moved.body_samples, moved.placed_samples) =
-                            (moved.body_samples + samples, moved.placed_samples + placed)
-                    }
-                    None => {
-                        (moved.waiting_samples, moved.blamed_samples) = (
-                            moved.waiting_samples + samples,
-                            moved.blamed_samples + placed,
-                        )
-                    }
-                }
-                for (target, part) in shares {
-                    let dest = self.destination(node, target);
-                    self.db.add_cost(dest, thread, &part);
-                }
+            match self.shape.is_worker_side(node) {
+                true => self.move_node(node, k, placements, &mut moved),
+                false => self.mark_runtime_time(node, k),
             }
         }
         self.rewrite_traces(placements);
         moved
+    }
+
+    /// Count the first metric's costs at `node` as runtime metric `k` too, where it has one.
+    fn mark_runtime_time(&mut self, node: DbNodeId, k: Option<usize>) {
+        let Some(k) = k else { return };
+        for (thread, mut costs) in self.db.nodes[node.index()].costs.take() {
+            costs[k] = costs[0];
+            self.db.add_cost(node, thread, &costs);
+        }
+    }
+
+    /// Move worker-side `node`'s costs, per thread, to where its samples were placed (counting
+    /// the first metric as runtime metric `k` too, where it has one), and count them in `moved`.
+    fn move_node(
+        &mut self,
+        node: DbNodeId,
+        k: Option<usize>,
+        placements: &Placements,
+        moved: &mut Moved,
+    ) {
+        let in_body = self.shape.places[node.index()].worker_body.is_some();
+        for (thread, mut costs) in self.db.nodes[node.index()].costs.take() {
+            if let Some(k) = k {
+                costs[k] = costs[0];
+            }
+            let shares = self.shares(node, &costs, placements.counts.get(&(node, thread)));
+            let placed: u64 = (shares.iter())
+                .filter(|(t, _)| *t != Target::Unplaced)
+                .map(|(_, c)| c[0].samples)
+                .sum();
+            let (all, done) = match in_body {
+                true => (&mut moved.body_samples, &mut moved.placed_samples),
+                false => (&mut moved.waiting_samples, &mut moved.blamed_samples),
+            };
+            *all += costs[0].samples;
+            *done += placed;
+            for (target, part) in shares {
+                let dest = self.destination(node, target);
+                self.db.add_cost(dest, thread, &part);
+            }
+        }
     }
 
     /// `costs` split over the targets of its traced samples (`counts`), in proportion; the
@@ -138,13 +145,14 @@ impl<'a> Mover<'a> {
         }
         let total = costs[0].samples;
         let mut shares: Vec<(Target, u64)> = counts
-            .map(|c| c.iter().map(|(&t, &n)| (t, n.min(total))).collect())
+            .map(|c| c.iter().map(|(&t, &n)| (t, n)).collect())
             .unwrap_or_default();
         let traced: u64 = shares.iter().map(|(_, n)| n).sum();
         if traced < total || total == 0 {
             shares.push((Target::Unplaced, total.saturating_sub(traced)));
         }
-        split(costs, &shares, total)
+        // A damaged trace may claim more samples than the node has: shares of the larger.
+        split(costs, &shares, total.max(traced))
     }
 
     /// The graft point of the one region that runs `node`'s body, if exactly one does.
@@ -238,8 +246,8 @@ impl<'a> Mover<'a> {
     }
 }
 
-/// `costs` split by `shares` (target, samples of `total`): each metric's samples and value in
-/// proportion, the last share taking what rounding left.
+/// `costs` split by `shares` (target, samples of `total`, which is at least their sum): each
+/// metric's samples and value in proportion, the last share taking what rounding left.
 fn split(costs: &[Cost], shares: &[(Target, u64)], total: u64) -> Vec<(Target, Vec<Cost>)> {
     let mut left = costs.to_vec();
     let mut out = Vec::with_capacity(shares.len());
@@ -254,8 +262,8 @@ fn split(costs: &[Cost], shares: &[(Target, u64)], total: u64) -> Vec<(Target, V
                 })
                 .collect();
             for (l, p) in left.iter_mut().zip(&part) {
-                l.samples -= p.samples;
-                l.value -= p.value;
+                l.samples = l.samples.saturating_sub(p.samples);
+                l.value = l.value.saturating_sub(p.value);
             }
             part
         };

@@ -38,6 +38,48 @@ pub(crate) enum Runtime {
     Overhead,
 }
 
+/// The place of node `id` below a node placed `above`, and, where `id` is a body the master's
+/// side ran, the runtime entry that ran it.
+fn step(
+    db: &Database,
+    runtime_module: &[bool],
+    above: Place,
+    id: DbNodeId,
+) -> (Place, Option<DbNodeId>) {
+    let node = &db.nodes[id.index()];
+    let mut place = above;
+    let module = node.module.map(|m| m.index());
+    let in_runtime = module.is_some_and(|m| runtime_module[m]);
+    let system = module.is_some_and(|m| runtime::is_system(&db.modules[m].path));
+    match node.kind {
+        NodeKind::Partial => place.partial = true,
+        _ if place.partial || !node.kind.is_frame() || node.kind == NodeKind::Kernel => {}
+        _ if in_runtime => {
+            if above.chain == Chain::Outside {
+                place.chain = match above.system_only {
+                    true => Chain::Worker,
+                    false => Chain::Entered(id),
+                };
+                place.entry = Some(id).filter(|_| !above.system_only);
+            }
+        }
+        // The C library called by the runtime (memory, threads) is still the runtime's.
+        _ if system && above.chain != Chain::Outside => {}
+        _ => {
+            // The program's code called by the runtime: a body (the outlined function, or what
+            // it tail-called).
+            place.chain = Chain::Outside;
+            place.system_only = above.system_only && system;
+            match above.chain {
+                Chain::Entered(e) if above.worker_body.is_none() => return (place, Some(e)),
+                Chain::Worker if above.worker_body.is_none() => place.worker_body = Some(id),
+                _ => {}
+            }
+        }
+    }
+    (place, None)
+}
+
 /// What one node is, as far as the runtime goes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Place {
@@ -52,6 +94,17 @@ pub(crate) struct Place {
     system_only: bool,
     /// Whether the node is under `<partial call paths>`, whose top is unknown: left alone.
     partial: bool,
+}
+
+impl Place {
+    /// The root's place: outside the runtime, nothing above it but the system.
+    const ROOT: Place = Place {
+        chain: Chain::Outside,
+        worker_body: None,
+        entry: None,
+        system_only: true,
+        partial: false,
+    };
 }
 
 /// What a body is known by: its procedure (name, module, file and first line; not where it was
@@ -101,53 +154,16 @@ impl Shape {
         let mut region = vec![false; db.nodes.len()];
         for (i, node) in db.nodes.iter().enumerate() {
             let id = DbNodeId::from_index(i);
-            let above = if i == 0 {
-                Place {
-                    chain: Chain::Outside,
-                    worker_body: None,
-                    entry: None,
-                    system_only: true,
-                    partial: false,
-                }
-            } else {
-                places[node.parent.index()]
+            let above = match i {
+                0 => Place::ROOT,
+                _ => places[node.parent.index()],
             };
-            let mut place = above;
-            let module = node.module.map(|m| m.index());
-            let in_runtime = module.is_some_and(|m| runtime_module[m]);
-            let system = module.is_some_and(|m| runtime::is_system(&db.modules[m].path));
-            match node.kind {
-                NodeKind::Partial => place.partial = true,
-                _ if place.partial || !node.kind.is_frame() || node.kind == NodeKind::Kernel => {}
-                _ if in_runtime => {
-                    if above.chain == Chain::Outside {
-                        place.chain = match above.system_only {
-                            true => Chain::Worker,
-                            false => Chain::Entered(id),
-                        };
-                        place.entry = Some(id).filter(|_| !above.system_only);
-                    }
-                }
-                // The C library called by the runtime (memory, threads) is still the runtime's.
-                _ if system && above.chain != Chain::Outside => {}
-                _ => {
-                    // The program's code called by the runtime: a body (the outlined function,
-                    // or what it tail-called).
-                    match above.chain {
-                        Chain::Entered(e) if above.worker_body.is_none() => {
-                            region[e.index()] = true;
-                            let list = entries_of.entry(Body::of(db, id)).or_default();
-                            if list.iter().all(|&(other, _)| other != e) {
-                                list.push((e, id));
-                            }
-                        }
-                        Chain::Worker if above.worker_body.is_none() => {
-                            place.worker_body = Some(id)
-                        }
-                        _ => {}
-                    }
-                    place.chain = Chain::Outside;
-                    place.system_only = above.system_only && system;
+            let (place, entered_by) = step(db, runtime_module, above, id);
+            if let Some(e) = entered_by {
+                region[e.index()] = true;
+                let list = entries_of.entry(Body::of(db, id)).or_default();
+                if list.iter().all(|&(other, _)| other != e) {
+                    list.push((e, id));
                 }
             }
             places.push(place);
