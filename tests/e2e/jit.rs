@@ -1,7 +1,8 @@
 //! Code compiled at run time: hpcprof-rs names the addresses no module covers by the perf map
-//! the program wrote (`/tmp/perf-PID.map`), and hpcrun-rs's paths continue through that code
-//! to its native caller. The fixture (`jit_loop.c`) copies a counting loop into anonymous
-//! executable memory and names it in its map; a map owned by another user is refused.
+//! the program wrote (`/tmp/perf-PID.map`) or by its jitdump (`/tmp/jit-PID.dump`, found among
+//! the profile's modules), and hpcrun-rs's paths continue through that code to its native
+//! caller. The fixture (`jit_loop.c`) copies a counting loop into anonymous executable memory
+//! and names it one way or the other; a map owned by another user is refused.
 
 use std::os::unix::fs::chown;
 use std::path::PathBuf;
@@ -32,40 +33,61 @@ fn find(node: &Value, name: &str, path: &mut Vec<String>, out: &mut Vec<(Vec<Str
     path.pop();
 }
 
-#[test]
-fn jit_code_is_named_by_its_perf_map_and_paths_reach_its_caller() {
-    let dir = scratch_dir("jit_map");
-    compile("jit_loop.c", &dir, "jit", &["-O2", "-g"]);
+/// Measure the fixture naming its code `how` (`map` or `dump`), correlate it into `jit.hpcdb`
+/// and check that the code is named `name` by the file it wrote, with at least 95% of the
+/// samples, on a path from main through run_jit; the file, removed when dropped.
+fn named(dir: &std::path::Path, how: &str, name: &str) -> MapFile {
     let stdout = run_ok(
         tool_command("hpcrun-rs")
-            .args(["-q", "-e", "cpu-clock@f2000", "-o", "jit.db", "./jit"])
-            .current_dir(&dir),
+            .args([
+                "-q",
+                "-e",
+                "cpu-clock@f2000",
+                "-o",
+                "jit.db",
+                "./jit",
+                "2000000000",
+                how,
+            ])
+            .current_dir(dir),
     );
     let map = MapFile(PathBuf::from(
         stdout.split_whitespace().nth(1).expect("the map's path"),
     ));
-    let out = run(tool_command("hpcprof-rs").arg("jit.db").current_dir(&dir));
+    let out = run(tool_command("hpcprof-rs")
+        .args(["jit.db", "-o", &format!("{how}.hpcdb")])
+        .current_dir(dir));
     let summary = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{summary}");
     let named = format!("JIT code: 1 addresses named by {}", map.0.display());
     assert!(summary.contains(&named), "{summary}");
     assert!(!summary.contains("<unknown procedure>"), "{summary}");
+    assert!(!summary.contains("warning"), "{summary}");
     let view: Value = serde_json::from_str(&run_ok(
         tool_command("hpcview-rs")
-            .args(["jit.hpcdb", "--json", "--threshold", "0"])
-            .current_dir(&dir),
+            .args([&format!("{how}.hpcdb"), "--json", "--threshold", "0"])
+            .current_dir(dir),
     ))
     .unwrap();
     let total = view["metrics"][0]["total"].as_f64().unwrap();
     let mut found = Vec::new();
-    find(&view["root"], "jit_loop", &mut Vec::new(), &mut found);
-    assert_eq!(found.len(), 1, "{view}");
+    find(&view["root"], name, &mut Vec::new(), &mut found);
+    assert_eq!(found.len(), 1, "{how}: {view}");
     let (path, node) = &found[0];
     let own = node["excl"][0].as_f64().unwrap();
-    assert!(own >= 0.95 * total, "jit_loop has {own} of {total}");
+    assert!(own >= 0.95 * total, "{name} has {own} of {total}");
     // Unwound through the JIT code's frame pointer to the native code that called it.
     assert!(path.iter().any(|p| p == "run_jit"), "{path:?}");
     assert!(path.iter().any(|p| p == "main"), "{path:?}");
+    map
+}
+
+#[test]
+fn jit_code_is_named_by_its_perf_map_or_jitdump_and_paths_reach_its_caller() {
+    let dir = scratch_dir("jit_map");
+    compile("jit_loop.c", &dir, "jit", &["-O2", "-g"]);
+    drop(named(&dir, "dump", "jit_dumped"));
+    let map = named(&dir, "map", "jit_loop");
 
     // The same map owned by someone else is refused, with a warning: no name taken from it
     // (giving a file away takes root).

@@ -70,6 +70,7 @@ impl<'a> Enricher<'a> {
     ) -> Enricher<'a> {
         let mut db = Database::new(metrics);
         db.modules = modules;
+        let jit = JitMaps::new(db.modules.iter().map(|m| m.path.as_str()));
         Enricher {
             file_maps: vec![FxHashMap::default(); db.modules.len()],
             db,
@@ -79,7 +80,7 @@ impl<'a> Enricher<'a> {
             expansions: FxHashMap::default(),
             last_lines: LastLines::default(),
             unknown: FxHashSet::default(),
-            jit: JitMaps::default(),
+            jit,
         }
     }
 

@@ -1,6 +1,8 @@
 //! Code compiled at run time, named by the map its compiler wrote for perf: `/tmp/perf-PID.map`,
 //! one `START SIZE NAME` line per function (hexadecimal start and size), written by V8 (`node
-//! --perf-basic-prof`), CPython 3.12+ (`-X perf`), Java agents, LuaJIT, Julia and others.
+//! --perf-basic-prof`), CPython 3.12+ (`-X perf`), Java agents, LuaJIT, Julia and others; and
+//! by the process's jitdump where its profile lists one (`jit-PID.dump`, see
+//! [`crate::prof::jitdump`]), whose functions come after the map's.
 //!
 //! An address no module covers is looked up in the map of the process that sampled it, read once
 //! per process at correlation time. A map lists every function the run compiled, later lines for
@@ -12,9 +14,11 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use profiler::envelope::open_regular;
+
+use crate::prof::jitdump;
 use serde::{Deserialize, Serialize};
 
 /// One function of a map: its name, and the source position the name carries, if any.
@@ -32,9 +36,15 @@ pub(crate) struct JitSymbol {
 /// One process's map: functions by start address.
 #[derive(Debug, Default)]
 struct JitMap {
-    /// (start, end, symbol), sorted by start; of overlapping lines, the latest wins.
-    functions: Vec<(u64, u64, JitSymbol)>,
+    /// (start, end, symbol, the file it came from), sorted by start; of lines with the same
+    /// start, the latest.
+    functions: Vec<Function>,
+    /// The files read: the perf map, the jitdump.
+    sources: Vec<PathBuf>,
 }
+
+/// One function of a map: start, end, symbol, and the index of the file it came from.
+type Function = (u64, u64, JitSymbol, usize);
 
 /// How the maps of one correlation went, per process: what the summary says.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,6 +81,8 @@ impl JitUse {
 /// The maps of the processes met so far, read on first use.
 #[derive(Debug, Default)]
 pub(crate) struct JitMaps {
+    /// The jitdump of each process that has one, from the profiles' modules.
+    dumps: BTreeMap<u32, PathBuf>,
     maps: BTreeMap<u32, Option<JitMap>>,
     /// The (process, address) pairs named so far.
     seen: fxhash::FxHashSet<(u32, u64)>,
@@ -79,19 +91,29 @@ pub(crate) struct JitMaps {
 }
 
 impl JitMaps {
+    /// The maps of the processes whose jitdumps are among the modules at `paths`.
+    pub(crate) fn new<'p>(paths: impl IntoIterator<Item = &'p str>) -> JitMaps {
+        let dumps = (paths.into_iter())
+            .filter_map(|p| Some((jitdump::dump_pid(p)?, PathBuf::from(p))))
+            .collect();
+        JitMaps {
+            dumps,
+            ..JitMaps::default()
+        }
+    }
+
     /// The function of process `pid` at runtime address `addr`, from the process's map.
     pub(crate) fn symbol(&mut self, pid: u32, addr: u64) -> Option<JitSymbol> {
-        let used = &mut self.used;
-        let map = self.maps.entry(pid).or_insert_with(|| read_map(pid, used));
-        let functions = &map.as_ref()?.functions;
-        let i = functions.partition_point(|(start, _, _)| *start <= addr);
-        let (_, end, symbol) = functions[..i]
-            .iter()
-            .rev()
-            .find(|(_, end, _)| addr < *end)?;
-        debug_assert!(addr < *end);
+        let (used, dump) = (&mut self.used, self.dumps.get(&pid));
+        let map = self
+            .maps
+            .entry(pid)
+            .or_insert_with(|| read_maps(pid, dump, used));
+        let map = map.as_ref()?;
+        let i = map.functions.partition_point(|f| f.0 <= addr);
+        let (_, _, symbol, source) = map.functions[..i].iter().rev().find(|f| addr < f.1)?;
         if self.seen.insert((pid, addr)) {
-            *used.named.entry(map_path(pid)).or_default() += 1;
+            *used.named.entry(map.sources[*source].clone()).or_default() += 1;
         }
         Some(symbol.clone())
     }
@@ -102,38 +124,61 @@ fn map_path(pid: u32) -> PathBuf {
     PathBuf::from(format!("/tmp/perf-{pid}.map"))
 }
 
-/// Read process `pid`'s map, noting in `used` why it is not used when it is there but refused.
-fn read_map(pid: u32, used: &mut JitUse) -> Option<JitMap> {
-    let path = map_path(pid);
-    let file = open_regular(&path).ok()?;
+/// Read process `pid`'s perf map and its jitdump (`dump`), noting in `used` why a file there
+/// is not used; `None` where neither is.
+fn read_maps(pid: u32, dump: Option<&PathBuf>, used: &mut JitUse) -> Option<JitMap> {
+    let mut lines: Vec<Function> = Vec::new();
+    let mut sources = Vec::new();
+    if let Some(file) = trusted(&map_path(pid), used) {
+        let n = sources.len();
+        lines.extend(parse_text(BufReader::new(file)).map(|(a, b, s)| (a, b, s, n)));
+        sources.push(map_path(pid));
+    }
+    if let Some(path) = dump {
+        if let Some(loaded) = trusted(path, used).and_then(jitdump::read) {
+            let n = sources.len();
+            lines.extend(loaded.into_iter().map(|(a, b, s)| (a, b, s, n)));
+            sources.push(path.clone());
+        }
+    }
+    (!sources.is_empty()).then(|| index(lines, sources))
+}
+
+/// The file at `path`, opened, if it is a regular file owned by the user correlating or by
+/// root; a file owned by someone else is noted in `used`.
+fn trusted(path: &Path, used: &mut JitUse) -> Option<std::fs::File> {
+    let file = open_regular(path).ok()?;
     let owner = file.metadata().ok()?.uid();
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     if owner != me && owner != 0 {
         let why = format!("owned by user {owner}, neither you nor root");
-        used.refused.insert(path, why);
+        used.refused.insert(path.to_path_buf(), why);
         return None;
     }
-    Some(parse(BufReader::new(file)))
+    Some(file)
 }
 
 /// The functions of a map's text; lines that do not parse are skipped.
-fn parse(text: impl BufRead) -> JitMap {
-    let mut lines: Vec<(u64, u64, JitSymbol)> = text
-        .lines()
+fn parse_text(text: impl BufRead) -> impl Iterator<Item = (u64, u64, JitSymbol)> {
+    text.lines()
         .map_while(Result::ok)
         .filter_map(|line| parse_line(&line))
-        .collect();
+}
+
+/// Functions in the order their files gave them (from `sources`), indexed by start: of those
+/// with the same start, the latest.
+fn index(mut lines: Vec<Function>, sources: Vec<PathBuf>) -> JitMap {
     // Latest first among equal starts, then keep the first of each start: later lines win.
     let mut order: Vec<usize> = (0..lines.len()).collect();
     order.sort_by_key(|&i| (lines[i].0, std::cmp::Reverse(i)));
     order.dedup_by_key(|i| lines[*i].0);
-    let mut functions: Vec<(u64, u64, JitSymbol)> = order
+    let mut functions: Vec<Function> = order
         .into_iter()
-        .map(|i| std::mem::replace(&mut lines[i], (0, 0, empty())))
+        .map(|i| std::mem::replace(&mut lines[i], (0, 0, empty(), 0)))
         .collect();
-    functions.sort_by_key(|(start, _, _)| *start);
-    JitMap { functions }
+    functions.sort_by_key(|f| f.0);
+    JitMap { functions, sources }
 }
 
 /// A placeholder for a line moved out.
@@ -155,7 +200,7 @@ fn parse_line(line: &str) -> Option<(u64, u64, JitSymbol)> {
 }
 
 /// A map's name split into the function and the source position it ends with.
-fn symbol(name: &str) -> JitSymbol {
+pub(crate) fn symbol(name: &str) -> JitSymbol {
     // V8: `JS:*fib /app/fib.js:1:13` (a space, an absolute path, line and column).
     if let Some((function, place)) = name.rsplit_once(" /") {
         let mut parts = place.rsplitn(3, ':');
@@ -194,14 +239,14 @@ mod tests {
                     bad line\n\
                     9000 10 jit_loop\n\
                     7f00 100 JS:^fib /tmp/jit/fib.js:1:13\n";
-        let map = parse(text.as_bytes());
+        let lines = parse_text(text.as_bytes())
+            .map(|(a, b, s)| (a, b, s, 0))
+            .collect();
+        let map = index(lines, vec![map_path(1)]);
         let find = |addr: u64| {
-            let i = map.functions.partition_point(|(s, _, _)| *s <= addr);
-            map.functions[..i]
-                .iter()
-                .rev()
-                .find(|(_, e, _)| addr < *e)
-                .map(|(_, _, s)| s.clone())
+            let i = map.functions.partition_point(|f| f.0 <= addr);
+            let found = map.functions[..i].iter().rev().find(|f| addr < f.1);
+            found.map(|f| f.2.clone())
         };
         let fib = find(0x7f10).unwrap();
         assert_eq!(fib.name, "JS:^fib", "the later line wins");

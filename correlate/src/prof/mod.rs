@@ -8,6 +8,7 @@ pub(crate) mod data;
 pub(crate) mod enrich;
 pub(crate) mod error;
 pub(crate) mod inputs;
+pub(crate) mod jitdump;
 pub(crate) mod jitmap;
 pub(crate) mod openmp;
 pub(crate) mod profiles;
