@@ -21,7 +21,8 @@ use crate::db::database::{Database, MetricDesc, ModuleDesc, ThreadDesc};
 use crate::db::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 use crate::db::label;
 use crate::db::node::{ChildIndex, NodeKey, NodeKind};
-use crate::prof::jitmap::{JitMaps, JitSymbol, JitUse};
+use crate::prof::jitmap::{JitMaps, JitUse};
+use crate::prof::jitname::JitSymbol;
 
 /// How one profile's indices map into the database.
 #[derive(Debug, Clone, Serialize, Deserialize)]

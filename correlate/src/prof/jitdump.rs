@@ -6,7 +6,7 @@
 
 use std::io::Read;
 
-use crate::prof::jitmap::{symbol, JitSymbol};
+use crate::prof::jitname::{symbol, JitSymbol};
 
 /// The first four bytes of a jitdump written on a little-endian machine ("JiTD").
 const MAGIC: u32 = 0x4A69_5444;

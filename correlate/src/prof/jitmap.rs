@@ -19,19 +19,8 @@ use std::path::{Path, PathBuf};
 use profiler::envelope::open_regular;
 
 use crate::prof::jitdump;
+use crate::prof::jitname::{symbol, JitSymbol};
 use serde::{Deserialize, Serialize};
-
-/// One function of a map: its name, and the source position the name carries, if any.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct JitSymbol {
-    /// The function's name as the map gives it, less a trailing source position.
-    pub(crate) name: String,
-    /// The source file and line the name ends with (V8: `JS:*fib /app/fib.js:1:13`; CPython:
-    /// `py::fib:/app/fib.py`, file only).
-    pub(crate) file: Option<String>,
-    /// See [`JitSymbol::file`].
-    pub(crate) line: Option<u32>,
-}
 
 /// One process's map: functions by start address.
 #[derive(Debug, Default)]
@@ -199,34 +188,6 @@ fn parse_line(line: &str) -> Option<(u64, u64, JitSymbol)> {
     (size > 0 && !name.is_empty()).then(|| (start, start.saturating_add(size), symbol(name)))
 }
 
-/// A map's name split into the function and the source position it ends with.
-pub(crate) fn symbol(name: &str) -> JitSymbol {
-    // V8: `JS:*fib /app/fib.js:1:13` (a space, an absolute path, line and column).
-    if let Some((function, place)) = name.rsplit_once(" /") {
-        let mut parts = place.rsplitn(3, ':');
-        let (_column, line, file) = (parts.next(), parts.next(), parts.next());
-        if let (Some(line), Some(file)) = (line.and_then(|l| l.parse().ok()), file) {
-            return JitSymbol {
-                name: function.to_string(),
-                file: Some(format!("/{file}")),
-                line: Some(line),
-            };
-        }
-    }
-    // CPython: `py::fib:/app/fib.py`.
-    if let Some((function, file)) = name.strip_prefix("py::").and_then(|n| n.split_once(":/")) {
-        return JitSymbol {
-            name: format!("py::{function}"),
-            file: Some(format!("/{file}")),
-            line: None,
-        };
-    }
-    JitSymbol {
-        name: name.to_string(),
-        file: None,
-        line: None,
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,7 @@ pub(crate) mod error;
 pub(crate) mod inputs;
 pub(crate) mod jitdump;
 pub(crate) mod jitmap;
+pub(crate) mod jitname;
 pub(crate) mod openmp;
 pub(crate) mod profiles;
 pub(crate) mod shares;
