@@ -2,7 +2,8 @@
 //! the program wrote (`/tmp/perf-PID.map`) or by its jitdump (`/tmp/jit-PID.dump`, found among
 //! the profile's modules), and hpcrun-rs's paths continue through that code to its native
 //! caller. The fixture (`jit_loop.c`) copies a counting loop into anonymous executable memory
-//! and names it one way or the other; a map owned by another user is refused.
+//! and names it one way or the other; a map owned by another user, or last written before the
+//! run (a process of the same id, earlier), is refused.
 
 use std::os::unix::fs::chown;
 use std::path::PathBuf;
@@ -88,6 +89,22 @@ fn jit_code_is_named_by_its_perf_map_or_jitdump_and_paths_reach_its_caller() {
     compile("jit_loop.c", &dir, "jit", &["-O2", "-g"]);
     drop(named(&dir, "dump", "jit_dumped"));
     let map = named(&dir, "map", "jit_loop");
+
+    // A map last written long before the run is another process's (of the same id): refused.
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    let file = std::fs::File::options().write(true).open(&map.0).unwrap();
+    file.set_modified(old).unwrap();
+    drop(file);
+    let out = run(tool_command("hpcprof-rs")
+        .args(["jit.db", "-o", "stale.hpcdb"])
+        .current_dir(&dir));
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{summary}");
+    assert!(
+        summary.contains("last written outside the run"),
+        "{summary}"
+    );
+    assert!(summary.contains("in <unknown procedure>"), "{summary}");
 
     // The same map owned by someone else is refused, with a warning: no name taken from it
     // (giving a file away takes root).

@@ -90,6 +90,7 @@ impl<'a> Enricher<'a> {
     /// where its data references' contexts landed.
     pub(crate) fn add_profile(&mut self, profile: &Profile, map: &ProfileMapping) -> NodeMaps {
         let metrics = self.db.metrics.len();
+        self.jit.run(profile.start_ns, profile.end_ns);
         let mut maps = NodeMaps {
             first_thread: ThreadIdx::from_index(self.db.threads.len()),
             nodes: Vec::with_capacity(profile.threads.len()),

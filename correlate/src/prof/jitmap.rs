@@ -72,7 +72,10 @@ impl JitUse {
 pub(crate) struct JitMaps {
     /// The jitdump of each process that has one, from the profiles' modules.
     dumps: BTreeMap<u32, PathBuf>,
-    maps: BTreeMap<u32, Option<JitMap>>,
+    /// The run being enriched: its start and end (ns since the epoch).
+    run: (u64, u64),
+    /// Per (process, run start), its map, read on first use.
+    maps: BTreeMap<(u32, u64), Option<JitMap>>,
     /// The (process, address) pairs named so far.
     seen: fxhash::FxHashSet<(u32, u64)>,
     /// What was used and refused.
@@ -91,13 +94,18 @@ impl JitMaps {
         }
     }
 
+    /// The addresses asked about next are of a run from `start_ns` to `end_ns` (ns since the
+    /// epoch): a file last written outside that time is another process's, one that had the
+    /// same id (or a run on another machine), and is not used.
+    pub(crate) fn run(&mut self, start_ns: u64, end_ns: u64) {
+        self.run = (start_ns, end_ns);
+    }
+
     /// The function of process `pid` at runtime address `addr`, from the process's map.
     pub(crate) fn symbol(&mut self, pid: u32, addr: u64) -> Option<JitSymbol> {
-        let (used, dump) = (&mut self.used, self.dumps.get(&pid));
-        let map = self
-            .maps
-            .entry(pid)
-            .or_insert_with(|| read_maps(pid, dump, used));
+        let (used, dump, run) = (&mut self.used, self.dumps.get(&pid), self.run);
+        let map =
+            (self.maps.entry((pid, run.0))).or_insert_with(|| read_maps(pid, dump, run, used));
         let map = map.as_ref()?;
         let i = map.functions.partition_point(|f| f.0 <= addr);
         let (_, _, symbol, source) = map.functions[..i].iter().rev().find(|f| addr < f.1)?;
@@ -115,16 +123,21 @@ fn map_path(pid: u32) -> PathBuf {
 
 /// Read process `pid`'s perf map and its jitdump (`dump`), noting in `used` why a file there
 /// is not used; `None` where neither is.
-fn read_maps(pid: u32, dump: Option<&PathBuf>, used: &mut JitUse) -> Option<JitMap> {
+fn read_maps(
+    pid: u32,
+    dump: Option<&PathBuf>,
+    run: (u64, u64),
+    used: &mut JitUse,
+) -> Option<JitMap> {
     let mut lines: Vec<Function> = Vec::new();
     let mut sources = Vec::new();
-    if let Some(file) = trusted(&map_path(pid), used) {
+    if let Some(file) = trusted(&map_path(pid), run, used) {
         let n = sources.len();
         lines.extend(parse_text(BufReader::new(file)).map(|(a, b, s)| (a, b, s, n)));
         sources.push(map_path(pid));
     }
     if let Some(path) = dump {
-        if let Some(loaded) = trusted(path, used).and_then(jitdump::read) {
+        if let Some(loaded) = trusted(path, run, used).and_then(jitdump::read) {
             let n = sources.len();
             lines.extend(loaded.into_iter().map(|(a, b, s)| (a, b, s, n)));
             sources.push(path.clone());
@@ -134,19 +147,29 @@ fn read_maps(pid: u32, dump: Option<&PathBuf>, used: &mut JitUse) -> Option<JitM
 }
 
 /// The file at `path`, opened, if it is a regular file owned by the user correlating or by
-/// root; a file owned by someone else is noted in `used`.
-fn trusted(path: &Path, used: &mut JitUse) -> Option<std::fs::File> {
+/// root and last written during the `run` (start, end; ns since the epoch, give or take
+/// [`SLACK_NS`]); a file there but refused is noted in `used` with why.
+fn trusted(path: &Path, run: (u64, u64), used: &mut JitUse) -> Option<std::fs::File> {
     let file = open_regular(path).ok()?;
-    let owner = file.metadata().ok()?.uid();
+    let meta = file.metadata().ok()?;
+    let owner = meta.uid();
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    if owner != me && owner != 0 {
-        let why = format!("owned by user {owner}, neither you nor root");
-        used.refused.insert(path.to_path_buf(), why);
-        return None;
-    }
-    Some(file)
+    let written = (meta.mtime().max(0) as u64) * 1_000_000_000 + meta.mtime_nsec().max(0) as u64;
+    let why = if owner != me && owner != 0 {
+        format!("owned by user {owner}, neither you nor root")
+    } else if written + SLACK_NS < run.0 || written > run.1 + SLACK_NS {
+        "last written outside the run: another process's of the same id".to_string()
+    } else {
+        return Some(file);
+    };
+    used.refused.insert(path.to_path_buf(), why);
+    None
 }
+
+/// How far a map's last write may lie outside its run (clock granularity, a JIT that writes at
+/// exit after the last sample).
+const SLACK_NS: u64 = 5_000_000_000;
 
 /// The functions of a map's text; lines that do not parse are skipped.
 fn parse_text(text: impl BufRead) -> impl Iterator<Item = (u64, u64, JitSymbol)> {
@@ -187,7 +210,6 @@ fn parse_line(line: &str) -> Option<(u64, u64, JitSymbol)> {
     let name = parts.next()?.trim();
     (size > 0 && !name.is_empty()).then(|| (start, start.saturating_add(size), symbol(name)))
 }
-
 
 #[cfg(test)]
 mod tests {
