@@ -24,7 +24,9 @@ use crate::prof::openmp::moving::Mover;
 use crate::prof::openmp::placing::Placements;
 use crate::prof::openmp::shape::Shape;
 
-/// The metric grafting adds for the time the runtime spent waiting, in the first metric's unit.
+/// The metric grafting adds for the time the runtime spent waiting, in the first metric's unit:
+/// spinning, and asleep (all its time off the CPU) where `off-cpu` was measured in that unit
+/// too.
 pub const IDLE_METRIC: &str = "omp-idle";
 /// The metric grafting adds for the runtime's own work (handing out loop chunks, creating
 /// tasks, starting teams), in the first metric's unit.

@@ -45,18 +45,25 @@ pub(crate) struct Mover<'a> {
     idle_module: Option<DbModuleId>,
     /// The `omp-idle` metric's index (`omp-overhead` follows it).
     idle_metric: usize,
+    /// The `off-cpu` metric's index, where it was measured in the first metric's unit: time
+    /// the runtime waited asleep is idle time too.
+    off_cpu: Option<usize>,
 }
 
 impl<'a> Mover<'a> {
     /// A mover for `db` read as `shape`, whose `omp-idle` metric is `idle_metric` (and
-    /// `omp-overhead` the next), and whose
-    /// `<omp idle>` nodes belong to `idle_module` (the runtime).
+    /// `omp-overhead` the next), and whose `<omp idle>` nodes belong to `idle_module` (the
+    /// runtime).
     pub(crate) fn new(
         db: &'a mut Database,
         shape: &'a Shape,
         idle_metric: usize,
         idle_module: Option<DbModuleId>,
     ) -> Mover<'a> {
+        let unit = &db.metrics[0].unit;
+        let off_cpu = (db.metrics.iter().enumerate().skip(1))
+            .find(|(_, m)| m.name == profiler::db::OFF_CPU_EVENT && &m.unit == unit)
+            .map(|(i, _)| i);
         let mut index = ChildIndex::default();
         for (i, node) in db.nodes.iter().enumerate().skip(1) {
             let id = DbNodeId::from_index(i);
@@ -70,6 +77,19 @@ impl<'a> Mover<'a> {
             unplaced: None,
             idle_module,
             idle_metric,
+            off_cpu,
+        }
+    }
+
+    /// `costs` with the runtime's time at a node counted in its metric `k` too (the first
+    /// metric's), and the time it spent off the CPU, where that was measured, as waiting: the
+    /// runtime leaves the CPU only to wait (a futex under a barrier, a lock, a task wait).
+    fn count_runtime(&self, costs: &mut [Cost], k: usize) {
+        costs[k] = costs[0];
+        if let Some(off) = self.off_cpu {
+            let idle = self.idle_metric;
+            let asleep = costs[off];
+            costs[idle] += asleep;
         }
     }
 
@@ -94,7 +114,7 @@ impl<'a> Mover<'a> {
     fn mark_runtime_time(&mut self, node: DbNodeId, k: Option<usize>) {
         let Some(k) = k else { return };
         for (thread, mut costs) in self.db.nodes[node.index()].costs.take() {
-            costs[k] = costs[0];
+            self.count_runtime(&mut costs, k);
             self.db.add_cost(node, thread, &costs);
         }
     }
@@ -111,7 +131,7 @@ impl<'a> Mover<'a> {
         let in_body = self.shape.places[node.index()].worker_body.is_some();
         for (thread, mut costs) in self.db.nodes[node.index()].costs.take() {
             if let Some(k) = k {
-                costs[k] = costs[0];
+                self.count_runtime(&mut costs, k);
             }
             let shares = self.shares(node, &costs, placements.counts.get(&(node, thread)));
             let placed: u64 = (shares.iter())
