@@ -8,8 +8,10 @@
 //! per process at correlation time. A map lists every function the run compiled, later lines for
 //! code put where earlier code was: of lines with the same start the latest names the code, of
 //! overlapping ones the one starting nearest below the address (no map says when its lines were
-//! written, so a sample of code that was later replaced is named by its replacement). A map must be a regular file owned by the user correlating or by root, as perf
-//! requires: `/tmp` is everyone's, and anyone could plant a map for a process to come.
+//! written, so a sample of code that was later replaced is named by its replacement). A map must
+//! be a regular file owned by the user correlating or by root, as perf requires (`/tmp` is
+//! everyone's, and anyone could plant a map for a process to come), last written during the
+//! run (not left by an earlier process of the same id).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -17,10 +19,10 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use profiler::envelope::open_regular;
+use serde::{Deserialize, Serialize};
 
 use crate::prof::jitdump;
 use crate::prof::jitname::{symbol, JitSymbol};
-use serde::{Deserialize, Serialize};
 
 /// One process's map: functions by start address.
 #[derive(Debug, Default)]
