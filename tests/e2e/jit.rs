@@ -60,8 +60,13 @@ fn named(dir: &std::path::Path, how: &str, name: &str) -> MapFile {
         .current_dir(dir));
     let summary = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{summary}");
-    let named = format!("JIT code: 1 addresses named by {}", map.0.display());
-    assert!(summary.contains(&named), "{summary}");
+    // The loop's few instructions: one address or several, as the samples fell.
+    let by = format!(" addresses named by {}", map.0.display());
+    let named = (summary.lines())
+        .filter_map(|l| l.trim().strip_prefix("JIT code: ")?.strip_suffix(&by))
+        .filter_map(|n| n.parse::<u32>().ok())
+        .next();
+    assert!(named.is_some_and(|n| (1..=8).contains(&n)), "{summary}");
     assert!(!summary.contains("<unknown procedure>"), "{summary}");
     assert!(!summary.contains("warning"), "{summary}");
     let view: Value = serde_json::from_str(&run_ok(
