@@ -67,19 +67,26 @@ struct Measured {
 /// (`OMP_WAIT_POLICY`) and correlate it with hpcprof-rs (and `extra` arguments) into
 /// `NAME.hpcdb`.
 fn measure(cc: &str, test: &str, name: &str, wait_policy: &str, extra: &[&str]) -> Measured {
+    measure_with(cc, test, name, wait_policy, &[], extra)
+}
+
+/// [`measure`], with hpcrun-rs given the arguments `record` too (beside `-e EVENT`).
+fn measure_with(
+    cc: &str,
+    test: &str,
+    name: &str,
+    wait_policy: &str,
+    record: &[&str],
+    extra: &[&str],
+) -> Measured {
     let dir = scratch_dir(&format!("{test}_{cc}"));
     let source = format!("{name}.c");
     compile_with(cc, &[&source], &dir, name, &["-O2", "-g", "-fopenmp"]);
     let stdout = run_ok(
         tool_command("hpcrun-rs")
-            .args([
-                "-q",
-                "-e",
-                EVENT,
-                "-o",
-                &format!("{name}.db"),
-                &format!("./{name}"),
-            ])
+            .args(["-q", "-e", EVENT, "-o", &format!("{name}.db")])
+            .args(record)
+            .arg(format!("./{name}"))
             .env("OMP_WAIT_POLICY", wait_policy)
             .current_dir(&dir),
     );
@@ -94,6 +101,18 @@ fn measure(cc: &str, test: &str, name: &str, wait_policy: &str, extra: &[&str]) 
         stdout,
         summary,
     }
+}
+
+/// The sum over the fixture's two threads of the clock `what` they printed ("thread T WHAT N").
+fn both_threads(stdout: &str, what: &str) -> f64 {
+    (0..2)
+        .map(|t| {
+            let prefix = format!("thread {t} {what} ");
+            let line = stdout.lines().find(|l| l.starts_with(&prefix));
+            let n = line.unwrap_or_else(|| panic!("no {prefix}in:\n{stdout}"));
+            n.rsplit(' ').next().unwrap().parse::<f64>().unwrap()
+        })
+        .sum()
 }
 
 /// The top-down view of `db` as JSON (every scope).
@@ -304,13 +323,7 @@ fn waiting_at_an_imbalanced_barrier_is_idle_time_within_3_points() {
             tc.cc
         );
         let clocks = work_clocks(&m.stdout);
-        let wait_clock = |t: u32| {
-            let prefix = format!("thread {t} wait-cpu-ns ");
-            let line = m.stdout.lines().find(|l| l.starts_with(&prefix));
-            let ns: f64 = line.unwrap().rsplit(' ').next().unwrap().parse().unwrap();
-            ns / 1e9
-        };
-        let waited = wait_clock(0) + wait_clock(1);
+        let waited = both_threads(&m.stdout, "wait-cpu-ns") / 1e9;
         let worked = clocks["thread 0"] + clocks["thread 1"];
         let want = waited / (waited + worked);
         let got = idle / total;
@@ -342,38 +355,20 @@ fn with_off_cpu_time_waiting_asleep_is_idle_time_too() {
         return;
     }
     for tc in toolchains() {
-        let m = measure(tc.cc, "openmp_idle_asleep", "omp_idle", "passive", &[]);
-        // measure() ran cpu-clock only; run again with --off-cpu beside it.
-        let stdout = run_ok(
-            tool_command("hpcrun-rs")
-                .args([
-                    "-q",
-                    "-e",
-                    EVENT,
-                    "--off-cpu",
-                    "-o",
-                    "asleep.db",
-                    "./omp_idle",
-                ])
-                .env("OMP_WAIT_POLICY", "passive")
-                .current_dir(&m.dir),
+        let record = ["--off-cpu"];
+        let m = measure_with(
+            tc.cc,
+            "openmp_idle_asleep",
+            "omp_idle",
+            "passive",
+            &record,
+            &[],
         );
-        run_ok(
-            tool_command("hpcprof-rs")
-                .arg("asleep.db")
-                .current_dir(&m.dir),
-        );
-        let view = top_down(&m.dir.join("asleep.hpcdb"));
+        let view = top_down(&m.dir.join("omp_idle.hpcdb"));
         let metrics = view["metrics"].as_array().unwrap();
         let idle = metrics.iter().find(|x| x["name"] == "omp-idle").unwrap();
         let idle = idle["total"].as_f64().unwrap();
-        let wall: f64 = (0..2)
-            .map(|t| {
-                let prefix = format!("thread {t} wait-wall-ns ");
-                let line = stdout.lines().find(|l| l.starts_with(&prefix)).unwrap();
-                line.rsplit(' ').next().unwrap().parse::<f64>().unwrap()
-            })
-            .sum();
+        let wall = both_threads(&m.stdout, "wait-wall-ns");
         assert!(
             (idle - wall).abs() <= 0.05 * wall + 2e6,
             "{}: omp-idle {:.1} ms, the threads waited {:.1} ms by their clocks",
