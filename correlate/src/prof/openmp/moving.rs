@@ -246,13 +246,10 @@ impl<'a> Mover<'a> {
 
     /// Every trace sample of a worker thread moved to its target's node.
     fn rewrite_traces(&mut self, placements: &Placements) {
-        let contexts = self.db.nodes.len();
         let mut traces = std::mem::take(&mut self.db.traces.threads);
-        for (trace, targets) in traces.iter_mut().zip(&placements.per_sample) {
-            let samples = trace.decode(contexts).unwrap_or_default();
+        for (trace, samples) in traces.iter_mut().zip(&placements.per_sample) {
             let mut out = profiler::trace::ThreadTrace::new(trace.thread);
-            for (&(time, c), target) in samples.iter().zip(targets) {
-                let node = DbNodeId::from_index(c as usize);
+            for &(time, node, ref target) in samples {
                 let node = match (target, self.only_region(node)) {
                     (None, _) => node,
                     (Some(_), Some(at)) => self.destination(node, Target::Region(at)),

@@ -30,8 +30,9 @@ pub(crate) enum Target {
 pub(crate) struct Placements {
     /// Per worker-side (node, thread), how many of its traced samples go to each target.
     pub counts: BTreeMap<(DbNodeId, ThreadIdx), BTreeMap<Target, u64>>,
-    /// Per trace of [`Database::traces`], each sample's target (`None`: the sample stays).
-    pub per_sample: Vec<Vec<Option<Target>>>,
+    /// Per trace of [`Database::traces`], each sample (time, node) with its target (`None`:
+    /// the sample stays): the traces decoded once, for placing and for rewriting.
+    pub per_sample: Vec<Vec<(u64, DbNodeId, Option<Target>)>>,
 }
 
 /// The samples of the master side of one process, (time, node) in time order.
@@ -77,7 +78,7 @@ impl Placements {
                     let count = placements.counts.entry((node, thread)).or_default();
                     *count.entry(target).or_default() += 1;
                 }
-                targets.push(target);
+                targets.push((time, node, target));
             }
             placements.per_sample.push(targets);
         }
