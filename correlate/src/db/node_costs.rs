@@ -139,10 +139,8 @@ impl NodeCosts {
 
     /// Decode the entries, let `change` change them, and encode them again.
     fn rebuild(&mut self, change: impl FnOnce(&mut Vec<(ThreadIdx, Vec<Cost>)>)) {
-        let mut list: Vec<(ThreadIdx, Vec<Cost>)> =
-            self.iter().map(|(t, c)| (t, c.collect())).collect();
+        let mut list = self.take();
         change(&mut list);
-        self.clear();
         for (thread, costs) in list {
             self.push(thread, &costs);
         }
