@@ -44,6 +44,7 @@
 //!     notify: |notice| eprintln!("{notice}"),
 //!     watch: None,
 //!     backpressure: Default::default(),
+//!     python: true,
 //! };
 //! let measurement = session::run(&opts).expect("measured");
 //! let profile = session::into_profile(measurement);
@@ -68,7 +69,7 @@ pub use format::{
 mod sampler;
 #[cfg(feature = "sampler")]
 pub use sampler::{
-    capture::{events, hold, launch, perf, pmu},
+    capture::{events, hold, launch, perf, pmu, python},
     data::{alloc, sample},
     results::{measurements, output, report, report_data},
     session, watch,

@@ -11,6 +11,7 @@ use profiler::db::Profile;
 use profiler::events::{self, EventSpec};
 use profiler::hold::Backpressure;
 use profiler::job::JobPlace;
+use profiler::launch;
 use profiler::measurements::{self, Destination};
 use profiler::output::{Output, Placement};
 use profiler::perf::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE};
@@ -54,9 +55,10 @@ struct Cli {
     #[arg(short, long, value_name = "FILE|DIR")]
     output: Option<PathBuf>,
 
-    /// Bytes of user stack copied with each sample, for unwinding (8..=65528)
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_STACK_SIZE)]
-    stack_size: u32,
+    /// Bytes of user stack copied with each sample, for unwinding (8..=65528) [default: 8192;
+    /// 32768 for a Python interpreter or script, see --python]
+    #[arg(long, value_name = "BYTES")]
+    stack_size: Option<u32>,
 
     /// Sample buffer per CPU in KiB, a power of two (default: as root 64 MiB over all CPUs,
     /// 2048 to 16384 each; else 4096 or what the locked-memory limit allows)
@@ -100,6 +102,14 @@ struct Cli {
     #[arg(long, value_name = "VAR|sample[@HZ]")]
     watch: Vec<String>,
 
+    /// Python programs (CPython 3.12 and later): `auto` turns on CPython's perf trampolines in
+    /// the command's environment (PYTHONPERFSUPPORT=1, unless it is set), so that hpcprof-rs
+    /// shows each Python function in the calling context between the native frames, and copies
+    /// 32 KiB of stack per sample where the command is a Python interpreter or script (a
+    /// Python call takes about 500 bytes of native stack); `off` leaves both alone
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = PythonArg::Auto)]
+    python: PythonArg,
+
     /// No summary at the end
     #[arg(short, long)]
     quiet: bool,
@@ -119,6 +129,13 @@ struct Cli {
     /// The command to measure, with its arguments
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<OsString>,
+}
+
+/// `--python`'s values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum PythonArg {
+    Auto,
+    Off,
 }
 
 /// `--backpressure`'s values.
@@ -188,6 +205,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// The stack copied per sample where `--stack-size` is not given: more for a Python command
+/// when `python` (trampolines on) says its calls will show.
+fn default_stack_size(command: &[OsString], python: bool) -> u32 {
+    let program = command.first().and_then(|c| launch::resolve(c).ok());
+    match program {
+        Some(p) if python && profiler::python::is_python(&p) => profiler::python::PYTHON_STACK_SIZE,
+        _ => DEFAULT_STACK_SIZE,
+    }
+}
+
 fn run(cli: Cli) -> Result<u8, Failure> {
     if cli.list_events {
         return print_listing(&report::list_events());
@@ -199,7 +226,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let events = parse_events(&cli.events, cli.off_cpu).map_err(usage)?;
     let watch =
         profiler::watch::WatchRequest::parse(&cli.watch).map_err(|e| usage(anyhow::anyhow!(e)))?;
-    if !cli.stack_size.is_multiple_of(8) || !(8..=MAX_STACK_SIZE).contains(&cli.stack_size) {
+    let python = cli.python == PythonArg::Auto;
+    let stack_size = cli
+        .stack_size
+        .unwrap_or_else(|| default_stack_size(&cli.command, python));
+    if !stack_size.is_multiple_of(8) || !(8..=MAX_STACK_SIZE).contains(&stack_size) {
         return Err(usage(anyhow::anyhow!(
             "--stack-size must be a multiple of 8 between 8 and {MAX_STACK_SIZE}"
         )));
@@ -226,7 +257,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let output = prepare_output(cli.output.as_deref(), &target, &job)?;
     let opts = Options {
         events,
-        stack_size: cli.stack_size,
+        stack_size,
         ring_pages,
         target,
         data: cli.data,
@@ -235,6 +266,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         notify: if cli.quiet { notify_quiet } else { notify },
         watch,
         backpressure: cli.backpressure.into(),
+        python,
     };
     let measurement = session::run(&opts).map_err(|e| match e {
         RunError::Launch(l) => Failure {

@@ -46,6 +46,7 @@ mod offcpu;
 mod openmp;
 mod parallel_jobs;
 mod parallel_jobs_mpi;
+mod python;
 mod reproducible;
 mod structure_aliens;
 mod structure_cli;

@@ -21,8 +21,10 @@ use crate::db::database::{Database, MetricDesc, ModuleDesc, ThreadDesc};
 use crate::db::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
 use crate::db::label;
 use crate::db::node::{ChildIndex, NodeKey, NodeKind};
-use crate::prof::jitmap::{JitMaps, JitUse};
+use crate::prof::jitmap::{JitMaps, JitUse, PythonUse};
 use crate::prof::jitname::JitSymbol;
+
+mod python;
 
 /// How one profile's indices map into the database.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -59,6 +61,10 @@ pub(crate) struct Enricher<'a> {
     unknown: FxHashSet<UnknownAddress>,
     /// The JIT maps of the processes met (addresses no module covers).
     jit: JitMaps,
+    /// Whether each database module is a CPython interpreter (see [`python`]).
+    interpreters: Vec<bool>,
+    /// What the Python folding found.
+    python: PythonUse,
 }
 
 impl<'a> Enricher<'a> {
@@ -72,6 +78,9 @@ impl<'a> Enricher<'a> {
         let mut db = Database::new(metrics);
         db.modules = modules;
         let jit = JitMaps::new(db.modules.iter().map(|m| m.path.as_str()));
+        let interpreters = (db.modules.iter())
+            .map(|m| python::is_interpreter(&m.path))
+            .collect();
         Enricher {
             file_maps: vec![FxHashMap::default(); db.modules.len()],
             db,
@@ -82,6 +91,8 @@ impl<'a> Enricher<'a> {
             last_lines: LastLines::default(),
             unknown: FxHashSet::default(),
             jit,
+            interpreters,
+            python: PythonUse::default(),
         }
     }
 
@@ -104,15 +115,9 @@ impl<'a> Enricher<'a> {
                 comm: thread.comm.clone(),
             });
             let nodes = &thread.cct.nodes;
-            let mut at: Vec<DbNodeId> = Vec::with_capacity(nodes.len());
+            let mut fold = python::Fold::default();
             for (i, node) in nodes.iter().enumerate() {
-                let parent = if i == 0 {
-                    DbNodeId::ROOT
-                } else {
-                    at[node.parent.index()]
-                };
-                let here = self.insert_frame(parent, node.frame, map, thread.pid);
-                at.push(here);
+                let here = self.fold_node(&mut fold, nodes, i, map, thread.pid);
                 if node.costs.iter().any(|c| c.samples > 0 || c.value > 0) {
                     let mut costs = vec![Cost::default(); metrics];
                     for (e, c) in node.costs.iter().enumerate() {
@@ -126,7 +131,7 @@ impl<'a> Enricher<'a> {
                     self.db.add_cost(here, tidx, &costs);
                 }
             }
-            maps.nodes.push(at);
+            maps.nodes.push(fold.placed());
         }
         maps
     }
@@ -274,7 +279,9 @@ impl<'a> Enricher<'a> {
     /// procedure>` and what the JIT maps named: what [`crate::prof::shares::Enriched`] merges
     /// and finishes.
     pub(crate) fn into_parts(self) -> (Database, FxHashSet<UnknownAddress>, JitUse) {
-        (self.db, self.unknown, self.jit.used)
+        let mut used = self.jit.used;
+        used.python = self.python;
+        (self.db, self.unknown, used)
     }
 }
 

@@ -44,6 +44,9 @@ pub(crate) struct JitUse {
     pub(crate) named: BTreeMap<PathBuf, u64>,
     /// Maps there but not used, each with why.
     pub(crate) refused: BTreeMap<PathBuf, String>,
+    /// The Python functions the maps named (CPython's trampolines).
+    #[serde(default)]
+    pub(crate) python: PythonUse,
 }
 
 impl JitUse {
@@ -53,6 +56,7 @@ impl JitUse {
             *self.named.entry(path).or_default() += n;
         }
         self.refused.extend(later.refused);
+        self.python.merge(&later.python);
     }
 
     /// The summary's lines about JIT code, if any map was found.
@@ -65,7 +69,45 @@ impl JitUse {
             .refused
             .iter()
             .map(|(path, why)| format!("warning: JIT map {} not used: {why}", path.display()));
-        named.chain(refused).collect()
+        named.chain(refused).chain(self.python.lines()).collect()
+    }
+}
+
+/// How the Python side of a correlation went: what the summary says.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PythonUse {
+    /// Samples with at least one Python function in their path.
+    pub(crate) samples: u64,
+    /// Samples below the interpreter's evaluator with no Python function above it
+    /// (trampolines off: CPython before 3.12, `PYTHONPERFSUPPORT=0`, a process attached to).
+    pub(crate) unnamed: u64,
+}
+
+impl PythonUse {
+    /// Add what another share of the correlation found.
+    pub(crate) fn merge(&mut self, later: &PythonUse) {
+        self.samples += later.samples;
+        self.unnamed += later.unnamed;
+    }
+
+    /// The summary's lines about Python code, if any.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.samples > 0 {
+            lines.push(format!(
+                "Python: {} samples with their Python functions (CPython's perf trampolines)",
+                self.samples
+            ));
+        }
+        if self.unnamed > 0 {
+            lines.push(format!(
+                "Python: {} samples in the interpreter's evaluator without their Python \
+                 function: CPython's perf trampolines were off there (its start-up, CPython \
+                 before 3.12, PYTHONPERFSUPPORT=0, or a process attached to)",
+                self.unnamed
+            ));
+        }
+        lines
     }
 }
 

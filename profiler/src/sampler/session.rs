@@ -63,6 +63,9 @@ pub struct Options {
     pub watch: Option<WatchRequest>,
     /// `--backpressure`: when to stop the command while its samples are copied ([`crate::sampler::capture::hold`]).
     pub backpressure: Backpressure,
+    /// Turn CPython's perf trampolines on in a launched command's environment
+    /// ([`crate::sampler::capture::python`]).
+    pub python: bool,
 }
 
 /// A finished measurement.

@@ -9,5 +9,6 @@ pub mod launch;
 pub mod perf;
 pub mod pmu;
 pub(crate) mod priority;
+pub mod python;
 pub(crate) mod ring;
 pub(crate) mod signals;

@@ -27,6 +27,7 @@ use crate::sampler::data::liveheap::LiveHeap;
 use crate::sampler::data::sample::{is_kept, level_of, SampleFields, SampleLayout};
 use crate::sampler::unwinding::cct::CctBuilder;
 use crate::sampler::unwinding::loadmap::{AddressSpace, MapEvent, ModuleRegistry};
+use crate::sampler::unwinding::stubs::Stubs;
 use crate::sampler::unwinding::unwind::StackSample;
 
 /// A frame of a thread's last complete path, kept to complete later truncated paths.
@@ -57,6 +58,8 @@ struct ProcessState {
     space: AddressSpace,
     /// Heap blocks live now (`--data` with allocation tracking).
     heap: LiveHeap,
+    /// The code without unwind information recognised so far (CPython's trampolines).
+    stubs: Stubs,
 }
 
 /// How a path reached the thread's root.
@@ -348,6 +351,7 @@ impl Recorder {
             // A new program image: the old mappings and heap are gone.
             process.space = AddressSpace::default();
             process.heap = LiveHeap::default();
+            process.stubs = Stubs::default();
         }
         if pid == tid {
             process.comm = name.clone();

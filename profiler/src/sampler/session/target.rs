@@ -7,6 +7,7 @@ use nix::unistd::Pid;
 use super::{threads_of, Options, Target};
 use crate::sampler::capture::event_plan::RunError;
 use crate::sampler::capture::launch::{self, Blocked};
+use crate::sampler::capture::python;
 use crate::sampler::data::alloc::AllocTracker;
 use crate::sampler::data::tracking::{self, HeapSource};
 use crate::sampler::data::uprobes::Probe;
@@ -108,10 +109,11 @@ fn launched(argv: &[std::ffi::OsString], opts: &Options, data: bool) -> Result<P
             watch_plan = watch_plan.map(|p| p.with_heap_targets(opts.alloc_min));
         }
     }
-    let (env, keep) = match &heap.tracker {
+    let (mut env, keep) = match &heap.tracker {
         Some(t) => (t.child_env(), t.fds_to_keep().to_vec()),
         None => (Vec::new(), Vec::new()),
     };
+    env.extend(opts.python.then(python::perf_support_env).flatten());
     let blocked = match watch_plan.is_some() {
         true => launch::spawn_blocked_stopping(argv, &env, &keep)?,
         false => launch::spawn_blocked_with(argv, &env, &keep)?,

@@ -9,6 +9,7 @@ use framehop::{Error as UnwindError, FrameAddress, Unwinder};
 
 use crate::format::db::AddrKind;
 use crate::sampler::unwinding::loadmap::ProcessUnwinder;
+use crate::sampler::unwinding::stubs::StubRule;
 
 /// The interrupted user state of one sample.
 #[derive(Debug, Clone, Copy)]
@@ -59,12 +60,15 @@ pub struct Walk {
 /// Deepest walk attempted; deeper stacks are reported as truncated.
 pub const MAX_FRAMES: usize = 100_000;
 
-/// Walk `sample`'s stack, appending frames (innermost first) to `frames`.
+/// Walk `sample`'s stack, appending frames (innermost first) to `frames`. `stub` gives the
+/// rule for a return address into code no module covers that hpcrun-rs recognises (see
+/// [`crate::sampler::unwinding::stubs`]); such a frame is unwound by that rule, not framehop's.
 pub fn walk(
     unwinder: &ProcessUnwinder,
     cache: &mut CacheX86_64,
     sample: &StackSample<'_>,
     frames: &mut Vec<RawFrame>,
+    stub: &mut dyn FnMut(u64) -> Option<StubRule>,
 ) -> Walk {
     let stack_end = sample.sp.saturating_add(sample.stack.len() as u64);
     let mut read = |addr: u64| -> Result<u64, ()> {
@@ -87,7 +91,20 @@ pub fn walk(
         sp: sample.sp,
     });
     while frames.len() < MAX_FRAMES {
-        match unwinder.unwind_frame(address, &mut regs, cache, &mut read) {
+        let rule = (address.is_return_address())
+            .then(|| stub(address.address()))
+            .flatten();
+        let step = match rule {
+            Some(rule) => match rule.unwind(regs.sp(), &mut read) {
+                Some((ra, sp)) => {
+                    regs = UnwindRegsX86_64::new(ra, sp, regs.bp());
+                    Ok(Some(ra))
+                }
+                None => Err(UnwindError::CouldNotReadStack(regs.sp().saturating_add(8))),
+            },
+            None => unwinder.unwind_frame(address, &mut regs, cache, &mut read),
+        };
+        match step {
             Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
                 Some(next) => {
                     address = next;
@@ -101,9 +118,13 @@ pub fn walk(
             },
             Ok(None) => return done(WalkEnd::Complete),
             Err(UnwindError::CouldNotReadStack(addr)) if addr >= stack_end => {
+                let outer_cfa = match rule {
+                    Some(_) => regs.sp().checked_add(16),
+                    None => cfa_beyond_copy(unwinder, cache, address, regs),
+                };
                 return Walk {
                     end: WalkEnd::Truncated,
-                    outer_cfa: cfa_beyond_copy(unwinder, cache, address, regs),
+                    outer_cfa,
                 };
             }
             Err(_) => return done(WalkEnd::Failed),

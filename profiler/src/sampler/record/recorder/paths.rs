@@ -47,11 +47,17 @@ impl Recorder {
         let mut frames = std::mem::take(&mut self.walk.frames);
         frames.clear();
         let process = process_entry(&mut self.processes, pid);
+        let (space, stubs) = (&process.space, &mut process.stubs);
+        let mut stub = |ra: u64| match space.resolve(Avma(ra.wrapping_sub(1))) {
+            Some(_) => None,
+            None => stubs.rule(pid, ra),
+        };
         let walked = walk(
-            &process.space.unwinder,
+            &space.unwinder,
             &mut self.walk.cache,
             sample,
             &mut frames,
+            &mut stub,
         );
         self.walk.outer_cfa = walked.outer_cfa;
         frames[0].kind = leaf;

@@ -1,0 +1,189 @@
+//! Python functions in the calling context: hpcrun-rs turns on CPython's perf trampolines
+//! (3.12 and later) and unwinds through them, hpcprof-rs names each Python function there and
+//! leaves the interpreter's call machinery out. The fixture (`py_callback.py` with
+//! `py_callback.c`) has Python call C through ctypes, C call back into Python, and that call C
+//! again, from two Python callers whose split the program's own thread clocks give; a thread
+//! started in C runs no Python at all.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::support::{compile, fixture, run, run_ok, scratch_dir, tool_command, work_clocks};
+
+/// The CPython interpreters of these versions installed with pyenv, by version.
+fn pyenv_pythons(versions: &[&str]) -> Vec<(String, PathBuf)> {
+    let root = PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".pyenv/versions");
+    let mut found = Vec::new();
+    for version in versions {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                let name = p.file_name().unwrap_or_default().to_string_lossy();
+                name.starts_with(&format!("{version}."))
+            })
+            .collect();
+        dirs.sort();
+        if let Some(python) = dirs.last().map(|d| d.join(format!("bin/python{version}"))) {
+            if python.is_file() {
+                found.push((version.to_string(), python));
+            }
+        }
+    }
+    found
+}
+
+/// One measurement of the fixture by `python`: the program's clocks (s, by caller), the
+/// correlation's summary, and the folded paths (frames outermost first, with their samples).
+struct Measured {
+    clocks: BTreeMap<String, f64>,
+    summary: String,
+    paths: Vec<(Vec<String>, u64)>,
+}
+
+fn measure(dir: &Path, python: &Path, name: &str) -> Measured {
+    let db = format!("{name}.db");
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock@f4000", "-o", &db])
+            .arg(python)
+            .arg(fixture("py_callback.py"))
+            .args(["./libpycb.so", "20", "1000000"])
+            .current_dir(dir),
+    );
+    let out = run(tool_command("hpcprof-rs").arg(&db).current_dir(dir));
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{summary}");
+    // The interpreter's perf map, named by the summary, is this test's to remove.
+    for line in summary.lines() {
+        if let Some(map) = line.split(" named by ").nth(1) {
+            let _ = std::fs::remove_file(map.trim());
+        }
+    }
+    let folded = run_ok(
+        tool_command("hpcview-rs")
+            .args([&format!("{name}.hpcdb"), "--folded"])
+            .current_dir(dir),
+    );
+    let paths = (folded.lines())
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(stack, n)| {
+            let frames = stack.split(';').map(str::to_string).collect();
+            (frames, n.parse().unwrap())
+        })
+        .collect();
+    Measured {
+        clocks: work_clocks(&stdout),
+        summary,
+        paths,
+    }
+}
+
+/// Whether `path` holds `frame`.
+fn has(path: &[String], frame: &str) -> bool {
+    path.iter().any(|f| f == frame)
+}
+
+#[test]
+fn python_callers_sit_above_the_c_loop_as_their_clocks_split_it() {
+    let pythons = pyenv_pythons(&["3.12", "3.13"]);
+    if pythons.is_empty() {
+        eprintln!("skipped: no CPython 3.12 or 3.13 under ~/.pyenv/versions");
+        return;
+    }
+    let dir = scratch_dir("python_callback");
+    compile(
+        "py_callback.c",
+        &dir,
+        "libpycb.so",
+        &["-O2", "-g", "-shared", "-fPIC", "-pthread"],
+    );
+    for (version, python) in pythons {
+        let m = measure(&dir, &python, &format!("py{version}"));
+        assert!(
+            m.summary.contains("samples with their Python functions"),
+            "{version}: {}",
+            m.summary
+        );
+        // The C loop's samples on the Python thread (the native thread starts at clone).
+        let spin: Vec<&(Vec<String>, u64)> = (m.paths.iter())
+            .filter(|(p, _)| has(p, "c_spin") && !has(p, "native_main"))
+            .collect();
+        let total: u64 = spin.iter().map(|(_, n)| n).sum();
+        let right = |p: &[String]| {
+            let at = |f: &str| p.iter().position(|x| x == f);
+            let caller = at("light").or(at("heavy"));
+            // <module> > main > light|heavy > ... > c_call_back > ... > inner > ... > c_spin,
+            // with no frame of the interpreter's call machinery left between them.
+            matches!(
+                (at("<module>"), at("main"), caller, at("c_call_back"), at("inner"), at("c_spin")),
+                (Some(a), Some(b), Some(c), Some(d), Some(e), Some(f)) if a < b && b < c && c < d && d < e && e < f
+            ) && !p
+                .iter()
+                .any(|f| f.starts_with("_PyEval_EvalFrame") || f == "PyObject_Vectorcall")
+        };
+        let good: u64 = spin.iter().filter(|(p, _)| right(p)).map(|(_, n)| n).sum();
+        assert!(total >= 500, "{version}: only {total} samples in c_spin");
+        assert!(
+            good as f64 >= 0.99 * total as f64,
+            "{version}: {good} of {total} C-loop samples under their Python callers; first: {:?}",
+            spin.iter().find(|(p, _)| !right(p))
+        );
+        let under = |who: &str| -> u64 {
+            (spin.iter())
+                .filter(|(p, _)| has(p, who))
+                .map(|(_, n)| n)
+                .sum()
+        };
+        let (light, heavy) = (under("light") as f64, under("heavy") as f64);
+        let share = light / (light + heavy);
+        let want = m.clocks["light"] / (m.clocks["light"] + m.clocks["heavy"]);
+        assert!(
+            (share - want).abs() <= 0.03,
+            "{version}: light has {:.1}% of the C loop's samples, its clock {:.1}%",
+            100.0 * share,
+            100.0 * want
+        );
+        // The native-only thread: its own paths, no Python in them, its clock's time.
+        let native: Vec<&(Vec<String>, u64)> = m
+            .paths
+            .iter()
+            .filter(|(p, _)| has(p, "native_main"))
+            .collect();
+        assert!(native
+            .iter()
+            .all(|(p, _)| !has(p, "<module>") && !has(p, "inner") && p[0] == "__clone3"));
+        let seconds = native.iter().map(|(_, n)| n).sum::<u64>() as f64 / 4000.0;
+        assert!(
+            (seconds - m.clocks["native"]).abs() <= 0.1 * m.clocks["native"],
+            "{version}: native thread {seconds:.3} s sampled, {:.3} s by its clock",
+            m.clocks["native"]
+        );
+    }
+}
+
+#[test]
+fn an_interpreter_without_trampolines_is_reported_not_guessed() {
+    let Some((_, python)) = pyenv_pythons(&["3.11"]).pop() else {
+        eprintln!("skipped: no CPython 3.11 under ~/.pyenv/versions");
+        return;
+    };
+    let dir = scratch_dir("python_3_11");
+    compile(
+        "py_callback.c",
+        &dir,
+        "libpycb.so",
+        &["-O2", "-g", "-shared", "-fPIC", "-pthread"],
+    );
+    let m = measure(&dir, &python, "py311");
+    assert!(
+        m.summary
+            .contains("samples in the interpreter's evaluator without their Python function"),
+        "{}",
+        m.summary
+    );
+    assert!(!m.summary.contains("samples with their Python functions"));
+    assert!(m.paths.iter().all(|(p, _)| !has(p, "inner")));
+}
