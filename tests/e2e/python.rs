@@ -56,29 +56,37 @@ fn measure(dir: &Path, python: &Path, name: &str) -> Measured {
     let out = run(tool_command("hpcprof-rs").arg(&db).current_dir(dir));
     let summary = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{summary}");
-    // The interpreter's perf map, named by the summary, is this test's to remove.
-    for line in summary.lines() {
-        if let Some(map) = line.split(" named by ").nth(1) {
-            let _ = std::fs::remove_file(map.trim());
-        }
-    }
+    remove_maps(&summary);
     let folded = run_ok(
         tool_command("hpcview-rs")
             .args([&format!("{name}.hpcdb"), "--folded"])
             .current_dir(dir),
     );
-    let paths = (folded.lines())
+    Measured {
+        clocks: work_clocks(&stdout),
+        summary,
+        paths: parse_folded(&folded),
+    }
+}
+
+/// Remove the interpreters' perf maps a correlation's summary names: the test's own.
+fn remove_maps(summary: &str) {
+    for line in summary.lines() {
+        if let Some(map) = line.split(" named by ").nth(1) {
+            let _ = std::fs::remove_file(map.trim());
+        }
+    }
+}
+
+/// `hpcview-rs --folded`'s paths: frames outermost first, with their samples.
+fn parse_folded(folded: &str) -> Vec<(Vec<String>, u64)> {
+    (folded.lines())
         .filter_map(|l| l.rsplit_once(' '))
         .map(|(stack, n)| {
             let frames = stack.split(';').map(str::to_string).collect();
             (frames, n.parse().unwrap())
         })
-        .collect();
-    Measured {
-        clocks: work_clocks(&stdout),
-        summary,
-        paths,
-    }
+        .collect()
 }
 
 /// Whether `path` holds `frame`.
@@ -162,6 +170,51 @@ fn python_callers_sit_above_the_c_loop_as_their_clocks_split_it() {
             m.clocks["native"]
         );
     }
+}
+
+#[test]
+fn forked_children_name_the_python_functions_their_parent_compiled() {
+    let Some((_, python)) = pyenv_pythons(&["3.12"]).pop() else {
+        eprintln!("skipped: no CPython 3.12 under ~/.pyenv/versions");
+        return;
+    };
+    let dir = scratch_dir("python_fork");
+    run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock@f2000", "-o", "fork.db"])
+            .arg(&python)
+            .arg(fixture("py_fork.py"))
+            .current_dir(&dir),
+    );
+    let out = run(tool_command("hpcprof-rs").arg("fork.db").current_dir(&dir));
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{summary}");
+    remove_maps(&summary);
+    let folded = run_ok(
+        tool_command("hpcview-rs")
+            .args(["fork.hpcdb", "--folded"])
+            .current_dir(&dir),
+    );
+    let paths = parse_folded(&folded);
+    // The children's fib samples: below the pool's worker and child_work, every frame named.
+    let work: Vec<&(Vec<String>, u64)> = (paths.iter())
+        .filter(|(p, _)| has(p, "child_work") && has(p, "fib"))
+        .collect();
+    let total: u64 = work.iter().map(|(_, n)| n).sum();
+    assert!(
+        total >= 100,
+        "only {total} samples in the children's fib:\n{folded}"
+    );
+    let named: u64 = (work.iter())
+        .filter(|(p, _)| {
+            has(p, "<module>") && has(p, "worker") && !p.iter().any(|f| f.contains("[unmapped]"))
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        named as f64 >= 0.98 * total as f64,
+        "{named} of {total} samples of the children's fib with every Python frame named"
+    );
 }
 
 #[test]

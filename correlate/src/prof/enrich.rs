@@ -102,6 +102,8 @@ impl<'a> Enricher<'a> {
     pub(crate) fn add_profile(&mut self, profile: &Profile, map: &ProfileMapping) -> NodeMaps {
         let metrics = self.db.metrics.len();
         self.jit.run(profile.start_ns, profile.end_ns);
+        self.jit
+            .parents(profile.processes.iter().map(|p| (p.pid, p.ppid)));
         let mut maps = NodeMaps {
             first_thread: ThreadIdx::from_index(self.db.threads.len()),
             nodes: Vec::with_capacity(profile.threads.len()),

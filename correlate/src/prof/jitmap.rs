@@ -122,6 +122,8 @@ pub(crate) struct JitMaps {
     maps: BTreeMap<(u32, u64), Option<JitMap>>,
     /// The (process, address) pairs named so far.
     seen: fxhash::FxHashSet<(u32, u64)>,
+    /// Each process's parent, where the profile knows it.
+    parents: BTreeMap<u32, u32>,
     /// What was used and refused.
     pub(crate) used: JitUse,
 }
@@ -145,8 +147,28 @@ impl JitMaps {
         self.run = (start_ns, end_ns);
     }
 
-    /// The function of process `pid` at runtime address `addr`, from the process's map.
+    /// The processes of the run asked about next, each with its parent (0 where unknown).
+    pub(crate) fn parents(&mut self, processes: impl IntoIterator<Item = (u32, u32)>) {
+        self.parents = processes.into_iter().filter(|p| p.1 != 0).collect();
+    }
+
+    /// The function of process `pid` at runtime address `addr`, from the process's map, else
+    /// from its parent's, and so on up: a forked child runs the code its parent compiled, at
+    /// the same addresses, but a JIT writes only what it compiles itself into the child's map
+    /// (CPython 3.12's trampolines); a child that `exec`s a JIT writes its own map, which wins.
     pub(crate) fn symbol(&mut self, pid: u32, addr: u64) -> Option<JitSymbol> {
+        let mut process = pid;
+        for _ in 0..MAX_ANCESTORS {
+            if let Some(symbol) = self.own_symbol(process, addr) {
+                return Some(symbol);
+            }
+            process = *self.parents.get(&process).filter(|&&p| p != process)?;
+        }
+        None
+    }
+
+    /// The function at `addr` in process `pid`'s own map.
+    fn own_symbol(&mut self, pid: u32, addr: u64) -> Option<JitSymbol> {
         let (used, dump, run) = (&mut self.used, self.dumps.get(&pid), self.run);
         let map =
             (self.maps.entry((pid, run.0))).or_insert_with(|| read_maps(pid, dump, run, used));
@@ -159,6 +181,9 @@ impl JitMaps {
         Some(symbol.clone())
     }
 }
+
+/// How many generations of parents a JIT address is looked up in.
+const MAX_ANCESTORS: usize = 16;
 
 /// Where process `pid`'s map is.
 fn map_path(pid: u32) -> PathBuf {
@@ -263,6 +288,7 @@ mod tests {
     fn maps_name_functions_the_latest_line_winning() {
         let text = "7f00 180 JS:*fib /tmp/jit/fib.js:1:13\n\
                     8000 40 py::work:/app/w.py\n\
+                    8100 b py::_find_and_load:<frozen importlib._bootstrap>\n\
                     bad line\n\
                     9000 10 jit_loop\n\
                     7f00 100 JS:^fib /tmp/jit/fib.js:1:13\n";
@@ -284,6 +310,11 @@ mod tests {
         assert_eq!(
             (py.name.as_str(), py.file.as_deref()),
             ("py::work", Some("/app/w.py"))
+        );
+        let frozen = find(0x8101).unwrap();
+        assert_eq!(
+            (frozen.name.as_str(), frozen.file.as_deref()),
+            ("py::_find_and_load", Some("<frozen importlib._bootstrap>"))
         );
         assert_eq!(find(0x9005).unwrap().name, "jit_loop");
         assert_eq!(find(0x9010), None);

@@ -28,11 +28,12 @@ pub(crate) fn symbol(name: &str) -> JitSymbol {
             };
         }
     }
-    // CPython: `py::fib:/app/fib.py`.
-    if let Some((function, file)) = name.strip_prefix("py::").and_then(|n| n.split_once(":/")) {
+    // CPython: `py::fib:/app/fib.py`, `py::_find_and_load:<frozen importlib._bootstrap>` (a
+    // qualified name has no colon; the file is what follows the first).
+    if let Some((function, file)) = name.strip_prefix("py::").and_then(|n| n.split_once(':')) {
         return JitSymbol {
             name: format!("py::{function}"),
-            file: Some(format!("/{file}")),
+            file: Some(file.to_string()),
             line: None,
         };
     }

@@ -68,9 +68,14 @@ pub(super) fn flat_sourced(db: &Database, selection: &Selection) -> Sourced {
 /// The flat nodes a procedure-like frame opens: module > file > procedure.
 fn flat_chain(b: &mut KeyedTree, db: &Database, id: DbNodeId) -> Vec<usize> {
     let n = &db.nodes[id.index()];
-    let module = n.module.map_or("<unknown module>", |m| db.module_path(m));
-    let m = b.path(0, NodeKind::Module, module);
     let file = n.file.map_or("<unknown file>", |f| db.file(f));
+    let module = match n.module {
+        Some(m) => db.module_path(m),
+        // Python functions (named by CPython's perf trampolines) have a source, no module.
+        None if file.ends_with(".py") || file.starts_with("<frozen ") => "<python>",
+        None => "<unknown module>",
+    };
+    let m = b.path(0, NodeKind::Module, module);
     let f = b.path(m, NodeKind::File, file);
     let p = b.frame(f, id, None);
     vec![m, f, p]
