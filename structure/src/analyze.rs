@@ -179,6 +179,8 @@ fn analyze_in_pool(
         .set_shared_library(binary::is_shared_library(&file));
     let unresolved_jumps = built.iter().map(|b| b.unresolved_jumps).sum();
     let duplicated_tests = built.iter().map(|b| b.duplicated_tests).sum();
+    let scopes = built.iter().map(Built::scopes).sum::<usize>() + info.files.len();
+    assembler.tree.reserve(scopes);
     let mut spent = Vec::with_capacity(built.len());
     for (&i, mut b) in selected.iter().zip(built) {
         assembler.add_procedure(&plans[i], &mut b);
@@ -270,6 +272,16 @@ struct Built {
     /// Lowest statement address at or below each node of `local` (children are placed in
     /// address order).
     lowest: Vec<u64>,
+}
+
+impl Built {
+    /// At most how many scopes the procedure adds to the tree: itself, and per node of its
+    /// local tree the node and its statements.
+    fn scopes(&self) -> usize {
+        1 + (self.local.nodes.iter())
+            .map(|n| n.stmts.len() + 1)
+            .sum::<usize>()
+    }
 }
 
 /// Build one procedure's local tree, with `inferred` inlined calls instead of the plan's if

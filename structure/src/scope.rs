@@ -179,6 +179,12 @@ impl ScopeTree {
         self.identity = Some(identity);
     }
 
+    /// Make room for `additional` more scopes at once: a tree built by doubling holds up to
+    /// twice its scopes, and at the last doubling the old and the new array together.
+    pub fn reserve(&mut self, additional: usize) {
+        self.scopes.reserve_exact(additional);
+    }
+
     /// Number of scopes, the root included.
     pub fn len(&self) -> usize {
         self.scopes.len()
