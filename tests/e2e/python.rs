@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::export_support::{available, go_available, go_pprof};
 use crate::support::{compile, fixture, run, run_ok, scratch_dir, tool_command, work_clocks};
 
 /// The CPython interpreters of these versions installed with pyenv, by version.
@@ -154,6 +155,9 @@ fn python_callers_sit_above_the_c_loop_as_their_clocks_split_it() {
             100.0 * share,
             100.0 * want
         );
+        if version == "3.12" {
+            pprof_names_python_functions(&dir);
+        }
         // The native-only thread: its own paths, no Python in them, its clock's time.
         let native: Vec<&(Vec<String>, u64)> = m
             .paths
@@ -170,6 +174,27 @@ fn python_callers_sit_above_the_c_loop_as_their_clocks_split_it() {
             m.clocks["native"]
         );
     }
+}
+
+/// pprof itself, in its default mode, names the Python functions of `py3.12.hpcdb` in `dir` as
+/// the views do, `<module>` included (its demangler erased names in angle brackets).
+fn pprof_names_python_functions(dir: &Path) {
+    if !available("go (for go tool pprof)", go_available()) {
+        return;
+    }
+    run_ok(
+        tool_command("hpcview-rs")
+            .args(["py3.12.hpcdb", "--pprof", "py.pb.gz"])
+            .current_dir(dir),
+    );
+    let top = go_pprof(&["-top", "-nodecount=1000"], &dir.join("py.pb.gz"), dir);
+    let names: Vec<&str> = (top.lines())
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .collect();
+    for f in ["<module>", "main", "light", "heavy", "inner", "c_spin"] {
+        assert!(names.contains(&f), "pprof -top lacks {f}:\n{top}");
+    }
+    assert!(!names.contains(&"<unknown>"), "{top}");
 }
 
 #[test]

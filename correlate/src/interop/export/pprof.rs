@@ -10,7 +10,8 @@
 //!   innermost scope, then each enclosing inlined frame or loop at the line where it holds the
 //!   inner one (an inlined call's call site), the procedure last. Loops are functions named
 //!   `loop at file: line`, inlined code `[I] name` (the labels of the views); `system_name` is
-//!   the plain name. The enriched tree keeps no addresses, so `address` is 0.
+//!   the plain name, except for names in angle brackets (`<kernel>`, Python's `<module>`),
+//!   which pprof's demangler would erase. The enriched tree keeps no addresses, so `address` is 0.
 //! - **Mappings**: one per module, its path and GNU build-id (hex).
 //! - `duration_nanos` is the wall-clock time measured; the command line is a comment.
 
@@ -146,9 +147,17 @@ impl<'a> Builder<'a> {
 
     /// The id of the function a frame's scope stands for.
     fn function(&mut self, node: &ViewNode) -> u64 {
+        let label = node.label();
+        // pprof takes a function whose name is its system name as not yet demangled, and its
+        // demangler turns `<kernel>`, `<module>` or `<unknown procedure> ...` into nothing
+        // (template arguments left out), shown as `<unknown>`: such names have no system name.
+        let system = match label == node.name && node.name.starts_with('<') {
+            true => "",
+            false => node.name.as_str(),
+        };
         let key = (
-            self.string(&node.label()),
-            self.string(&node.name),
+            self.string(&label),
+            self.string(system),
             self.string(node.file.as_deref().unwrap_or("")),
             node.line.map_or(0, i64::from),
         );
