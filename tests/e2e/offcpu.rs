@@ -1,7 +1,8 @@
 //! Off-CPU time (`hpcrun-rs --off-cpu`): every switch of a thread away from the CPU is sampled
 //! with its calling context and weighed by the time until the thread ran again. The fixture's
 //! threads block three ways (a pipe, a condition variable, a sleep), each timed by the
-//! program's own monotonic clock: the oracle for each blocking path's off-CPU time. Kernel
+//! program's own monotonic clock: the oracle for each blocking path's off-CPU time; the
+//! kernel's call chain at each switch says why (I/O, a lock, a sleep, a preemption). Kernel
 //! sampling is needed (a switch happens in the kernel): as an ordinary user, a clear refusal.
 
 use serde_json::Value;
@@ -18,6 +19,16 @@ fn inclusive(node: &Value, name: &str, m: usize) -> f64 {
     }
     (node["children"].as_array().into_iter().flatten())
         .map(|c| inclusive(c, name, m))
+        .sum()
+}
+
+/// The inclusive cost of metric `m` of the nodes named `inner` below the nodes named `outer`.
+fn inclusive_below(node: &Value, outer: &str, inner: &str, m: usize) -> f64 {
+    if node["name"] == outer {
+        return inclusive(node, inner, m);
+    }
+    (node["children"].as_array().into_iter().flatten())
+        .map(|c| inclusive_below(c, outer, inner, m))
         .sum()
 }
 
@@ -62,7 +73,29 @@ fn blocked_time_goes_to_each_blocking_path_as_the_clocks_say() {
         );
         // The computing between the waits is CPU time, not blocked time.
         assert!(inclusive(&view["root"], way, 0) <= 0.05 * want, "{way}");
+        // Why, as the kernel's call chain at each switch says.
+        let reason = match way {
+            "wait_pipe" => "<off-cpu: I/O>",
+            "wait_cond" => "<off-cpu: lock>",
+            _ => "<off-cpu: sleep>",
+        };
+        let why = inclusive_below(&view["root"], way, reason, 1);
+        assert!(
+            why >= 0.97 * got,
+            "{way}: {:.1} of its {:.1} ms off the CPU under {reason}",
+            why / 1e6,
+            got / 1e6
+        );
     }
+    // The computing thread's time off the CPU, if any, is preemption.
+    let away = inclusive(&view["root"], "compute", 1);
+    let preempted = inclusive_below(&view["root"], "compute", "<off-cpu: preempted>", 1);
+    assert!(
+        preempted >= 0.9 * away,
+        "compute: {:.1} of {:.1} ms off the CPU preempted",
+        preempted / 1e6,
+        away / 1e6
+    );
 }
 
 #[test]

@@ -253,6 +253,7 @@ pub mod symbols {
                 Frame::Root => "<root>".into(),
                 Frame::Partial => "<partial call paths>".into(),
                 Frame::Kernel => "<kernel>".into(),
+                Frame::Blocked(reason) => reason.label().into(),
                 Frame::Unmapped { avma, .. } => format!("{avma:#x}"),
                 Frame::Code { module, addr, kind } => {
                     let path = &self.profile.modules[module.index()].path;

@@ -151,6 +151,7 @@ impl<'a> Enricher<'a> {
             Frame::Root => return parent,
             Frame::Partial => Rc::new([NodeKey::pseudo(NodeKind::Partial, "<partial call paths>")]),
             Frame::Kernel => Rc::new([NodeKey::pseudo(NodeKind::Kernel, "<kernel>")]),
+            Frame::Blocked(reason) => Rc::new([NodeKey::pseudo(NodeKind::Kernel, reason.label())]),
             Frame::Unmapped { avma, kind } => {
                 let addr = kind.lookup(avma);
                 match self.jit.symbol(pid, addr.0) {

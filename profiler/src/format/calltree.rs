@@ -113,6 +113,40 @@ pub enum Frame {
     },
     /// Time spent in the kernel on behalf of the user context above it.
     Kernel,
+    /// Why a thread was off the CPU (`off-cpu`), below the `<kernel>` frame of the context it
+    /// switched away in, as the kernel's call chain at the switch says (format version 10).
+    Blocked(BlockReason),
+}
+
+/// Why a thread left the CPU, by the kernel function it switched away in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BlockReason {
+    /// Sleeping for a time (`nanosleep`, `clock_nanosleep`, `pause`).
+    Sleep,
+    /// Waiting for I/O: a pipe, a socket, a terminal, a disk, `poll`/`select`/`epoll`.
+    Io,
+    /// Waiting for a lock: a futex (mutexes, condition variables, joins), a kernel lock.
+    Lock,
+    /// Preempted while runnable: its time slice ended or a wakeup put another task first.
+    Preempted,
+    /// Another wait the kernel's chain names (`waitpid`, `sched_yield`, ...).
+    Other,
+    /// No kernel call chain to tell (the kernel's symbols unreadable, the chain missing).
+    Unknown,
+}
+
+impl BlockReason {
+    /// The frame's name in every view.
+    pub fn label(self) -> &'static str {
+        match self {
+            BlockReason::Sleep => "<off-cpu: sleep>",
+            BlockReason::Io => "<off-cpu: I/O>",
+            BlockReason::Lock => "<off-cpu: lock>",
+            BlockReason::Preempted => "<off-cpu: preempted>",
+            BlockReason::Other => "<off-cpu: other>",
+            BlockReason::Unknown => "<off-cpu: reason unknown>",
+        }
+    }
 }
 
 /// Whether a frame address is the sampled instruction or a return address.

@@ -1,14 +1,15 @@
 //! The `profile.db` format: what one `hpcrun-rs` run measured.
 //!
 //! A file is one [`Profile`] in the tools' common [envelope](crate::format::envelope) (magic
-//! `HPCRUNRS`, version 9: checksummed, then [tagged sections](crate::format::sections), each
+//! `HPCRUNRS`, version 10: checksummed, then [tagged sections](crate::format::sections), each
 //! one postcard value: 1 the profile, the module checksums, the [data references](crate::format::dataref), the data-source
 //! histograms of precise memory samples ([`crate::format::dataref::MemorySources`], attached to their
 //! [`crate::format::dataref::DataCost::sources`] when read), the run's place in a parallel job
 //! ([`JobPlace`]), the [traces](crate::format::trace) (`-t`), the [watchpoint
 //! results](crate::format::watchdb) (`--watch`) and the data traces
 //! ([`crate::format::dataref::DataProfile::traces`], `-t --data`), sections 2 to 8 in that order.
-//! Version 8 files hold the eight untagged, one after the other; version 7 files end before the
+//! Version 10 call trees may hold off-CPU reasons ([`Frame::Blocked`]), which version 9 ones
+//! (the same sections) have not. Version 8 files hold the eight untagged, one after the other; version 7 files end before the
 //! data traces, version 6 files before the watch part, version 5 files before the traces,
 //! version 4 files after the histograms, version 3 files after the data
 //! references, version 2 files have no data references, version 1 files neither these nor
@@ -23,7 +24,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use crate::format::calltree::{
-    AddrKind, Cct, CctNode, CctNodeId, Cost, Frame, ProfileModuleId,
+    AddrKind, BlockReason, Cct, CctNode, CctNodeId, Cost, Frame, ProfileModuleId,
 };
 use crate::format::dataref::{DataProfile, MemorySources};
 use crate::format::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
@@ -41,7 +42,7 @@ pub const PROFILE_MAGIC: [u8; 8] = *b"HPCRUNRS";
 /// one-part `write` and `decode`.
 pub(crate) static PROFILE_FILE: FileKind = FileKind {
     magic: PROFILE_MAGIC,
-    version: 9,
+    version: 10,
     oldest: 1,
     checked_since: 2,
     noun: "profile.db",

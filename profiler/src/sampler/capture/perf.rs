@@ -229,8 +229,13 @@ pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_
         a.sample_type |= (sys::PERF_SAMPLE_ADDR | sys::PERF_SAMPLE_DATA_SRC | weight) as u64;
     }
     a.sample_stack_user = opts.stack_size;
-    // Off-CPU time: the switch records say when each thread runs again.
+    // Off-CPU time: the switch records say when each thread runs again, and the kernel's call
+    // chain at the switch (its kernel part only) why it left.
     a.set_context_switch(spec.event.is_off_cpu() as u64);
+    if spec.event.is_off_cpu() {
+        a.sample_type |= sys::PERF_SAMPLE_CALLCHAIN as u64;
+        a.set_exclude_callchain_user(1);
+    }
     a.set_disabled(opts.enable_on_exec as u64);
     a.set_enable_on_exec(opts.enable_on_exec as u64);
     a.set_inherit(1);

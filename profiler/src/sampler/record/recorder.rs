@@ -15,7 +15,9 @@ use linux_perf_event_reader::{
 
 use crate::format::addr::Avma;
 use crate::format::dataref::DataProfile;
-use crate::format::db::{AddrKind, CctNodeId, Frame, ProcessInfo, Stats, ThreadProfile};
+use crate::format::db::{
+    AddrKind, BlockReason, CctNodeId, Frame, ProcessInfo, Stats, ThreadProfile,
+};
 use crate::format::trace::{TraceLog, Traces};
 use crate::sampler::capture::events::DataSource;
 use crate::sampler::capture::perf::{REG_BP, REG_IP, REG_SP};
@@ -124,6 +126,8 @@ pub struct Recorder {
     /// The budget to start tracing with when the command maps an OpenMP runtime (see
     /// [`crate::format::openmp`]), where `-t` did not ask for a trace already.
     openmp_trace: Option<usize>,
+    /// The kernel's symbols, read at the first off-CPU sample (`None` inside: unreadable).
+    kernel_symbols: Option<Option<blocking::KernelSymbols>>,
 }
 
 /// What a finished recording holds, ready to be written to `profile.db`.
@@ -164,6 +168,7 @@ impl Recorder {
             probes: probes::Probes::default(),
             trace: None,
             openmp_trace: None,
+            kernel_symbols: None,
         }
     }
 
@@ -420,12 +425,16 @@ impl Recorder {
             }
             None => CctNodeId::ROOT,
         };
+        let blocked = (self.layouts[event].off_cpu && in_kernel).then(|| self.block_reason(s));
         let thread = self.threads.get_mut(&tid).expect("thread exists");
-        let node = if in_kernel {
+        let mut node = if in_kernel {
             thread.cct.child(leaf, Frame::Kernel)
         } else {
             leaf
         };
+        if let Some(reason) = blocked {
+            node = thread.cct.child(node, Frame::Blocked(reason));
+        }
         match self.layouts[event].off_cpu {
             true => {
                 thread.cct.charge(node, event, 0);
@@ -453,6 +462,17 @@ impl Recorder {
                 d.charge(&access, leaf, data, event, period, source);
             }
         }
+    }
+
+    /// Why the thread of off-CPU sample `s` left the CPU, from its kernel call chain.
+    fn block_reason(&mut self, s: &SampleRecord<'_>) -> BlockReason {
+        let chain: Vec<u64> = (s.callchain.as_ref())
+            .map(|c| (0..c.len()).filter_map(|i| c.get(i)).collect())
+            .unwrap_or_default();
+        let symbols = self
+            .kernel_symbols
+            .get_or_insert_with(blocking::KernelSymbols::load);
+        blocking::classify(&chain, symbols.as_ref())
     }
 
     /// The data address of a sample of `event` of process `pid`, where `--data` asked for
@@ -583,6 +603,7 @@ fn read_comm(pid: u32, tid: u32) -> String {
 }
 
 mod allocations;
+mod blocking;
 mod paths;
 mod probes;
 pub(crate) use probes::ProbeIds;
