@@ -57,6 +57,14 @@ fn blocked_time_goes_to_each_blocking_path_as_the_clocks_say() {
     assert_eq!(metrics[1]["name"], "off-cpu");
     assert_eq!(metrics[1]["unit"], "ns");
     let total = metrics[1]["total"].as_f64().unwrap();
+    // Wall time: CPU plus off-CPU time, per context and in all.
+    assert_eq!(metrics[2]["name"], "wall");
+    let cpu = metrics[0]["total"].as_f64().unwrap();
+    assert_eq!(metrics[2]["total"].as_f64().unwrap(), cpu + total);
+    for way in ["wait_pipe", "compute"] {
+        let parts = inclusive(&view["root"], way, 0) + inclusive(&view["root"], way, 1);
+        assert_eq!(inclusive(&view["root"], way, 2), parts, "{way}");
+    }
     // Every switch unwound to the thread's root: nothing under <partial call paths>.
     let partial = inclusive(&view["root"], "<partial call paths>", 1);
     assert!(partial <= 0.001 * total, "{partial} of {total} partial");

@@ -98,6 +98,9 @@ pub struct Database {
     pub watch: Vec<WatchProfile>,
 }
 
+/// The metric hpcprof-rs adds where a profile measured CPU and off-CPU time: their sum.
+pub const WALL_METRIC: &str = "wall";
+
 /// A metric: one sampled event, with values in event units (samples x period).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricDesc {

@@ -24,6 +24,7 @@ use crate::prof::openmp::{graft, Grafted};
 use crate::prof::profiles;
 use crate::prof::shares::{Enriched, Message, Prepared, Share};
 use crate::prof::structures::{find_structures, Analyser};
+use crate::prof::wall;
 
 /// What to correlate and how.
 pub struct Options<'a> {
@@ -224,6 +225,7 @@ pub fn finish_enriched(
     let data = (!db.data.is_empty()).then(|| (db.data.objects.len(), naming.elapsed()));
     fill_tables(&mut db, &gathered);
     let openmp = options.graft.then(|| graft(&mut db)).flatten();
+    wall::add_wall(&mut db);
     let mut skipped = listed_skipped;
     skipped.append(&mut gathered.skipped);
     let summary = Summary {

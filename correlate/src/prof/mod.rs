@@ -16,3 +16,4 @@ pub(crate) mod profiles;
 pub(crate) mod shares;
 pub(crate) mod structures;
 pub(crate) mod traces;
+pub(crate) mod wall;

@@ -289,6 +289,7 @@ fn values(costs: &[Cost]) -> Vec<u64> {
 pub(crate) fn metric_summary(m: &MetricInfo) -> String {
     let sampling = match m.period {
         _ if m.name == profiler::db::OFF_CPU_EVENT => "every switch away from the CPU".to_string(),
+        _ if m.name == crate::db::database::WALL_METRIC => "on and off the CPU".to_string(),
         Some(p) => format!("period {}", format_value(p, &m.unit)),
         None => "frequency-sampled".to_string(),
     };

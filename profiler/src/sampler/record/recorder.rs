@@ -15,9 +15,7 @@ use linux_perf_event_reader::{
 
 use crate::format::addr::Avma;
 use crate::format::dataref::DataProfile;
-use crate::format::db::{
-    AddrKind, BlockReason, CctNodeId, Frame, ProcessInfo, Stats, ThreadProfile,
-};
+use crate::format::db::{AddrKind, CctNodeId, Frame, ProcessInfo, Stats, ThreadProfile};
 use crate::format::trace::{TraceLog, Traces};
 use crate::sampler::capture::events::DataSource;
 use crate::sampler::capture::perf::{REG_BP, REG_IP, REG_SP};
@@ -462,17 +460,6 @@ impl Recorder {
                 d.charge(&access, leaf, data, event, period, source);
             }
         }
-    }
-
-    /// Why the thread of off-CPU sample `s` left the CPU, from its kernel call chain.
-    fn block_reason(&mut self, s: &SampleRecord<'_>) -> BlockReason {
-        let chain: Vec<u64> = (s.callchain.as_ref())
-            .map(|c| (0..c.len()).filter_map(|i| c.get(i)).collect())
-            .unwrap_or_default();
-        let symbols = self
-            .kernel_symbols
-            .get_or_insert_with(blocking::KernelSymbols::load);
-        blocking::classify(&chain, symbols.as_ref())
     }
 
     /// The data address of a sample of `event` of process `pid`, where `--data` asked for

@@ -8,8 +8,21 @@
 //! unknown, never guessed.
 
 use linux_perf_event_reader::constants::PERF_CONTEXT_MAX;
+use linux_perf_event_reader::SampleRecord;
 
+use super::Recorder;
 use crate::format::db::BlockReason;
+
+impl Recorder {
+    /// Why the thread of off-CPU sample `s` left the CPU, from its kernel call chain.
+    pub(super) fn block_reason(&mut self, s: &SampleRecord<'_>) -> BlockReason {
+        let chain: Vec<u64> = (s.callchain.as_ref())
+            .map(|c| (0..c.len()).filter_map(|i| c.get(i)).collect())
+            .unwrap_or_default();
+        let symbols = self.kernel_symbols.get_or_insert_with(KernelSymbols::load);
+        classify(&chain, symbols.as_ref())
+    }
+}
 
 /// The kernel's function symbols, sorted by address.
 pub(crate) struct KernelSymbols {
