@@ -118,8 +118,13 @@ impl<'a> Enricher<'a> {
             });
             let nodes = &thread.cct.nodes;
             let mut fold = python::Fold::default();
+            let tree = python::ThreadTree {
+                nodes,
+                map,
+                pid: thread.pid,
+            };
             for (i, node) in nodes.iter().enumerate() {
-                let here = self.fold_node(&mut fold, nodes, i, map, thread.pid);
+                let here = self.fold_node(&mut fold, &tree, i);
                 if node.costs.iter().any(|c| c.samples > 0 || c.value > 0) {
                     let mut costs = vec![Cost::default(); metrics];
                     for (e, c) in node.costs.iter().enumerate() {

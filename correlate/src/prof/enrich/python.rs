@@ -25,6 +25,16 @@ use crate::db::ids::DbNodeId;
 use crate::db::node::{NodeKey, NodeKind};
 use crate::prof::enrich::{Enricher, ProfileMapping};
 
+/// One thread's tree being inserted: its nodes, where the profile's tables went, its process.
+pub(super) struct ThreadTree<'p> {
+    /// The thread's calling-context tree, parents first.
+    pub(super) nodes: &'p [CctNode],
+    /// Where the profile's modules and metrics went in the database.
+    pub(super) map: &'p ProfileMapping,
+    /// The thread's process (whose JIT map names its trampolines).
+    pub(super) pid: u32,
+}
+
 /// What one node of a profile's tree is, for the folding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -87,11 +97,10 @@ impl Enricher<'_> {
     pub(super) fn fold_node(
         &mut self,
         fold: &mut Fold,
-        nodes: &[CctNode],
+        tree: &ThreadTree<'_>,
         i: usize,
-        map: &ProfileMapping,
-        pid: u32,
     ) -> DbNodeId {
+        let (nodes, map, pid) = (tree.nodes, tree.map, tree.pid);
         let node = &nodes[i];
         let parent = (i > 0).then(|| node.parent.index());
         let (up, base, above) = parent
@@ -119,13 +128,13 @@ impl Enricher<'_> {
             };
             push(fold, Role::Interpreter(after_python), base, None, above);
             match sampled {
-                true => self.place_run(fold, nodes, i, map, pid),
+                true => self.place_run(fold, tree, i),
                 false => base,
             }
         } else {
             let base = match (up, parent) {
                 // Native code called by the interpreter outside Python: the run stays.
-                (Role::Interpreter(false), Some(p)) => self.place_run(fold, nodes, p, map, pid),
+                (Role::Interpreter(false), Some(p)) => self.place_run(fold, tree, p),
                 _ => base,
             };
             let here = self.insert_frame(base, node.frame, map, pid);
@@ -143,14 +152,8 @@ impl Enricher<'_> {
     /// node placed above it), where the samples of node `i` and its native callees land: a
     /// path that ends in the interpreter, or leaves it for native code outside Python, keeps
     /// its frames.
-    fn place_run(
-        &mut self,
-        fold: &mut Fold,
-        nodes: &[CctNode],
-        i: usize,
-        map: &ProfileMapping,
-        pid: u32,
-    ) -> DbNodeId {
+    fn place_run(&mut self, fold: &mut Fold, tree: &ThreadTree<'_>, i: usize) -> DbNodeId {
+        let (nodes, map, pid) = (tree.nodes, tree.map, tree.pid);
         if let Some(at) = fold.own[i] {
             return at;
         }
