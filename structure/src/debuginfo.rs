@@ -136,7 +136,8 @@ impl DebugSections<'_> {
     }
 }
 
-/// Map the first usable separate debug file of `binary`: one that parses, holds DWARF and
+/// Map the first usable separate debug file of `binary` (installed, else from a debuginfod
+/// server where `DEBUGINFOD_URLS` names one): one that parses, holds DWARF and
 /// belongs to `binary` (see [`stale_debug_file`]); a candidate that does not belong is
 /// noted, naming both files, and passed over.
 fn open_separate_debug(
@@ -144,22 +145,37 @@ fn open_separate_debug(
     file: &object::File<'_>,
     notes: &mut Vec<String>,
 ) -> Option<LoadedFile> {
-    binary::debug_file_candidates(binary, file)
+    let installed = binary::debug_file_candidates(binary, file);
+    installed
         .into_iter()
-        .find_map(|candidate| {
-            let loaded = open_debug_file(&candidate, &binary::has_debug_lines, notes)?;
-            match stale_debug_file(file, &loaded) {
-                None => Some(loaded),
-                Some(why) => {
-                    notes.push(format!(
-                        "debug file {} does not belong to {} ({why}): not used",
-                        candidate.display(),
-                        binary.display()
-                    ));
-                    None
-                }
-            }
+        .find_map(|candidate| open_if_binarys(binary, file, &candidate, notes))
+        .or_else(|| {
+            // None installed: a debuginfod server's, where the environment names any.
+            let id = file.build_id().ok().flatten()?;
+            let fetched = crate::debuginfod::debuginfo(binary, id, notes)?;
+            open_if_binarys(binary, file, &fetched, notes)
         })
+}
+
+/// The debug file at `candidate`, if it has line tables and belongs to `binary` (else noted).
+fn open_if_binarys(
+    binary: &Path,
+    file: &object::File<'_>,
+    candidate: &Path,
+    notes: &mut Vec<String>,
+) -> Option<LoadedFile> {
+    let loaded = open_debug_file(candidate, &binary::has_debug_lines, notes)?;
+    match stale_debug_file(file, &loaded) {
+        None => Some(loaded),
+        Some(why) => {
+            notes.push(format!(
+                "debug file {} does not belong to {} ({why}): not used",
+                candidate.display(),
+                binary.display()
+            ));
+            None
+        }
+    }
 }
 
 /// Why the separate debug file `debug` is not `binary`'s, if it is not, as gdb judges: where

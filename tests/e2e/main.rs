@@ -7,6 +7,7 @@
 mod browser;
 mod correlate_prof_common;
 mod correlate_view_support;
+mod debuginfod;
 mod export_support;
 mod firefox;
 mod structure_support;

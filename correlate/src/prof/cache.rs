@@ -105,7 +105,8 @@ impl StructureCache {
         ))
     }
 
-    /// The cache key of the binary at `path`: its build-id in hex, else a hash of its path and
+    /// The cache key of the binary at `path`: its build-id in hex (marked where
+    /// `DEBUGINFOD_URLS` names servers), else a hash of its path and
     /// the content `checksum` recorded in the profile, else of its path, size and modification
     /// time. `None` if the file cannot be examined.
     pub(crate) fn key(
@@ -114,7 +115,10 @@ impl StructureCache {
         checksum: Option<u32>,
     ) -> Option<String> {
         if let Some(id) = build_id.filter(|id| !id.is_empty()) {
-            return Some(format!("b-{}", hex(id)));
+            // With debuginfod servers named, a binary without local DWARF may get it: such an
+            // analysis is kept apart from one made without (symbols only).
+            let servers = std::env::var("DEBUGINFOD_URLS").is_ok_and(|u| !u.trim().is_empty());
+            return Some(format!("b-{}{}", hex(id), if servers { "-d" } else { "" }));
         }
         let mut h = fxhash::FxHasher64::default();
         if let Some(sum) = checksum {

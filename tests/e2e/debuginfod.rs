@@ -1,0 +1,200 @@
+//! Debug files from a debuginfod server: a real one (elfutils' `debuginfod`, on the loopback
+//! interface) serves the debug information of a program whose copy under test is stripped;
+//! with `DEBUGINFOD_URLS` naming it, hpcstruct-rs recovers the same lines, inlined code and
+//! loops as from the unstripped program, and hpcprof-rs names the profile's lines; the file
+//! lands in elfutils' cache layout. A server that does not answer is a note, not a failure.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
+
+/// A debuginfod server serving `dir`, stopped when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start elfutils' debuginfod on a free loopback port over `dir` and wait until it serves
+/// `build_id`'s debug file; `None` where debuginfod is not installed (outside CI).
+fn serve(dir: &Path, db: &Path, build_id: &str) -> Option<Server> {
+    let installed = Command::new("debuginfod").arg("--version").output();
+    if !installed.is_ok_and(|o| o.status.success()) {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "debuginfod is missing: scripts/test installs it"
+        );
+        eprintln!("skipped: no debuginfod (apt-get install debuginfod)");
+        return None;
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let child = Command::new("debuginfod")
+        .arg("-F")
+        .arg(dir)
+        .args(["-p", &port.to_string(), "-d"])
+        .arg(db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    // The server scans its directory before it serves: ask until the file is there.
+    let wanted = format!("{}/buildid/{build_id}/debuginfo", server.url);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        let got = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &wanted])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        if got.is_ok_and(|code| code == "200") {
+            return Some(server);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("debuginfod did not serve {wanted} within a minute");
+}
+
+/// The GNU build-id of `binary`, in hex.
+fn build_id(binary: &Path) -> String {
+    let notes = run_ok(Command::new("readelf").arg("-n").arg(binary));
+    let line = notes.lines().find(|l| l.contains("Build ID:")).unwrap();
+    line.rsplit(' ').next().unwrap().trim().to_string()
+}
+
+/// hpcstruct-rs's structure of `binary`, with `env` set, its module's own names made alike.
+fn structure(dir: &Path, binary: &Path, env: &[(&str, &Path)]) -> (String, String) {
+    let out = dir.join("s.hs");
+    let mut cmd = tool_command("hpcstruct-rs");
+    cmd.arg(binary).arg("-o").arg(&out);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let result = run(&mut cmd);
+    let stderr = String::from_utf8_lossy(&result.stderr).into_owned();
+    assert!(result.status.success(), "{stderr}");
+    let name = binary.file_name().unwrap().to_str().unwrap();
+    let text = std::fs::read_to_string(&out)
+        .unwrap()
+        .replace(binary.to_str().unwrap(), "PROGRAM")
+        .replace(&format!("[{name}]"), "[PROGRAM]");
+    (text, stderr)
+}
+
+#[test]
+fn a_stripped_program_gets_its_lines_and_inlined_code_from_a_debuginfod_server() {
+    let dir = scratch_dir("debuginfod_server");
+    let served: PathBuf = dir.join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let full = compile("offcpu_block.c", &served, "ob", &["-O2", "-g", "-pthread"]);
+    let stripped = dir.join("ob");
+    run_ok(
+        Command::new("objcopy")
+            .arg("--strip-debug")
+            .arg(&full)
+            .arg(&stripped),
+    );
+    let id = build_id(&stripped);
+    assert_eq!(id, build_id(&full));
+    let Some(server) = serve(&served, &dir.join("index.sqlite"), &id) else {
+        return;
+    };
+    let cache = dir.join("cache");
+    let urls = PathBuf::from(&server.url);
+    let env = [
+        ("DEBUGINFOD_URLS", urls.as_path()),
+        ("DEBUGINFOD_CACHE_PATH", cache.as_path()),
+    ];
+
+    // Without the server: symbols only. With it: what the unstripped program gives.
+    let (alone, _) = structure(&dir, &stripped, &[]);
+    let (fetched, stderr) = structure(&dir, &stripped, &env);
+    let (original, _) = structure(&dir, &full, &[]);
+    assert!(
+        !alone.contains("<A "),
+        "the stripped program alone has no inlined code"
+    );
+    assert!(
+        stderr.contains("debuginfod: fetching the debug file"),
+        "{stderr}"
+    );
+    assert!(
+        fetched.contains("<A "),
+        "inlined code from the fetched file"
+    );
+    assert_eq!(fetched, original, "the structure of the unstripped program");
+    assert!(
+        cache.join(&id).join("debuginfo").is_file(),
+        "elfutils' cache layout"
+    );
+
+    // hpcprof-rs: the profile of the stripped program has lines and inlined frames (from
+    // the cache now: the server is stopped first).
+    drop(server);
+    run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock", "-o", "ob.db", "./ob"])
+            .current_dir(&dir),
+    );
+    let mut prof = tool_command("hpcprof-rs");
+    prof.arg("ob.db").current_dir(&dir);
+    for (name, value) in &env {
+        prof.env(name, value);
+    }
+    run_ok(&mut prof);
+    let view = run_ok(
+        tool_command("hpcview-rs")
+            .args(["ob.hpcdb", "--threshold", "1"])
+            .current_dir(&dir),
+    );
+    assert!(view.contains("loop at offcpu_block.c: 37"), "{view}");
+    assert!(view.contains("[I] now"), "{view}");
+}
+
+#[test]
+fn a_server_that_does_not_answer_is_a_note() {
+    let dir = scratch_dir("debuginfod_silent");
+    let full = compile("offcpu_block.c", &dir, "full", &["-O2", "-g", "-pthread"]);
+    let stripped = dir.join("ob");
+    run_ok(
+        Command::new("objcopy")
+            .arg("--strip-debug")
+            .arg(&full)
+            .arg(&stripped),
+    );
+    // A port nothing listens on, and a server this build cannot speak to.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let urls = PathBuf::from(format!(
+        "http://127.0.0.1:{port} https://debuginfod.invalid"
+    ));
+    let cache = dir.join("cache");
+    let env = [
+        ("DEBUGINFOD_URLS", urls.as_path()),
+        ("DEBUGINFOD_CACHE_PATH", cache.as_path()),
+    ];
+    let (text, stderr) = structure(&dir, &stripped, &env);
+    assert!(text.contains("<P "), "the symbols still give procedures");
+    assert!(stderr.contains("debuginfod: no debug file for"), "{stderr}");
+    assert!(
+        stderr.contains("only http:// servers are spoken to"),
+        "{stderr}"
+    );
+    assert!(!cache.join(build_id(&stripped)).join("debuginfo").exists());
+}
