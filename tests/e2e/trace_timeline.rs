@@ -157,7 +157,7 @@ fn two_phases_are_seen_in_order_in_the_trace_the_text_and_the_png() {
     let (a, b) = (colour_of("phase_a"), colour_of("phase_b"));
     assert_ne!(a, b);
     let (pixels, width) = decode_png(&png);
-    let layout = Layout::new(800);
+    let layout = Layout::new(800, t.lanes.len());
     let row = (layout.lane_top(0) + layout.lane_height / 2) as usize;
     let switch_x =
         layout.left as f64 + (switch - t.start_ns) as f64 / (t.end_ns - t.start_ns) as f64 * 800.0;

@@ -12,7 +12,7 @@ use super::timeline::{colour, hex, seconds, time_axis, Shape};
 use fxhash::FxHashMap;
 
 use crate::db::database::Database;
-use crate::out::render::printable;
+use crate::out::render::{printable, shortened};
 use crate::view::data::{MapObject, MapRow, MemMap};
 
 /// Characters of the text rendering's page bar.
@@ -284,14 +284,6 @@ pub fn drawn(map: &MemMap) -> usize {
 /// Characters of an object's name in the legend and beside its band.
 const LEGEND_CHARS: usize = 90;
 const BAND_CHARS: usize = 30;
-
-/// `text`, cut to `chars` characters with an ellipsis where it was longer.
-fn shortened(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
-}
 
 /// The band's label: the object's name (shortened) and its kind.
 fn label(shapes: &mut Vec<Shape>, o: &MapObject, x: u32, y: u32) {

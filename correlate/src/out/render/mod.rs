@@ -51,6 +51,14 @@ pub(crate) fn indent(levels: usize) -> String {
     " ".repeat(2 * levels.min(MAX_INDENT_LEVELS))
 }
 
+/// `text`, cut to `chars` characters with an ellipsis where it was longer (a legend's names).
+pub(crate) fn shortened(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
 /// `text` with control characters (escape sequences, line breaks, ...) spelled out as `\x1b` or
 /// `\u{85}`, so that a name from a profiled program cannot drive the reader's terminal.
 pub(crate) fn printable(text: &str) -> Cow<'_, str> {

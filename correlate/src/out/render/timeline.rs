@@ -3,13 +3,14 @@
 //!
 //! The drawing: one lane per thread (label on the left), each time column a rectangle in its
 //! procedure's colour, a time axis below with ticks at round times, and a legend of the
-//! procedures (colour, name, samples) under it. The PNG ([`crate::out::render::raster`]) draws the
+//! procedures (colour, name, samples, share) under it: those with at least 1% of the samples
+//! (at most twelve), the others in one grey and one line. The PNG ([`crate::out::render::raster`]) draws the
 //! words with a system font when one is found.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::out::render::printable;
+use crate::out::render::{printable, shortened};
 use crate::view::time::Timeline;
 
 /// Colours for the first procedures (most samples first): Tableau's ten, then eight more.
@@ -156,13 +157,14 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The layout for a timeline computed with `columns` columns.
-    pub fn new(columns: usize) -> Layout {
+    /// The layout for a timeline of `lanes` threads computed with `columns` columns: a few
+    /// threads get tall lanes (up to 60 pixels), many get 24 pixels each.
+    pub fn new(columns: usize, lanes: usize) -> Layout {
         Layout {
             left: 200,
             top: 20,
             plot_width: columns as u32,
-            lane_height: 24,
+            lane_height: (240 / lanes.max(1) as u32).clamp(24, 60),
             gap: 6,
         }
     }
@@ -176,6 +178,7 @@ impl Layout {
 /// The drawing of `t` laid out by `layout`, and its size (width, height).
 pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
     let mut shapes = Vec::new();
+    let shown = shown_procedures(t);
     for (i, lane) in t.lanes.iter().enumerate() {
         let y = layout.lane_top(i);
         let text = printable(&lane.label).into_owned();
@@ -200,7 +203,7 @@ pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
                     y,
                     w,
                     h,
-                    rgb: colour(p),
+                    rgb: if p < shown { colour(p) } else { OTHERS },
                 });
             }
             x += run;
@@ -210,16 +213,26 @@ pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
     let span = t.end_ns - t.start_ns;
     time_axis(&mut shapes, (layout.left, axis), layout.plot_width, span);
     let legend = axis + 36;
-    for (i, (name, samples)) in t.procedures.iter().enumerate() {
+    let total: u64 = t.procedures.iter().map(|p| p.1).sum::<u64>().max(1);
+    let rest = &t.procedures[shown..];
+    let folded = (!rest.is_empty()).then(|| {
+        let samples: u64 = rest.iter().map(|p| p.1).sum();
+        let name = format!("{} more procedures, each under 1%", rest.len());
+        (name, samples)
+    });
+    let entries = t.procedures[..shown].iter().chain(folded.as_ref());
+    for (i, (name, samples)) in entries.enumerate() {
         let y = legend + i as u32 * 20;
         shapes.push(Shape::Rect {
             x: layout.left,
             y,
             w: 14,
             h: 14,
-            rgb: colour(i),
+            rgb: if i < shown { colour(i) } else { OTHERS },
         });
-        let text = format!("{}  ({samples} samples)", printable(name));
+        let share = 100.0 * *samples as f64 / total as f64;
+        let name = shortened(&printable(name), LEGEND_CHARS);
+        let text = format!("{name}  ({samples} samples, {share:.1}%)");
         shapes.push(Shape::Text {
             x: layout.left + 22,
             y: y + 12,
@@ -227,9 +240,31 @@ pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
             centred: false,
         });
     }
-    let height = legend + t.procedures.len() as u32 * 20 + 10;
+    let rows = shown + usize::from(folded.is_some());
+    let height = legend + rows as u32 * 20 + 10;
     (shapes, (layout.left + layout.plot_width + 40, height))
 }
+
+/// How many procedures, the first ones (most samples first), get a colour and a legend line
+/// of their own: those with at least 1% of the samples, at most [`LEGEND_PROCEDURES`], at
+/// least one. The others are drawn in one grey and summed in one line.
+pub fn shown_procedures(t: &Timeline) -> usize {
+    let total: u64 = t.procedures.iter().map(|p| p.1).sum();
+    let big = (t.procedures.iter())
+        .take_while(|p| p.1 as f64 >= 0.01 * total as f64)
+        .count();
+    big.clamp(1, LEGEND_PROCEDURES).min(t.procedures.len())
+}
+
+/// The most procedures drawn in colours of their own.
+const LEGEND_PROCEDURES: usize = 12;
+
+/// The colour of the procedures under 1% of the samples.
+const OTHERS: [u8; 3] = [0xc8, 0xc8, 0xc8];
+
+/// Characters of a procedure's name in the legend (C++ signatures run long).
+const LEGEND_CHARS: usize = 80;
+
 
 /// Draw a time axis of `width` pixels for `span` ns with its top left at `at`: a line, ticks
 /// at round times and their labels (20 pixels below the line).
@@ -312,4 +347,49 @@ fn xml_escape(text: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::ids::ThreadIdx;
+    use crate::view::time::Lane;
+
+    /// Two procedures with most of the samples, eighteen with one each.
+    fn timeline() -> Timeline {
+        let mut procedures = vec![("hot".to_string(), 1000), ("warm".to_string(), 800)];
+        procedures.extend((0..18).map(|i| (format!("cold{i}"), 1)));
+        let cells = (0..20).map(Some).collect();
+        Timeline {
+            start_ns: 0,
+            end_ns: 1_000_000,
+            procedures,
+            lanes: vec![Lane {
+                thread: ThreadIdx::from_index(0),
+                label: "1/1 app".into(),
+                samples: Vec::new(),
+                cells,
+            }],
+        }
+    }
+
+    #[test]
+    fn procedures_under_one_percent_share_one_grey_and_one_legend_line() {
+        let t = timeline();
+        assert_eq!(shown_procedures(&t), 2);
+        let (shapes, _) = draw(&t, &Layout::new(20, 1));
+        let texts: Vec<&str> = (shapes.iter())
+            .filter_map(|s| match s {
+                Shape::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(texts.contains(&"hot  (1000 samples, 55.0%)"), "{texts:?}");
+        assert!(texts.contains(&"18 more procedures, each under 1%  (18 samples, 1.0%)"));
+        assert!(!texts.iter().any(|t| t.starts_with("cold")));
+        let greys = (shapes.iter())
+            .filter(|s| matches!(s, Shape::Rect { rgb, h: 60, .. } if *rgb == OTHERS))
+            .count();
+        assert_eq!(greys, 18, "each cold cell grey, in a 60-pixel lane");
+    }
 }

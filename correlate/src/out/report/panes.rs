@@ -72,7 +72,7 @@ pub(crate) fn timeline_svg(db: &Database) -> Option<String> {
         threads: Selection::All,
     };
     let grid = timeline(db, &options)?;
-    let (shapes, size) = draw(&grid, &Layout::new(TIMELINE_COLUMNS));
+    let (shapes, size) = draw(&grid, &Layout::new(TIMELINE_COLUMNS, grid.lanes.len()));
     inline_svg(&shapes, size)
 }
 
