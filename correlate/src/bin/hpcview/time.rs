@@ -90,7 +90,10 @@ fn run_timeline(args: &Args, db: &Database, path: &Path) -> Result<String, Failu
     out.flush()?;
     write_images(args, || {
         let grid = timeline(db, &options(args.time.columns * 8)).ok_or_else(no_trace)?;
-        Ok(draw(&grid, &Layout::new(args.time.columns * 8, grid.lanes.len())))
+        Ok(draw(
+            &grid,
+            &Layout::new(args.time.columns * 8, grid.lanes.len()),
+        ))
     })?;
     let samples: u64 = text.procedures.iter().map(|p| p.1).sum();
     Ok(format!(

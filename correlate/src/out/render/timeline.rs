@@ -265,7 +265,6 @@ const OTHERS: [u8; 3] = [0xc8, 0xc8, 0xc8];
 /// Characters of a procedure's name in the legend (C++ signatures run long).
 const LEGEND_CHARS: usize = 80;
 
-
 /// Draw a time axis of `width` pixels for `span` ns with its top left at `at`: a line, ticks
 /// at round times and their labels (20 pixels below the line).
 pub(crate) fn time_axis(shapes: &mut Vec<Shape>, at: (u32, u32), width: u32, span: u64) {
