@@ -2,8 +2,8 @@
 //! (3.12 and later) and unwinds through them, hpcprof-rs names each Python function there and
 //! leaves the interpreter's call machinery out. The fixture (`py_callback.py` with
 //! `py_callback.c`) has Python call C through ctypes, C call back into Python, and that call C
-//! again, from two Python callers whose split the program's own thread clocks give; a thread
-//! started in C runs no Python at all.
+//! again, from two Python callers whose split the program's own thread clocks give, on two
+//! Python threads; a thread started in C runs no Python at all.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -116,45 +116,19 @@ fn python_callers_sit_above_the_c_loop_as_their_clocks_split_it() {
             "{version}: {}",
             m.summary
         );
-        // The C loop's samples on the Python thread (the native thread starts at clone).
-        let spin: Vec<&(Vec<String>, u64)> = (m.paths.iter())
-            .filter(|(p, _)| has(p, "c_spin") && !has(p, "native_main"))
-            .collect();
-        let total: u64 = spin.iter().map(|(_, n)| n).sum();
-        let right = |p: &[String]| {
-            let at = |f: &str| p.iter().position(|x| x == f);
-            let caller = at("light").or(at("heavy"));
-            // <module> > main > light|heavy > ... > c_call_back > ... > inner > ... > c_spin,
-            // with no frame of the interpreter's call machinery left between them.
-            matches!(
-                (at("<module>"), at("main"), caller, at("c_call_back"), at("inner"), at("c_spin")),
-                (Some(a), Some(b), Some(c), Some(d), Some(e), Some(f)) if a < b && b < c && c < d && d < e && e < f
-            ) && !p
-                .iter()
-                .any(|f| f.starts_with("_PyEval_EvalFrame") || f == "PyObject_Vectorcall")
-        };
-        let good: u64 = spin.iter().filter(|(p, _)| right(p)).map(|(_, n)| n).sum();
-        assert!(total >= 500, "{version}: only {total} samples in c_spin");
-        assert!(
-            good as f64 >= 0.99 * total as f64,
-            "{version}: {good} of {total} C-loop samples under their Python callers; first: {:?}",
-            spin.iter().find(|(p, _)| !right(p))
+        // Each Python thread's C-loop samples under its own chain, split as its clocks say:
+        // the main thread's below <module> > main, the second's below Thread.run.
+        let main_thread = |p: &[String]| p[0] == "_start";
+        check_thread(
+            &version,
+            &m,
+            "main",
+            &["<module>", "main"],
+            &main_thread,
+            "",
         );
-        let under = |who: &str| -> u64 {
-            (spin.iter())
-                .filter(|(p, _)| has(p, who))
-                .map(|(_, n)| n)
-                .sum()
-        };
-        let (light, heavy) = (under("light") as f64, under("heavy") as f64);
-        let share = light / (light + heavy);
-        let want = m.clocks["light"] / (m.clocks["light"] + m.clocks["heavy"]);
-        assert!(
-            (share - want).abs() <= 0.03,
-            "{version}: light has {:.1}% of the C loop's samples, its clock {:.1}%",
-            100.0 * share,
-            100.0 * want
-        );
+        let second = |p: &[String]| has(p, "Thread.run") && p[0] != "_start";
+        check_thread(&version, &m, "second", &["Thread.run"], &second, "thread-");
         if version == "3.12" {
             pprof_names_python_functions(&dir);
         }
@@ -176,6 +150,65 @@ fn python_callers_sit_above_the_c_loop_as_their_clocks_split_it() {
     }
 }
 
+/// The C loop's samples of one Python thread (`thread` picks its paths): at least 99% under
+/// the whole chain `above > work > light|heavy > ... c_call_back ... > inner > ... > c_spin`
+/// with none of the interpreter's call machinery left in it, and split between `light` and
+/// `heavy` within 3 points of that thread's clocks (`{prefix}light`, `{prefix}heavy`).
+fn check_thread(
+    version: &str,
+    m: &Measured,
+    name: &str,
+    above: &[&str],
+    thread: &dyn Fn(&[String]) -> bool,
+    prefix: &str,
+) {
+    let spin: Vec<&(Vec<String>, u64)> = (m.paths.iter())
+        .filter(|(p, _)| has(p, "c_spin") && thread(p))
+        .collect();
+    let total: u64 = spin.iter().map(|(_, n)| n).sum();
+    let right = |p: &[String]| {
+        let at = |f: &str| p.iter().position(|x| x == f);
+        let mut chain: Vec<Option<usize>> = above.iter().map(|f| at(f)).collect();
+        chain.push(at("work"));
+        chain.push(at("light").or(at("heavy")));
+        chain.extend([at("c_call_back"), at("inner"), at("c_spin")]);
+        let in_order = chain.iter().all(Option::is_some) && chain.windows(2).all(|w| w[0] < w[1]);
+        let machinery =
+            |f: &String| f.starts_with("_PyEval_EvalFrame") || f == "PyObject_Vectorcall";
+        in_order && !p.iter().any(machinery)
+    };
+    let good: u64 = spin.iter().filter(|(p, _)| right(p)).map(|(_, n)| n).sum();
+    assert!(
+        total >= 300,
+        "{version} {name}: only {total} samples in c_spin"
+    );
+    assert!(
+        good as f64 >= 0.99 * total as f64,
+        "{version} {name}: {good} of {total} C-loop samples under their Python callers; \
+         first: {:?}",
+        spin.iter().find(|(p, _)| !right(p))
+    );
+    let under = |who: &str| -> f64 {
+        let n: u64 = (spin.iter())
+            .filter(|(p, _)| has(p, who))
+            .map(|(_, n)| n)
+            .sum();
+        n as f64
+    };
+    let share = under("light") / (under("light") + under("heavy"));
+    let (light, heavy) = (
+        m.clocks[&format!("{prefix}light")],
+        m.clocks[&format!("{prefix}heavy")],
+    );
+    let want = light / (light + heavy);
+    assert!(
+        (share - want).abs() <= 0.03,
+        "{version} {name}: light has {:.1}% of the C loop's samples, its clock {:.1}%",
+        100.0 * share,
+        100.0 * want
+    );
+}
+
 /// pprof itself, in its default mode, names the Python functions of `py3.12.hpcdb` in `dir` as
 /// the views do, `<module>` included (its demangler erased names in angle brackets).
 fn pprof_names_python_functions(dir: &Path) {
@@ -191,7 +224,9 @@ fn pprof_names_python_functions(dir: &Path) {
     let names: Vec<&str> = (top.lines())
         .filter_map(|l| l.split_whitespace().nth(5))
         .collect();
-    for f in ["<module>", "main", "light", "heavy", "inner", "c_spin"] {
+    for f in [
+        "<module>", "main", "work", "light", "heavy", "inner", "c_spin",
+    ] {
         assert!(names.contains(&f), "pprof -top lacks {f}:\n{top}");
     }
     assert!(!names.contains(&"<unknown>"), "{top}");
