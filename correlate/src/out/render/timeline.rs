@@ -246,7 +246,7 @@ pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
 }
 
 /// How many procedures, the first ones (most samples first), get a colour and a legend line
-/// of their own: those with at least 1% of the samples, at most [`LEGEND_PROCEDURES`], at
+/// of their own: those with at least 1% of the samples, at most twelve, at
 /// least one. The others are drawn in one grey and summed in one line.
 pub fn shown_procedures(t: &Timeline) -> usize {
     let total: u64 = t.procedures.iter().map(|p| p.1).sum();
