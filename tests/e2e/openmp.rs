@@ -369,9 +369,14 @@ fn with_off_cpu_time_waiting_asleep_is_idle_time_too() {
         let idle = metrics.iter().find(|x| x["name"] == "omp-idle").unwrap();
         let idle = idle["total"].as_f64().unwrap();
         let wall = both_threads(&m.stdout, "wait-wall-ns");
+        // The clocks time the barrier; the runtime also waits where they cannot: for the
+        // `critical` section around the printing, at the region's implicit barrier, and the
+        // worker asleep in the thread pool until the process exits (a few ms, more on a busy
+        // machine: 12 ms seen once). So the barrier's wait must all be idle time, and the
+        // rest is bounded.
         assert!(
-            (idle - wall).abs() <= 0.05 * wall + 2e6,
-            "{}: omp-idle {:.1} ms, the threads waited {:.1} ms by their clocks",
+            idle >= 0.95 * wall - 2e6 && idle <= 1.1 * wall + 20e6,
+            "{}: omp-idle {:.1} ms, the threads waited {:.1} ms at the barrier by their clocks",
             tc.cc,
             idle / 1e6,
             wall / 1e6
