@@ -3,7 +3,8 @@
 //! readers we did not write: speedscope's own importer (its npm package, under node),
 //! `protoc --decode` with pprof's own `profile.proto`, and pprof itself (`go tool pprof`). Both must give the database's total,
 //! the same stacks as `--folded`, and the inlined chain `main` > `loop at stlmap.cc: 18` >
-//! `[I] Mp::add(int, double)` as frames named like the views' labels. A three-thread program
+//! `[I] Mp::add(int, double)` as frames named like the views' labels (pprof: by its plain
+//! name, which pprof marks `(inline)` itself). A three-thread program
 //! measured with two events checks one speedscope profile per thread and metric, and one
 //! pprof sample type per metric with per-thread labels, against the per-thread views.
 
@@ -19,6 +20,8 @@ use crate::support::{compile, run, scratch_dir, tool, tool_command};
 use object::Object;
 
 const ADD: &str = "[I] Mp::add(int, double)";
+/// The same function in pprof, which marks inlined frames itself.
+const PPROF_ADD: &str = "Mp::add(int, double)";
 const LOOP: &str = "loop at stlmap.cc: 18";
 
 /// The STL map program measured and correlated: (scratch dir, executable, database).
@@ -223,19 +226,19 @@ fn export_pprof_decodes_with_pprofs_schema() {
     let outer = |c: &[(String, i64)]| {
         c.len() >= 3
             && c[c.len() - 3..].iter().map(|(n, l)| (n.as_str(), *l)).eq([
-                (ADD, c[c.len() - 3].1),
+                (PPROF_ADD, c[c.len() - 3].1),
                 (LOOP, 19),
                 ("main", 19),
             ])
     };
     assert!(
         chains.iter().any(|c| outer(c)),
-        "no location ends with {ADD}, {LOOP}, main at line 19"
+        "no location ends with {PPROF_ADD}, {LOOP}, main at line 19"
     );
     let add_id = p
         .all("function")
         .into_iter()
-        .find(|f| name(f, "name") == ADD)
+        .find(|f| name(f, "name") == PPROF_ADD)
         .expect("the inlined Mp::add")
         .int("id");
     let (_, system, source, line) = function(&p, &strings, add_id);
@@ -253,8 +256,9 @@ fn export_pprof_decodes_with_pprofs_schema() {
     assert!(traces.contains("Type: cpu-clock\n"), "{traces}");
     assert!(traces.contains(&format!("Build ID: {hex}\n")), "{traces}");
     let lines: Vec<&str> = traces.lines().map(str::trim).collect();
+    // pprof's own convention: its demangler drops the parameters, it marks inlined frames.
     let chain = [
-        format!("{ADD} (inline)"),
+        "Mp::add (inline)".to_string(),
         format!("{LOOP} (inline)"),
         "main".to_string(),
     ];
@@ -262,7 +266,11 @@ fn export_pprof_decodes_with_pprofs_schema() {
         lines
             .windows(3)
             .any(|w| w.iter().zip(&chain).all(|(l, c)| l.ends_with(c.as_str()))),
-        "pprof shows no {ADD} > {LOOP} > main: {traces}"
+        "pprof shows no Mp::add > {LOOP} > main: {traces}"
+    );
+    assert!(
+        !traces.contains("[I] "),
+        "no label prefix beside pprof's (inline)"
     );
 }
 

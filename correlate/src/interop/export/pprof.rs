@@ -9,7 +9,8 @@
 //!   kernel, a placeholder) with its `Line` list innermost first: the sampled line in the
 //!   innermost scope, then each enclosing inlined frame or loop at the line where it holds the
 //!   inner one (an inlined call's call site), the procedure last. Loops are functions named
-//!   `loop at file: line`, inlined code `[I] name` (the labels of the views); `system_name` is
+//!   `loop at file: line`, inlined code by its plain name (pprof marks it `(inline)` by its
+//!   place), the rest by the views' labels; `system_name` is
 //!   the plain name, except for names in angle brackets (`<kernel>`, Python's `<module>`),
 //!   which pprof's demangler would erase. The enriched tree keeps no addresses, so `address` is 0.
 //! - **Mappings**: one per module, its path and GNU build-id (hex).
@@ -147,7 +148,12 @@ impl<'a> Builder<'a> {
 
     /// The id of the function a frame's scope stands for.
     fn function(&mut self, node: &ViewNode) -> u64 {
-        let label = node.label();
+        // Inlined code is marked by its place in a location's lines (pprof prints `(inline)`),
+        // so it carries its plain name, not the views' `[I]` label.
+        let label = match node.kind {
+            NodeKind::Inlined => node.name.clone(),
+            _ => node.label(),
+        };
         // pprof takes a function whose name is its system name as not yet demangled, and its
         // demangler turns `<kernel>`, `<module>` or `<unknown procedure> ...` into nothing
         // (template arguments left out), shown as `<unknown>`: such names have no system name.
@@ -327,11 +333,7 @@ mod tests {
         assert_eq!(chains[0], [l(&[("loop at m.cc: 19", 19), ("main", 19)])]);
         assert_eq!(
             chains[1],
-            [l(&[
-                ("[I] Mp::add", 4),
-                ("loop at m.cc: 19", 20),
-                ("main", 20)
-            ])]
+            [l(&[("Mp::add", 4), ("loop at m.cc: 19", 20), ("main", 20)])]
         );
         assert_eq!(chains[2], [l(&[("leaf", 2)]), l(&[("main", 25)])]);
         assert_eq!(
