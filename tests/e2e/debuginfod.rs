@@ -36,10 +36,7 @@ fn serve(dir: &Path, db: &Path, build_id: &str) -> Option<Server> {
         eprintln!("skipped: no debuginfod (apt-get install debuginfod)");
         return None;
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    let port = free_port();
     let child = Command::new("debuginfod")
         .arg("-F")
         .arg(dir)
@@ -67,6 +64,29 @@ fn serve(dir: &Path, db: &Path, build_id: &str) -> Option<Server> {
         std::thread::sleep(Duration::from_millis(200));
     }
     panic!("debuginfod did not serve {wanted} within a minute");
+}
+
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port()
+}
+
+/// The fixture built with DWARF into directory `full` (created), and a copy stripped of it in
+/// `dir`: (the full program, the stripped one), both named `ob`.
+fn stripped_program(dir: &Path, full: &Path) -> (PathBuf, PathBuf) {
+    std::fs::create_dir_all(full).unwrap();
+    let program = compile("offcpu_block.c", full, "ob", &["-O2", "-g", "-pthread"]);
+    let stripped = dir.join("ob");
+    run_ok(
+        Command::new("objcopy")
+            .arg("--strip-debug")
+            .arg(&program)
+            .arg(&stripped),
+    );
+    (program, stripped)
 }
 
 /// The GNU build-id of `binary`, in hex.
@@ -98,16 +118,8 @@ fn structure(dir: &Path, binary: &Path, env: &[(&str, &Path)]) -> (String, Strin
 #[test]
 fn a_stripped_program_gets_its_lines_and_inlined_code_from_a_debuginfod_server() {
     let dir = scratch_dir("debuginfod_server");
-    let served: PathBuf = dir.join("served");
-    std::fs::create_dir_all(&served).unwrap();
-    let full = compile("offcpu_block.c", &served, "ob", &["-O2", "-g", "-pthread"]);
-    let stripped = dir.join("ob");
-    run_ok(
-        Command::new("objcopy")
-            .arg("--strip-debug")
-            .arg(&full)
-            .arg(&stripped),
-    );
+    let served = dir.join("served");
+    let (full, stripped) = stripped_program(&dir, &served);
     let id = build_id(&stripped);
     assert_eq!(id, build_id(&full));
     let Some(server) = serve(&served, &dir.join("index.sqlite"), &id) else {
@@ -168,19 +180,9 @@ fn a_stripped_program_gets_its_lines_and_inlined_code_from_a_debuginfod_server()
 #[test]
 fn a_server_that_does_not_answer_is_a_note() {
     let dir = scratch_dir("debuginfod_silent");
-    let full = compile("offcpu_block.c", &dir, "full", &["-O2", "-g", "-pthread"]);
-    let stripped = dir.join("ob");
-    run_ok(
-        Command::new("objcopy")
-            .arg("--strip-debug")
-            .arg(&full)
-            .arg(&stripped),
-    );
+    let (_, stripped) = stripped_program(&dir, &dir.join("full"));
     // A port nothing listens on, and a server this build cannot speak to.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    let port = free_port();
     let urls = PathBuf::from(format!(
         "http://127.0.0.1:{port} https://debuginfod.invalid"
     ));
