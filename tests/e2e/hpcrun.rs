@@ -182,10 +182,16 @@ fn samples_land_in_a_dlopened_library_at_its_function_offsets() {
             }
         }
     }
-    let s = share(in_lib, total);
+    // The library's time against its own clock: a share of all samples also counts start-up
+    // and exit, which a loaded machine stretched (58.8% against the clocks' 65.2% once).
+    let want = clocks["lib"] * 1e9;
     assert!(
-        (s - truth).abs() <= 0.05,
-        "library share {s:.3}, the program's own {truth:.3}"
+        (in_lib as f64 - want).abs() <= 0.05 * want,
+        "library {:.1} ms of {:.1} ms sampled, its clock {:.1} ms (share {:.3}, clocks {truth:.3})",
+        in_lib as f64 / 1e6,
+        total as f64 / 1e6,
+        want / 1e6,
+        share(in_lib, total)
     );
     assert_eq!(
         in_fn, in_lib,
