@@ -118,18 +118,17 @@ impl Enricher<'_> {
             let here = self.insert_chain(base, &[key]);
             push(fold, Role::Python, here, Some(here), Above::Python)
         } else if self.in_interpreter(node.frame, map) {
-            let after_python = match up {
+            match up {
                 // The evaluator running the function: its samples are the function's.
-                Role::Python => {
-                    return push(fold, Role::Interpreter(true), base, Some(base), above)
+                Role::Python => push(fold, Role::Interpreter(true), base, Some(base), above),
+                Role::Interpreter(_) | Role::Native => {
+                    let after_python = matches!(up, Role::Interpreter(true));
+                    push(fold, Role::Interpreter(after_python), base, None, above);
+                    match sampled {
+                        true => self.place_run(fold, tree, i),
+                        false => base,
+                    }
                 }
-                Role::Interpreter(after) => after,
-                Role::Native => false,
-            };
-            push(fold, Role::Interpreter(after_python), base, None, above);
-            match sampled {
-                true => self.place_run(fold, tree, i),
-                false => base,
             }
         } else {
             let base = match (up, parent) {
