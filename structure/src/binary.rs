@@ -5,6 +5,7 @@ use crate::demangle::demangle;
 use crate::error::StructureError;
 use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
 use profiler::envelope::{open_regular, OpenError};
+use rayon::prelude::*;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
@@ -329,7 +330,8 @@ pub fn function_symbols(
                     address: s.address(),
                     size: s.size(),
                     link_name: name.to_string(),
-                    name: demangle(name),
+                    // Demangled below, once per address and in parallel.
+                    name: String::new(),
                 },
             ));
         }
@@ -345,7 +347,10 @@ pub fn function_symbols(
             .then(a.1.link_name.len().cmp(&b.1.link_name.len()))
     });
     syms.dedup_by_key(|s| s.1.address);
-    syms.into_iter().map(|(_, s)| s).collect()
+    let mut syms: Vec<FunctionSymbol> = syms.into_iter().map(|(_, s)| s).collect();
+    syms.par_iter_mut()
+        .for_each(|s| s.name = demangle(&s.link_name));
+    syms
 }
 
 #[cfg(test)]

@@ -83,7 +83,10 @@ pub fn find_loops<'i>(
         read_data: &read_data,
         landing_pads: &landing_pads,
     };
-    let cfg = Cfg::build(&ranges, &cfg_env);
+    let Some(cfg) = Cfg::build_if_cyclic(&ranges, &cfg_env) else {
+        // No loop is possible, and no indirect jump is left unresolved.
+        return (LoopNest::default(), note);
+    };
     let forest = LoopForest::build(&cfg);
     let mut nest = describe(&cfg, &forest, info);
     nest.begin_line = Some(Box::new(move |l, line_of| {

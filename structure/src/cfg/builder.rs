@@ -5,7 +5,7 @@ use super::{
     BasicBlock, BlockId, CallKind, CallSite, Cfg, CfgEnv, Edge, EdgeKind, LandingPad, Terminator,
 };
 use iced_x86::{Instruction, Mnemonic};
-use smallvec::SmallVec;
+use smallvec::{smallvec, SmallVec};
 
 /// Per-instruction facts gathered before blocks are cut.
 pub(super) struct Builder<'d, 'e> {
@@ -144,7 +144,7 @@ impl<'d, 'e> Builder<'d, 'e> {
     /// Cut the instruction list into blocks and connect them.
     pub(super) fn make_blocks(self) -> Cfg {
         let d = self.d;
-        let mut blocks = Vec::new();
+        let mut blocks = Vec::with_capacity(self.leader.iter().filter(|&&l| l).count() + 1);
         let mut block_of_insn = vec![0u32; d.insns.len()];
         let mut start = 0;
         for i in 0..d.insns.len() {
@@ -185,7 +185,7 @@ impl<'d, 'e> Builder<'d, 'e> {
             .then(|| block_of_insn[last + 1]);
             let first = cfg.blocks[b].insns.start as usize;
             let (terminator, edges) = if self.padding[first] {
-                (Terminator::Padding, Vec::new())
+                (Terminator::Padding, Edges::new())
             } else {
                 link(d, last, follows, &block_of_insn, &tables, &tail_calls)
             };
@@ -242,6 +242,9 @@ fn link_landing_pads(d: &Decoded, pads: &[LandingPad], cfg: &mut Cfg, block_of_i
     }
 }
 
+/// A block's outgoing edges: most blocks have one or two (a jump table more), kept inline.
+type Edges = SmallVec<[Edge; 2]>;
+
 /// The terminator and outgoing edges of the block whose last instruction has index `last`;
 /// `follows` is the block of the next contiguous instruction, if any.
 fn link(
@@ -251,7 +254,7 @@ fn link(
     block_of_insn: &[u32],
     tables: &[(usize, u64, Vec<usize>)],
     tail_calls: &[usize],
-) -> (Terminator, Vec<Edge>) {
+) -> (Terminator, Edges) {
     let edge = |insn_index: usize, kind| Edge {
         to: BlockId(block_of_insn[insn_index]),
         kind,
@@ -268,14 +271,14 @@ fn link(
         | Flow::Call {
             noreturn: false, ..
         } => match fall(EdgeKind::FallThrough) {
-            Some(e) => (Terminator::FallThrough, vec![e]),
-            None => (Terminator::EndOfCode, Vec::new()),
+            Some(e) => (Terminator::FallThrough, smallvec![e]),
+            None => (Terminator::EndOfCode, Edges::new()),
         },
-        Flow::Call { .. } => (Terminator::NoReturnCall, Vec::new()),
+        Flow::Call { .. } => (Terminator::NoReturnCall, Edges::new()),
         Flow::Jump(t) => match inside(t) {
-            Some(j) => (Terminator::Jump, vec![edge(j, EdgeKind::Jump)]),
-            None if d.contains(t) => (Terminator::Jump, Vec::new()),
-            None => (Terminator::TailCall, Vec::new()),
+            Some(j) => (Terminator::Jump, smallvec![edge(j, EdgeKind::Jump)]),
+            None if d.contains(t) => (Terminator::Jump, Edges::new()),
+            None => (Terminator::TailCall, Edges::new()),
         },
         Flow::CondJump(t) => {
             let taken = inside(t).map(|j| edge(j, EdgeKind::Taken));
@@ -287,11 +290,11 @@ fn link(
                 Terminator::JumpTable { table: *table },
                 targets.iter().map(|&t| edge(t, EdgeKind::Table)).collect(),
             ),
-            None if tail_calls.binary_search(&last).is_ok() => (Terminator::TailCall, Vec::new()),
-            None => (Terminator::IndirectJump, Vec::new()),
+            None if tail_calls.binary_search(&last).is_ok() => (Terminator::TailCall, Edges::new()),
+            None => (Terminator::IndirectJump, Edges::new()),
         },
-        Flow::Return => (Terminator::Return, Vec::new()),
-        Flow::Trap => (Terminator::Trap, Vec::new()),
-        Flow::Invalid => (Terminator::Invalid, Vec::new()),
+        Flow::Return => (Terminator::Return, Edges::new()),
+        Flow::Trap => (Terminator::Trap, Edges::new()),
+        Flow::Invalid => (Terminator::Invalid, Edges::new()),
     }
 }

@@ -1,7 +1,7 @@
 //! Decoding a procedure's bytes into instructions, each classified by how it affects control
 //! flow.
 
-use super::{CfgEnv, CodeRange};
+use super::{CfgEnv, CodeRange, LandingPad};
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
 
 /// How one decoded instruction affects control flow, with its target already classified.
@@ -52,7 +52,15 @@ pub(super) struct Decoded {
 }
 
 impl Decoded {
+    /// Decode `code` in a linear sweep; calls are asked of `env` whether they return.
     pub(super) fn new(code: &[CodeRange<'_>], env: &CfgEnv<'_>) -> Self {
+        let mut decoded = Decoded::sweep(code);
+        decoded.ask_calls(env);
+        decoded
+    }
+
+    /// Decode `code` in a linear sweep, taking every call as one that returns.
+    pub(super) fn sweep(code: &[CodeRange<'_>]) -> Self {
         let mut ranges: Vec<(u64, u64)> = code
             .iter()
             .filter(|r| !r.bytes.is_empty())
@@ -67,17 +75,39 @@ impl Decoded {
         for range in sorted {
             decode_range(range, &mut insns);
         }
-        let mut decoded = Decoded {
+        let blind = CfgEnv::blind();
+        let flows = insns.iter().map(|i| classify(i, &blind)).collect();
+        Decoded {
             insns,
-            flows: Vec::new(),
+            flows,
             ranges,
-        };
-        decoded.flows = decoded
+        }
+    }
+
+    /// Ask `env` about every call whether it returns.
+    pub(super) fn ask_calls(&mut self, env: &CfgEnv<'_>) {
+        for (insn, flow) in self.insns.iter().zip(&mut self.flows) {
+            if let Flow::Call { noreturn, .. } = flow {
+                *noreturn = call_never_returns(insn, env);
+            }
+        }
+    }
+
+    /// True when no control-flow graph of this code can have a cycle, whatever the calls do:
+    /// every branch inside the code goes forward, past its own bytes, there is no indirect
+    /// jump (a table may go anywhere) and every landing pad lies after the calls it catches.
+    /// Blocks are ordered by address, so a cycle needs an edge to the same or an earlier block.
+    pub(super) fn is_acyclic(&self, pads: &[LandingPad]) -> bool {
+        let forward = self
             .insns
             .iter()
-            .map(|i| decoded.classify(i, env))
-            .collect();
-        decoded
+            .zip(&self.flows)
+            .all(|(insn, flow)| match *flow {
+                Flow::Indirect => false,
+                Flow::Jump(t) | Flow::CondJump(t) => t >= insn.next_ip() || !self.contains(t),
+                _ => true,
+            });
+        forward && pads.iter().all(|p| p.pad >= p.end)
     }
 
     pub(super) fn contains(&self, addr: u64) -> bool {
@@ -97,38 +127,39 @@ impl Decoded {
             .checked_sub(1)?;
         (addr < self.insns[i].next_ip()).then_some(i)
     }
+}
 
-    fn classify(&self, insn: &Instruction, env: &CfgEnv<'_>) -> Flow {
-        if insn.is_invalid() {
-            return Flow::Invalid;
-        }
-        if matches!(insn.mnemonic(), Mnemonic::Hlt | Mnemonic::Int3) {
-            return Flow::Trap;
-        }
-        match insn.flow_control() {
-            FlowControl::Next | FlowControl::Interrupt => Flow::Next,
-            FlowControl::XbeginXabortXend => match insn.op0_kind() {
-                OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64 => {
-                    Flow::CondJump(insn.near_branch_target())
-                }
-                _ => Flow::Next,
-            },
-            FlowControl::Call | FlowControl::IndirectCall => Flow::Call {
-                target: near_target(insn),
-                noreturn: call_never_returns(insn, env),
-            },
-            FlowControl::UnconditionalBranch => match near_target(insn) {
-                Some(t) => Flow::Jump(t),
-                None => Flow::Indirect,
-            },
-            FlowControl::ConditionalBranch => match near_target(insn) {
-                Some(t) => Flow::CondJump(t),
-                None => Flow::Next,
-            },
-            FlowControl::IndirectBranch => Flow::Indirect,
-            FlowControl::Return => Flow::Return,
-            FlowControl::Exception => Flow::Trap,
-        }
+/// How `insn` affects control flow; calls are asked of `env` whether they return.
+pub(super) fn classify(insn: &Instruction, env: &CfgEnv<'_>) -> Flow {
+    if insn.is_invalid() {
+        return Flow::Invalid;
+    }
+    if matches!(insn.mnemonic(), Mnemonic::Hlt | Mnemonic::Int3) {
+        return Flow::Trap;
+    }
+    match insn.flow_control() {
+        FlowControl::Next | FlowControl::Interrupt => Flow::Next,
+        FlowControl::XbeginXabortXend => match insn.op0_kind() {
+            OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64 => {
+                Flow::CondJump(insn.near_branch_target())
+            }
+            _ => Flow::Next,
+        },
+        FlowControl::Call | FlowControl::IndirectCall => Flow::Call {
+            target: near_target(insn),
+            noreturn: call_never_returns(insn, env),
+        },
+        FlowControl::UnconditionalBranch => match near_target(insn) {
+            Some(t) => Flow::Jump(t),
+            None => Flow::Indirect,
+        },
+        FlowControl::ConditionalBranch => match near_target(insn) {
+            Some(t) => Flow::CondJump(t),
+            None => Flow::Next,
+        },
+        FlowControl::IndirectBranch => Flow::Indirect,
+        FlowControl::Return => Flow::Return,
+        FlowControl::Exception => Flow::Trap,
     }
 }
 

@@ -226,9 +226,26 @@ pub struct Cfg {
 impl Cfg {
     /// Decode `code` and build its control-flow graph. `code[0].start` is the procedure's entry.
     pub fn build(code: &[CodeRange<'_>], env: &CfgEnv<'_>) -> Cfg {
-        let decoded = Decoded::new(code, env);
+        Cfg::from_decoded(code, env, &Decoded::new(code, env))
+    }
+
+    /// The control-flow graph of `code` as [`Cfg::build`] makes it, or `None` when it can have
+    /// no cycle (no loop): every branch inside the code goes forward, there is no indirect jump
+    /// and every landing pad follows the calls it catches. Most procedures are such; they are
+    /// told apart after decoding, before any callee is asked whether it returns.
+    pub fn build_if_cyclic(code: &[CodeRange<'_>], env: &CfgEnv<'_>) -> Option<Cfg> {
+        let mut decoded = Decoded::sweep(code);
+        if decoded.is_acyclic(env.landing_pads) {
+            return None;
+        }
+        decoded.ask_calls(env);
+        Some(Cfg::from_decoded(code, env, &decoded))
+    }
+
+    /// Cut `decoded` (the instructions of `code`) into blocks and link them.
+    fn from_decoded(code: &[CodeRange<'_>], env: &CfgEnv<'_>, decoded: &Decoded) -> Cfg {
         let entry = code.first().map(|r| r.start);
-        let mut builder = Builder::new(&decoded, env, entry);
+        let mut builder = Builder::new(decoded, env, entry);
         builder.find_leaders();
         builder.find_padding();
         let mut cfg = builder.make_blocks();
