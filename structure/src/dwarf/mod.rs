@@ -305,8 +305,8 @@ fn merge_units(outputs: Vec<UnitOutput>, skipped: Vec<String>, units: usize) -> 
         }
     }
     // Rows at the same address: a real row beats an end-of-sequence marker; among real rows the
-    // last one wins (the same choice as the addr2line crate).
-    rows.sort_by_key(|&(a, _, _, end)| (a, !end));
+    // last one wins (the same choice as the addr2line crate). The sort is stable.
+    rows.par_sort_by_key(|&(a, _, _, end)| (a, !end));
     let mut merged: Vec<LineRow> = Vec::with_capacity(rows.len());
     for (address, file, line, _) in rows {
         match merged.last_mut() {
