@@ -1,6 +1,7 @@
 //! The wire format between the allocation shim (crate `hpcrun-alloc`, running inside the
 //! measured program) and `hpcrun-rs`, which reads it. Both depend on this crate (std only, so
-//! the shim stays small), so the two ends cannot disagree on a layout.
+//! the shim stays small), so the two ends cannot disagree on a layout. The OpenMP tool's
+//! records (crate `hpcrun-ompt`) are in [`ompt`].
 //!
 //! - `hpcrun-rs` creates a `SOCK_SEQPACKET` socket pair and passes one end to the command by
 //!   number in [`ENV_FD`] (inherited across `fork` and `exec`), with [`ENV_MIN`], [`ENV_STACK`]
@@ -12,6 +13,8 @@
 //!   on a timer.
 //! - A record is a [`RecordHeader`] followed by `stack_len` bytes of stack, padded to 8 bytes;
 //!   records may wrap around the end of the data area. Positions (`head`, `tail`) only grow.
+
+pub mod ompt;
 
 use std::sync::atomic::{AtomicU32, AtomicU64};
 

@@ -413,3 +413,61 @@ fn nested_regions_and_tasks_land_under_their_callers() {
         }
     }
 }
+
+#[test]
+fn with_libomp_the_runtimes_own_events_place_a_lopsided_regions_worker_samples() {
+    // clang's programs with LLVM's libomp load hpcrun-rs's OpenMP tool, which records when
+    // each region and each thread's share of it ran: the worker's samples while the master
+    // sleeps at the region's end (its next samples in the other caller's region) are placed
+    // by the region they ran in. gcc's libgomp has no tools interface.
+    let Some(tc) = toolchains().into_iter().find(|t| t.cc == "clang") else {
+        return;
+    };
+    let m = measure(tc.cc, "openmp_lopsided", "omp_lopsided", "passive", &[]);
+    let [_, grafted, bodies, _, _] = grafting(&m.summary);
+    assert!(bodies > 300, "{}", m.summary);
+    assert!(
+        grafted as f64 >= 0.99 * bodies as f64,
+        "at least 99% of the worker samples placed: {}",
+        m.summary
+    );
+    let view = top_down(&m.dir.join("omp_lopsided.hpcdb"));
+    let total = view["metrics"][0]["total"].as_f64().unwrap();
+    assert_no_worker_paths(&view, total);
+    let (a, b) = (
+        inclusive(&view, "caller_a", 0),
+        inclusive(&view, "caller_b", 0),
+    );
+    let clocks = work_clocks(&m.stdout);
+    let want = clocks["caller_a"] / (clocks["caller_a"] + clocks["caller_b"]);
+    let got = a / (a + b);
+    assert!(
+        (got - want).abs() <= 0.03,
+        "caller_a has {:.1}% of the callers' time, its clocks say {:.1}%",
+        100.0 * got,
+        100.0 * want
+    );
+    for (path, _) in placed(&view, tc.body) {
+        assert!(path.iter().any(|p| p == tc.fork), "{path:?}");
+        assert!(path.iter().any(|p| p.starts_with("caller_")), "{path:?}");
+    }
+    // The same run without the tool (`OMP_TOOL=disabled`, which the runtime honours): the
+    // samples alone leave most of the worker's time unplaced, as they must.
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", EVENT, "-o", "untooled.db", "./omp_lopsided"])
+            .env("OMP_WAIT_POLICY", "passive")
+            .env("OMP_TOOL", "disabled")
+            .current_dir(&m.dir),
+    );
+    assert!(stdout.contains("caller_a work-cpu-ns"), "{stdout}");
+    let out = run(tool_command("hpcprof-rs")
+        .arg("untooled.db")
+        .current_dir(&m.dir));
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let [_, grafted, bodies, _, _] = grafting(&summary);
+    assert!(
+        (grafted as f64) < 0.9 * bodies as f64,
+        "without the tool's events the lopsided regions cannot all be placed: {summary}"
+    );
+}

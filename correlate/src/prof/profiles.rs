@@ -388,6 +388,7 @@ pub(crate) fn enrich(
         crate::prof::traces::add_traces(traces, &profile.traces, &profile, first, landed, |n| {
             n.index() as u32
         });
+        crate::prof::traces::add_regions(traces, &profile, first);
         if !profile.data.is_empty() {
             kept.push(Kept {
                 member,

@@ -164,6 +164,12 @@ impl Share for Enriched {
             self.traces.threads.extend(remapped.ok());
         }
         self.traces.dropped += later.traces.dropped;
+        // Within one process (serial, or threads of one rank); shares sent between ranks do
+        // not carry the timeline, whose grafting then falls back on the samples alone.
+        let rename = |t: u32| Some((thread_base + t as usize) as u32);
+        self.traces
+            .regions
+            .extend_from(&later.traces.regions, rename);
         self.unknown.extend(later.unknown);
         self.jit.merge(later.jit);
         for mut kept in later.kept {

@@ -33,3 +33,13 @@ pub(crate) fn add_traces<T: Copy>(
         out.threads.extend(remapped.ok());
     }
 }
+
+/// Add the OpenMP regions' timeline of `profile` to `out`, its threads (tids) renamed as
+/// [`add_traces`] renames them.
+pub(crate) fn add_regions(out: &mut Traces, profile: &Profile, first_thread: ThreadIdx) {
+    let thread = |tid: u32| {
+        let i = profile.threads.iter().position(|t| t.tid == tid)?;
+        Some((first_thread.index() + i) as u32)
+    };
+    out.regions.extend_from(&profile.regions, thread);
+}

@@ -7,7 +7,9 @@
 //! [`crate::format::dataref::DataCost::sources`] when read), the run's place in a parallel job
 //! ([`JobPlace`]), the [traces](crate::format::trace) (`-t`), the [watchpoint
 //! results](crate::format::watchdb) (`--watch`) and the data traces
-//! ([`crate::format::dataref::DataProfile::traces`], `-t --data`), sections 2 to 8 in that order.
+//! ([`crate::format::dataref::DataProfile::traces`], `-t --data`), sections 2 to 8 in that order,
+//! then the OpenMP regions' timeline ([`RegionTimeline`], section 9; a reader that does not
+//! know it skips it).
 //! Version 10 call trees may hold off-CPU reasons ([`Frame::Blocked`]), which version 9 ones
 //! (the same sections) have not. Version 8 files hold the eight untagged, one after the other; version 7 files end before the
 //! data traces, version 6 files before the watch part, version 5 files before the traces,
@@ -29,6 +31,7 @@ pub use crate::format::calltree::{
 use crate::format::dataref::{DataProfile, MemorySources};
 use crate::format::envelope::{read_file, write_atomically, EnvelopeError, FileKind, Replace};
 use crate::format::job::JobPlace;
+use crate::format::openmp::RegionTimeline;
 use crate::format::sections;
 use crate::format::trace::Traces;
 use crate::format::watchdb::WatchProfile;
@@ -89,6 +92,11 @@ pub struct Profile {
     /// version 7).
     #[serde(skip)]
     pub watch: WatchProfile,
+    /// When each OpenMP parallel region and each thread's share of it ran, as hpcrun-rs's
+    /// OpenMP tool recorded them (runtimes with the tools interface only; empty otherwise).
+    /// Stored after the data traces (section 9).
+    #[serde(skip)]
+    pub regions: RegionTimeline,
 }
 
 /// The name of the event of off-CPU time: each sample a switch of a thread away from the CPU,
@@ -215,6 +223,7 @@ impl Profile {
             job: JobPlace::default(),
             traces: Traces::default(),
             watch: WatchProfile::default(),
+            regions: RegionTimeline::default(),
         }
     }
 
@@ -280,6 +289,7 @@ impl Profile {
             postcard::to_stdvec(&self.traces)?,
             postcard::to_stdvec(&self.watch)?,
             postcard::to_stdvec(&self.data.traces)?,
+            postcard::to_stdvec(&self.regions)?,
         ])
     }
 
@@ -318,8 +328,8 @@ const TAGGED_SINCE: u32 = 9;
 
 /// The highest section id this build knows: 1 the profile, 2 its modules' checksums, 3 the data
 /// references, 4 their data sources, 5 the place in a job, 6 the traces, 7 the watch results,
-/// 8 the data traces.
-const LAST_SECTION: u32 = 8;
+/// 8 the data traces, 9 the OpenMP regions' timeline.
+const LAST_SECTION: u32 = 9;
 
 /// The sections of a profile as they are decoded, before they are put together.
 #[derive(Default)]
@@ -332,6 +342,7 @@ struct Parts {
     traces: Option<Traces>,
     watch: Option<WatchProfile>,
     data_traces: Option<Traces>,
+    regions: Option<RegionTimeline>,
 }
 
 impl Parts {
@@ -347,7 +358,8 @@ impl Parts {
             5 => put(&mut self.job, bytes),
             6 => put(&mut self.traces, bytes),
             7 => put(&mut self.watch, bytes),
-            _ => put(&mut self.data_traces, bytes),
+            8 => put(&mut self.data_traces, bytes),
+            _ => put(&mut self.regions, bytes),
         }
     }
 
@@ -380,6 +392,7 @@ impl Parts {
         profile.traces = self.traces.unwrap_or_default();
         profile.watch = self.watch.unwrap_or_default();
         profile.data.traces = self.data_traces.unwrap_or_default();
+        profile.regions = self.regions.unwrap_or_default();
         Ok(profile)
     }
 }

@@ -22,6 +22,11 @@ pub struct Traces {
     pub threads: Vec<ThreadTrace>,
     /// Samples not traced because the byte budget was spent (their costs are in the trees).
     pub dropped: u64,
+    /// When the OpenMP regions and their threads' shares ran, in the threads' numbering
+    /// ([`ThreadTrace::thread`]): what correlation brings from the profiles' own section
+    /// ([`crate::format::db::Profile::regions`]) for grafting; not stored with the traces.
+    #[serde(skip)]
+    pub regions: crate::format::openmp::RegionTimeline,
 }
 
 impl Traces {

@@ -8,12 +8,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nix::unistd::Pid;
 
 use crate::format::db::{EventDesc, Sampling};
+use crate::format::openmp::RegionTimeline;
 use crate::format::watchdb::WatchProfile;
 pub use crate::sampler::capture::event_plan::RunError;
 use crate::sampler::capture::event_plan::{plan, Plan};
 use crate::sampler::capture::events::{DataSource, EventClass, EventSpec};
 use crate::sampler::capture::hold::{self, Backpressure};
 use crate::sampler::capture::launch::Ended;
+use crate::sampler::capture::ompt::RegionLog;
 use crate::sampler::capture::perf::{self, AttrOptions};
 use crate::sampler::capture::pmu::MemOp;
 use crate::sampler::capture::priority;
@@ -95,6 +97,8 @@ pub struct Measurement {
     pub attached_cpu: Option<f64>,
     /// What the watchpoints saw (`--watch`).
     pub watch: WatchProfile,
+    /// When the OpenMP regions and their threads' shares ran (see [`RegionLog`]).
+    pub regions: RegionTimeline,
 }
 
 /// Data pages per ring (8 MiB) when allocator probes write into the rings.
@@ -201,6 +205,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     }
     .until_end();
     drop((rings, allocations));
+    let regions = target.regions.take().map(RegionLog::finish);
     let lost = target.heap.tracker.as_ref().map_or(0, |t| t.lost());
     recorder.heap_tracking(target.heap.unavailable, lost);
     Ok(Measurement {
@@ -218,6 +223,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         holds,
         attached_cpu: attached_cpu.used(),
         watch: watcher.map(Watcher::finish).unwrap_or_default(),
+        regions: regions.unwrap_or_default(),
     })
 }
 
@@ -408,5 +414,6 @@ pub fn into_profile(m: Measurement) -> crate::format::db::Profile {
         job: Default::default(),
         traces: m.recording.traces,
         watch: m.watch,
+        regions: m.regions,
     }
 }

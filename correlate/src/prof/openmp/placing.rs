@@ -35,8 +35,8 @@ pub(crate) struct Placements {
     pub per_sample: Vec<Vec<(u64, DbNodeId, Option<Target>)>>,
 }
 
-/// The samples of the master side of one process, (time, node) in time order.
-type Evidence = Vec<(u64, DbNodeId)>;
+/// The samples of the master side of one process, (time, node, thread) in time order.
+type Evidence = Vec<(u64, DbNodeId, u32)>;
 
 impl Placements {
     /// Place every traced sample of a worker thread of `db`, as `shape` reads its tree.
@@ -54,11 +54,11 @@ impl Placements {
             let list = evidence.entry(process(trace.thread)).or_default();
             let master_side = samples
                 .iter()
-                .map(|&(t, c)| (t, DbNodeId::from_index(c as usize)));
-            list.extend(master_side.filter(|&(_, n)| !shape.is_worker_side(n)));
+                .map(|&(t, c)| (t, DbNodeId::from_index(c as usize), trace.thread));
+            list.extend(master_side.filter(|&(_, n, _)| !shape.is_worker_side(n)));
         }
         for list in evidence.values_mut() {
-            list.sort_by_key(|&(t, _)| t);
+            list.sort_by_key(|&(t, _, _)| t);
         }
         let no_evidence = Evidence::new();
         let mut placements = Placements {
@@ -71,9 +71,10 @@ impl Placements {
             let mut targets = Vec::with_capacity(samples.len());
             for &(time, c) in samples {
                 let node = DbNodeId::from_index(c as usize);
+                let at = (trace.thread, time);
                 let target = shape
                     .is_worker_side(node)
-                    .then(|| place(db, shape, evidence, time, node));
+                    .then(|| place(db, shape, evidence, at, node));
                 if let Some(target) = target {
                     let count = placements.counts.entry((node, thread)).or_default();
                     *count.entry(target).or_default() += 1;
@@ -86,9 +87,16 @@ impl Placements {
     }
 }
 
-/// Where the worker sample at `time` in `node` goes, given the master side's samples.
-fn place(db: &Database, shape: &Shape, evidence: &Evidence, time: u64, node: DbNodeId) -> Target {
-    let (before, after) = neighbours(evidence, time);
+/// Where the worker sample of thread `at.0` at time `at.1` in `node` goes, given the master
+/// side's samples.
+fn place(
+    db: &Database,
+    shape: &Shape,
+    evidence: &Evidence,
+    at: (u32, u64),
+    node: DbNodeId,
+) -> Target {
+    let (before, after) = evidence_for(db, evidence, at);
     let place = &shape.places[node.index()];
     let Some(body) = place.worker_body else {
         // The runtime waiting outside any body: blame what the master was doing.
@@ -115,11 +123,33 @@ fn place(db: &Database, shape: &Shape, evidence: &Evidence, time: u64, node: DbN
     }
 }
 
-/// The master side's samples nearest before (or at) and after `time`.
-fn neighbours(evidence: &Evidence, time: u64) -> (Option<DbNodeId>, Option<DbNodeId>) {
-    let i = evidence.partition_point(|&(t, _)| t <= time);
+/// The master side's samples that say where the worker sample of thread `at.0` at time `at.1`
+/// ran. Where the OpenMP tool recorded the region the thread was in then (see
+/// [`profiler::openmp::RegionTimeline`]), the encountering thread's samples nearest before and
+/// after it within that region's time (a worker may still work while the master sleeps at
+/// the region's end: its next sample is in another region); where it did not, or the
+/// encountering thread took no sample during the region, the master side's samples nearest
+/// before (or at) and after it.
+fn evidence_for(
+    db: &Database,
+    evidence: &Evidence,
+    (thread, time): (u32, u64),
+) -> (Option<DbNodeId>, Option<DbNodeId>) {
+    let i = evidence.partition_point(|&(t, _, _)| t <= time);
+    if let Some(region) = db.traces.regions.outermost_at(thread, time) {
+        let own = |&&(_, _, t): &&(u64, DbNodeId, u32)| t == region.thread;
+        let before = (evidence[..i].iter().rev())
+            .take_while(|&&(t, _, _)| t >= region.begin)
+            .find(own);
+        let after = (evidence[i..].iter())
+            .take_while(|&&(t, _, _)| t <= region.end)
+            .find(own);
+        if before.is_some() || after.is_some() {
+            return (before.map(|e| e.1), after.map(|e| e.1));
+        }
+    }
     let before = i.checked_sub(1).map(|j| evidence[j].1);
-    (before, evidence.get(i).map(|&(_, n)| n))
+    (before, evidence.get(i).map(|&(_, n, _)| n))
 }
 
 /// The one answer two pieces of evidence give: both the same, or only one there.

@@ -43,6 +43,9 @@ pub(crate) fn is_wait(name: &str) -> bool {
 
 /// Whether the module at `path` is a system library a thread starts in (the C library and
 /// the dynamic loader): frames of these above a runtime frame mean a worker thread's start.
+/// Below a runtime frame, they are the runtime's work, never a body: so are GCC's support
+/// library (its initialisers run when the runtime loads a library) and hpcrun-rs's own OpenMP
+/// tool (its callbacks run inside the runtime).
 pub(crate) fn is_system(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     [
@@ -52,6 +55,8 @@ pub(crate) fn is_system(path: &str) -> bool {
         "ld-linux",
         "ld.so",
         "ld64.so",
+        "libgcc_s.so",
+        "libhpcrun_ompt.so",
     ]
     .iter()
     .any(|p| name.starts_with(p))
@@ -71,5 +76,7 @@ mod tests {
         assert!(is_system("/lib64/ld-linux-x86-64.so.2"));
         assert!(!is_system("/usr/lib/x86_64-linux-gnu/libgomp.so.1"));
         assert!(!is_system("/home/u/ldpc-solver"));
+        assert!(is_system("/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"));
+        assert!(is_system("/opt/hpctoolkit-rs/libhpcrun_ompt.so"));
     }
 }

@@ -6,6 +6,7 @@ pub(crate) mod event_plan;
 pub mod events;
 pub mod hold;
 pub mod launch;
+pub(crate) mod ompt;
 pub mod perf;
 pub mod pmu;
 pub(crate) mod priority;

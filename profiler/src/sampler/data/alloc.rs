@@ -268,16 +268,22 @@ impl AllocTracker {
     }
 }
 
+/// The library `name` beside the executable `exe` (or beside the build directory's, for a
+/// test or example binary in `deps` or `examples`), if it is there.
+pub(crate) fn beside_exe(exe: &Path, name: &str) -> Option<PathBuf> {
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let mut candidates = vec![dir.join(name)];
+    if dir.ends_with("deps") || dir.ends_with("examples") {
+        candidates.extend(dir.parent().map(|d| d.join(name)));
+    }
+    candidates.into_iter().find(|p| p.is_file())
+}
+
 /// The shim beside the current executable (or, for cargo's test and example binaries in
 /// `deps/` and `examples/`, one directory up).
 fn find_shim() -> io::Result<PathBuf> {
     let exe = std::env::current_exe()?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let mut candidates = vec![dir.join(SHIM_NAME)];
-    if dir.ends_with("deps") || dir.ends_with("examples") {
-        candidates.extend(dir.parent().map(|d| d.join(SHIM_NAME)));
-    }
-    let found = candidates.iter().find(|p| p.is_file()).ok_or_else(|| {
+    let found = beside_exe(&exe, SHIM_NAME).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
             format!(

@@ -63,6 +63,7 @@ impl DataTraceLog {
         let mut traces = Traces {
             threads: Vec::with_capacity(self.threads.len()),
             dropped: self.dropped,
+            ..Traces::default()
         };
         for (tid, samples) in self.threads {
             let index = index_of(tid);

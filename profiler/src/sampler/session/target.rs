@@ -7,6 +7,7 @@ use nix::unistd::Pid;
 use super::{threads_of, Options, Target};
 use crate::sampler::capture::event_plan::RunError;
 use crate::sampler::capture::launch::{self, Blocked};
+use crate::sampler::capture::ompt::RegionLog;
 use crate::sampler::capture::python;
 use crate::sampler::data::alloc::AllocTracker;
 use crate::sampler::data::tracking::{self, HeapSource};
@@ -39,6 +40,8 @@ pub(super) struct Prepared {
     watch_plan: Option<WatchPlan>,
     /// The process attached to (none when launching).
     attached: Option<u32>,
+    /// Where the command's OpenMP tool writes (a launched command, where the tool is found).
+    pub(super) regions: Option<RegionLog>,
 }
 
 impl Prepared {
@@ -109,11 +112,16 @@ fn launched(argv: &[std::ffi::OsString], opts: &Options, data: bool) -> Result<P
             watch_plan = watch_plan.map(|p| p.with_heap_targets(opts.alloc_min));
         }
     }
-    let (mut env, keep) = match &heap.tracker {
+    let regions = RegionLog::new();
+    let (mut env, mut keep) = match &heap.tracker {
         Some(t) => (t.child_env(), t.fds_to_keep().to_vec()),
         None => (Vec::new(), Vec::new()),
     };
     env.extend(opts.python.then(python::perf_support_env).flatten());
+    if let Some(log) = &regions {
+        env.extend(log.child_env());
+        keep.push(log.fd_to_keep());
+    }
     let blocked = match watch_plan.is_some() {
         true => launch::spawn_blocked_stopping(argv, &env, &keep)?,
         false => launch::spawn_blocked_with(argv, &env, &keep)?,
@@ -128,6 +136,7 @@ fn launched(argv: &[std::ffi::OsString], opts: &Options, data: bool) -> Result<P
         heap,
         watch_plan,
         attached: None,
+        regions,
     })
 }
 
@@ -162,5 +171,6 @@ fn attached(pid: u32, opts: &Options, data: bool) -> Result<Prepared, RunError> 
         heap,
         watch_plan: None,
         attached: Some(pid),
+        regions: None,
     })
 }
