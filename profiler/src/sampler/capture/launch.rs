@@ -300,3 +300,14 @@ pub fn poll_child(pid: Pid) -> ChildState {
         Err(_) => ChildState::Ended(Ended::Exited(0)),
     }
 }
+
+/// The library `name` beside the executable `exe` (or beside the build directory's, for a
+/// test or example binary in `deps` or `examples`), if it is there.
+pub(crate) fn beside_exe(exe: &Path, name: &str) -> Option<PathBuf> {
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let mut candidates = vec![dir.join(name)];
+    if dir.ends_with("deps") || dir.ends_with("examples") {
+        candidates.extend(dir.parent().map(|d| d.join(name)));
+    }
+    candidates.into_iter().find(|p| p.is_file())
+}

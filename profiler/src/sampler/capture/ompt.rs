@@ -20,7 +20,7 @@ use hpcrun_alloc_format::ompt::{
 };
 
 use crate::format::openmp::{Region, RegionTimeline, TaskSpan};
-use crate::sampler::data::alloc::beside_exe;
+use crate::sampler::capture::launch::beside_exe;
 
 /// File name of the OpenMP tool.
 const TOOL_NAME: &str = "libhpcrun_ompt.so";

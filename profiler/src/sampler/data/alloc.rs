@@ -31,9 +31,10 @@ use std::fs::File;
 use std::io;
 use std::mem::{size_of, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
+use crate::sampler::capture::launch::beside_exe;
 use format::{
     record_bytes, Message, RecordHeader, RingHeader, ENV_FD, ENV_MIN, ENV_RING, ENV_STACK,
     MAX_STACK_BYTES, MSG_RING, MSG_WAKE, OP_ALLOC, OP_FREE, OP_REALLOC, RECORD_HEADER_BYTES,
@@ -268,16 +269,6 @@ impl AllocTracker {
     }
 }
 
-/// The library `name` beside the executable `exe` (or beside the build directory's, for a
-/// test or example binary in `deps` or `examples`), if it is there.
-pub(crate) fn beside_exe(exe: &Path, name: &str) -> Option<PathBuf> {
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let mut candidates = vec![dir.join(name)];
-    if dir.ends_with("deps") || dir.ends_with("examples") {
-        candidates.extend(dir.parent().map(|d| d.join(name)));
-    }
-    candidates.into_iter().find(|p| p.is_file())
-}
 
 /// The shim beside the current executable (or, for cargo's test and example binaries in
 /// `deps/` and `examples/`, one directory up).
