@@ -111,6 +111,7 @@ pub use view::data::{
 pub use view::diff::{
     diff, Diff, DiffError, DiffOptions, DiffRow, Normalise, SideCost, CONTEXT_KEPT,
 };
+pub use view::formula::{Derived, FormulaError};
 pub use view::projection::{callers, flat, top_down};
 pub use view::shape::{focus, hide, keep_top, sort_by, SortKey};
 pub use view::stats::{scope_stats, Group, Over, ScopeStats, StatsTable};

@@ -31,6 +31,7 @@ mod correlate_view_html_synthetic;
 mod correlate_view_inputs;
 mod correlate_view_pipeline;
 mod correlate_view_shape;
+mod derived_metrics;
 mod export_diff;
 mod export_formats;
 mod fuzz_regressions;

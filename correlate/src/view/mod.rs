@@ -4,6 +4,7 @@
 
 pub(crate) mod data;
 pub(crate) mod diff;
+pub(crate) mod formula;
 pub(crate) mod projection;
 pub(crate) mod shape;
 pub(crate) mod stats;

@@ -13,6 +13,8 @@
 use std::cmp::Ordering;
 
 use profiler::db::{Cost, Sampling};
+
+use crate::view::formula::Derived;
 use serde::Serialize;
 
 use crate::db::database::MetricDesc;
@@ -160,6 +162,9 @@ pub struct ViewTree {
     pub metrics: Vec<MetricInfo>,
     /// The nodes; `nodes[0]` is the program root.
     pub nodes: Vec<ViewNode>,
+    /// Metrics computed from `metrics` by formula (`--metric 'NAME = FORMULA'`), shown after
+    /// them; each formula reads `metrics` by position.
+    pub derived: Vec<Derived>,
 }
 
 impl ViewTree {
@@ -169,6 +174,7 @@ impl ViewTree {
             view,
             metrics,
             nodes: vec![root],
+            derived: Vec::new(),
         }
     }
 

@@ -127,10 +127,14 @@ pub(crate) struct Args {
     #[arg(long, conflicts_with_all = ["folded", "source"], help_heading = "Data")]
     pub(crate) code_data: bool,
 
-    /// Show only this metric (repeatable; in the order given; the first one sorts) [default: all]
+    /// Show only this metric (repeatable; in the order given; the first one sorts), or define
+    /// one: 'NAME = FORMULA' over the metrics with + - * / and parentheses, computed per scope,
+    /// inclusive and exclusive (e.g. 'fps = page-faults / (cpu-clock / 1e9)'); ipc, cpi,
+    /// cache-miss-ratio and branch-miss-ratio are built in where their inputs exist
+    /// [default: all]
     #[arg(
         long = "metric",
-        value_name = "NAME",
+        value_name = "NAME[=FORMULA]",
         help_heading = "Selecting and shaping"
     )]
     pub(crate) metrics: Vec<String>,

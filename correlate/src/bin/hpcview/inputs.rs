@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
-use correlate::{Database, Selection};
+use correlate::{Database, Derived, Selection};
 
 use crate::{bad, Failure};
 
@@ -70,31 +70,42 @@ pub(crate) fn thread_selection(
     Ok(Selection::Threads(chosen))
 }
 
-/// Indices of the metrics `--metric` names, in that order (all metrics when none is given).
-pub(crate) fn metric_indices(
+/// What `--metric` asks for: the database's metrics to show (indices, in the order named; all
+/// when none is named) and the derived metrics (`NAME = FORMULA`, or a built-in name such as
+/// `ipc`), read against the database's metric names. A derived metric's inputs are shown too.
+pub(crate) fn metric_choice(
     db: &Database,
-    names: &[String],
+    entries: &[String],
     path: &Path,
-) -> anyhow::Result<Vec<usize>> {
-    if names.is_empty() {
-        return Ok((0..db.metrics.len()).collect());
+) -> anyhow::Result<(Vec<usize>, Vec<Derived>)> {
+    let names: Vec<String> = db.metrics.iter().map(|m| m.name.clone()).collect();
+    let mut shown = Vec::new();
+    let mut derived = Vec::new();
+    for entry in entries {
+        if entry.contains('=') {
+            let d = Derived::parse(entry, &names);
+            derived.push(d.map_err(|e| anyhow!("{}: --metric {e}", path.display()))?);
+        } else if let Some(i) = names.iter().position(|n| n == entry) {
+            shown.push(i);
+        } else if let Some(d) = Derived::built_in(entry, &names) {
+            derived.push(d);
+        } else {
+            bail!(
+                "{}: no metric '{entry}'; metrics: {} (or define one: --metric 'NAME = FORMULA')",
+                path.display(),
+                list(names.iter().cloned())
+            );
+        }
     }
-    names
-        .iter()
-        .map(|name| {
-            db.metrics
-                .iter()
-                .position(|m| &m.name == name)
-                .ok_or_else(|| {
-                    let known = db.metrics.iter().map(|m| m.name.clone());
-                    anyhow!(
-                        "{}: no metric '{name}'; metrics: {}",
-                        path.display(),
-                        list(known)
-                    )
-                })
-        })
-        .collect()
+    if shown.is_empty() {
+        shown = (0..names.len()).collect();
+    }
+    for i in derived.iter().flat_map(Derived::inputs) {
+        if !shown.contains(&i) {
+            shown.push(i);
+        }
+    }
+    Ok((shown, derived))
 }
 
 /// At most ten items joined by `, `, then how many more.

@@ -28,7 +28,7 @@ use correlate::render::{csv, flame, folded, json, source, text};
 use correlate::ViewTree;
 
 use args::{Args, ColorChoice};
-use inputs::{check_percent, database_path, metric_indices, thread_selection};
+use inputs::{check_percent, database_path, metric_choice, thread_selection};
 use mode::{DbMode, Mode, Shown};
 
 /// How a run failed: bad input (exit 2) or anything else (exit 1).
@@ -91,7 +91,15 @@ fn on_database(args: &Args, mode: DbMode) -> Result<String, Failure> {
     let db = hpctoolkit::open(&path).map_err(bad)?;
     let selection = thread_selection(&db, &args.threads, &path).map_err(bad)?;
     let selection = ranks::narrow(&db, &args.ranks, &path, selection)?;
-    let metrics = metric_indices(&db, &args.metrics, &path).map_err(bad)?;
+    let (metrics, derived) = metric_choice(&db, &args.metrics, &path).map_err(bad)?;
+    if !derived.is_empty() && !matches!(mode, DbMode::Tree { .. }) {
+        return Err(bad(anyhow::anyhow!(
+            "--metric '{} = {}': derived metrics are shown by the tree views (top-down, \
+             --callers, --flat) as text, --json and --csv",
+            derived[0].name,
+            derived[0].formula
+        )));
+    }
     match mode {
         DbMode::Report(file) => html::write_report(&db, &path, &metrics, file),
         DbMode::Data => data::run_data(args, &db, &selection, &metrics, &path),
@@ -103,6 +111,11 @@ fn on_database(args: &Args, mode: DbMode) -> Result<String, Failure> {
         DbMode::Tree { kind, shown } => {
             let mut view = ViewTree::from_database(&db, kind, &selection);
             view.select_metrics(&metrics);
+            let names: Vec<String> = view.metrics.iter().map(|m| m.name.clone()).collect();
+            view.derived = (derived.iter())
+                .map(|d| d.against(&names))
+                .collect::<Result<_, _>>()
+                .map_err(|e| bad(anyhow::Error::from(e)))?;
             shape::apply(&args.shape, &mut view)?;
             show_tree(args, &view, &path, shown)
         }

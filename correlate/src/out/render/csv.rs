@@ -3,7 +3,8 @@
 //!
 //! Columns: `depth` (the root is 0), `kind` (as in the JSON contract), `scope` (the label, in
 //! full), `call_site`, `file`, `line`, then per metric `NAME (I)` and `NAME (E)`: inclusive and
-//! exclusive values in the metric's unit (ns for clocks, events otherwise).
+//! exclusive values in the metric's unit (ns for clocks, events otherwise); then the same two
+//! per derived metric (`--metric 'NAME = FORMULA'`), empty where the formula has no value.
 
 use std::io::{self, Write};
 
@@ -16,9 +17,10 @@ pub fn render(view: &ViewTree, out: &mut dyn Write) -> io::Result<usize> {
     let mut head: Vec<String> = ["depth", "kind", "scope", "call_site", "file", "line"]
         .map(String::from)
         .to_vec();
-    for m in &view.metrics {
-        head.push(csv_field(&format!("{} (I)", m.name)));
-        head.push(csv_field(&format!("{} (E)", m.name)));
+    let names = (view.metrics.iter().map(|m| &m.name)).chain(view.derived.iter().map(|d| &d.name));
+    for name in names {
+        head.push(csv_field(&format!("{name} (I)")));
+        head.push(csv_field(&format!("{name} (E)")));
     }
     writeln!(out, "{}", head.join(","))?;
     let mut rows = 0;
@@ -36,6 +38,11 @@ pub fn render(view: &ViewTree, out: &mut dyn Write) -> io::Result<usize> {
         for (i, e) in n.incl.iter().zip(&n.excl) {
             fields.push(i.value.to_string());
             fields.push(e.value.to_string());
+        }
+        for d in &view.derived {
+            let shown = |v: Option<f64>| v.map_or_else(String::new, |v| v.to_string());
+            fields.push(shown(d.value(&n.incl)));
+            fields.push(shown(d.value(&n.excl)));
         }
         writeln!(out, "{}", fields.join(","))?;
         rows += 1;

@@ -3,7 +3,10 @@
 //! The shape is defined once, by `write_fields` and [`render`]: `metrics`, `view`, and a
 //! `root` node whose nodes carry `kind`, `name`, optional `module`, `file`, `line`, `end_line`,
 //! `call_file` and `call_line`, `incl` and `excl` (one number per metric, in event units) and
-//! `children` in display order (inclusive cost, descending).
+//! `children` in display order (inclusive cost, descending). A view with derived metrics
+//! (`--metric 'NAME = FORMULA'`) also has `derived` (each one's `name` and `formula`) and, per
+//! node, `derived_incl` and `derived_excl` (one number per derived metric, `null` where its
+//! formula has no value, e.g. a division by zero).
 //!
 //! The nodes are written straight from the [`ViewTree`] by a loop over an explicit stack rather
 //! than by a recursive serializer, so a view hundreds of thousands of levels deep is written on
@@ -25,6 +28,13 @@ pub fn render(view: &ViewTree, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "{{")?;
     write!(out, "  \"metrics\": ")?;
     value(out, &view.metrics)?;
+    if !view.derived.is_empty() {
+        let derived: Vec<_> = (view.derived.iter())
+            .map(|d| serde_json::json!({"name": d.name, "formula": d.formula}))
+            .collect();
+        write!(out, ",\n  \"derived\": ")?;
+        value(out, &derived)?;
+    }
     write!(out, ",\n  \"view\": ")?;
     value(out, &view.view)?;
     write!(out, ",\n  \"root\": ")?;
@@ -60,6 +70,7 @@ fn nodes(view: &ViewTree, out: &mut dyn Write) -> io::Result<()> {
                 }
                 writeln!(out, "{{")?;
                 write_fields(n, level + 1, out)?;
+                write_derived(view, n, level + 1, out)?;
                 write!(out, "{}\"children\": [", indent(level + 1))?;
                 if n.children.is_empty() {
                     write!(out, "]\n{}}}", indent(level))?;
@@ -109,6 +120,27 @@ fn write_fields(n: &ViewNode, level: usize, out: &mut dyn Write) -> io::Result<(
     }
     field("incl", &values(&n.incl))?;
     field("excl", &values(&n.excl))
+}
+
+/// The derived metrics' values of node `n` (where the view has any): `derived_incl` and
+/// `derived_excl`, one number per derived metric, `null` where the formula has no value.
+fn write_derived(
+    view: &ViewTree,
+    n: &ViewNode,
+    level: usize,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if view.derived.is_empty() {
+        return Ok(());
+    }
+    let pad = indent(level);
+    for (key, costs) in [("derived_incl", &n.incl), ("derived_excl", &n.excl)] {
+        let list: Vec<serde_json::Value> = (view.derived.iter())
+            .map(|d| d.value(costs).into())
+            .collect();
+        writeln!(out, "{pad}\"{key}\": {},", serde_json::Value::from(list))?;
+    }
+    Ok(())
 }
 
 /// A string as a JSON string literal (quoted, escaped).

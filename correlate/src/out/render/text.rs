@@ -139,15 +139,50 @@ impl Printer<'_> {
         for m in &self.view.metrics {
             writeln!(self.out, "{}", metric_summary(m))?;
         }
-        let [names, columns] = heading(&self.view.metrics, self.opts.absolute, "scope");
+        for d in &self.view.derived {
+            writeln!(
+                self.out,
+                "{} = {}",
+                printable(&d.name),
+                printable(&d.formula)
+            )?;
+        }
+        let [mut names, columns] = heading(&self.view.metrics, self.opts.absolute, "scope");
+        let mut columns = columns.trim_end_matches("scope").trim_end().to_string();
+        for d in &self.view.derived {
+            names.push_str(&format!(
+                "{:>w$}",
+                clip(&printable(&d.name), 2 * ABS_WIDTH - 1),
+                w = 2 * ABS_WIDTH
+            ));
+            columns.push_str(&format!("{:>ABS_WIDTH$}{:>ABS_WIDTH$}", "incl", "excl"));
+        }
+        columns.push_str("  scope");
         let names = self.paint(HEADING, &names);
         let columns = self.paint(HEADING, &columns);
         writeln!(self.out, "{names}")?;
         writeln!(self.out, "{columns}")
     }
 
+    /// The row's metric columns, then its derived metrics' (computed from the same values,
+    /// so a folded row's are those of its sums).
     fn columns(&self, incl: &[u64], excl: &[u64]) -> String {
-        metric_columns(&self.view.metrics, incl, excl, self.opts.absolute)
+        let mut s = metric_columns(&self.view.metrics, incl, excl, self.opts.absolute);
+        let costs = |values: &[u64]| -> Vec<Cost> {
+            (values.iter())
+                .map(|&value| Cost { value, samples: 0 })
+                .collect()
+        };
+        let (incl, excl) = (costs(incl), costs(excl));
+        for d in &self.view.derived {
+            for v in [d.value(&incl), d.value(&excl)] {
+                s.push_str(&format!(
+                    "{:>ABS_WIDTH$}",
+                    v.map_or_else(String::new, derived_number)
+                ));
+            }
+        }
+        s
     }
 
     fn label(&self, node: &ViewNode, hot: bool) -> String {
@@ -266,6 +301,17 @@ impl Printer<'_> {
         )?;
         self.summary.folded += ids.len();
         Ok(())
+    }
+}
+
+/// A derived metric's value in at most ten characters: four significant digits, in scientific
+/// notation when it is very large or very small.
+fn derived_number(v: f64) -> String {
+    let a = v.abs();
+    if a != 0.0 && !(1e-3..1e6).contains(&a) {
+        format!("{v:.3e}")
+    } else {
+        format!("{v:.4}")
     }
 }
 

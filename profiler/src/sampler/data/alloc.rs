@@ -269,7 +269,6 @@ impl AllocTracker {
     }
 }
 
-
 /// The shim beside the current executable (or, for cargo's test and example binaries in
 /// `deps/` and `examples/`, one directory up).
 fn find_shim() -> io::Result<PathBuf> {

@@ -1,0 +1,149 @@
+//! Derived metrics (`hpcview-rs --metric 'NAME = FORMULA'`): a formula over two sampled
+//! metrics, computed per scope. The fixture's two loops fault at different rates per CPU
+//! second; each measures its own faults (getrusage) and CPU time (its thread's clock), the
+//! oracle for the formula's value at each loop's procedure.
+
+use serde_json::Value;
+
+use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
+
+/// Faults per CPU millisecond, as the formula computes them.
+const FORMULA: &str = "fpms = page-faults / (cpu-clock / 1e6)";
+
+/// (faults, CPU ns) that the fixture printed for `who` ("dense faults N cpu-ns M").
+fn oracle(stdout: &str, who: &str) -> (f64, f64) {
+    let line = (stdout.lines())
+        .find(|l| l.starts_with(&format!("{who} faults ")))
+        .unwrap_or_else(|| panic!("no line for {who} in:\n{stdout}"));
+    let words: Vec<&str> = line.split(' ').collect();
+    (words[2].parse().unwrap(), words[4].parse().unwrap())
+}
+
+/// The node named `name` in the JSON view (depth first).
+fn node<'a>(n: &'a Value, name: &str) -> Option<&'a Value> {
+    if n["name"] == name {
+        return Some(n);
+    }
+    (n["children"].as_array().into_iter().flatten()).find_map(|c| node(c, name))
+}
+
+#[test]
+fn a_formula_over_two_metrics_gives_each_loops_rate_as_its_clocks_say() {
+    let dir = scratch_dir("derived_metrics");
+    compile("derived_faults.c", &dir, "faults", &["-O2", "-g"]);
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args([
+                "-q",
+                "-e",
+                "cpu-clock@f4000",
+                "-e",
+                "page-faults@1",
+                "./faults",
+            ])
+            .current_dir(&dir),
+    );
+    run_ok(
+        tool_command("hpcprof-rs")
+            .arg("profile.db")
+            .current_dir(&dir),
+    );
+    let json = run_ok(
+        tool_command("hpcview-rs")
+            .args([
+                "profile.hpcdb",
+                "--json",
+                "--threshold",
+                "0",
+                "--metric",
+                FORMULA,
+            ])
+            .current_dir(&dir),
+    );
+    let view: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(view["derived"][0]["name"], "fpms");
+    let names: Vec<&str> = (view["metrics"].as_array().unwrap().iter())
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["cpu-clock", "page-faults"],
+        "a formula's inputs are shown"
+    );
+    let mut rates = Vec::new();
+    for who in ["dense", "sparse"] {
+        let (faults, ns) = oracle(&stdout, who);
+        let want = faults / (ns / 1e6);
+        let n = node(&view["root"], who).unwrap_or_else(|| panic!("no {who} in the view"));
+        let got = n["derived_incl"][0].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= 0.05 * want,
+            "{who}: {got:.2} faults per CPU ms in the view, its own counters say {want:.2}"
+        );
+        rates.push(got);
+    }
+    assert!(rates[0] > 5.0 * rates[1], "the loops differ: {rates:?}");
+    // The text view shows the formula and its columns; a scope without CPU time has no rate
+    // (a division by zero is left empty, not shown as a number).
+    let text = run_ok(
+        tool_command("hpcview-rs")
+            .args([
+                "profile.hpcdb",
+                "--flat",
+                "--threshold",
+                "0",
+                "--metric",
+                FORMULA,
+            ])
+            .current_dir(&dir),
+    );
+    assert!(text.contains(FORMULA), "{text}");
+    let csv = run_ok(
+        tool_command("hpcview-rs")
+            .args([
+                "profile.hpcdb",
+                "--csv",
+                "--metric",
+                "cpu-clock",
+                "--metric",
+                FORMULA,
+            ])
+            .current_dir(&dir),
+    );
+    let head = csv.lines().next().unwrap();
+    assert!(head.ends_with("fpms (I),fpms (E)"), "{head}");
+    let zero_cpu = (csv.lines().skip(1))
+        .filter(|l| l.split(',').nth_back(5) == Some("0"))
+        .collect::<Vec<_>>();
+    for line in zero_cpu {
+        assert!(line.ends_with(','), "no CPU time, no rate: {line}");
+    }
+}
+
+#[test]
+fn a_bad_formula_is_refused_with_what_is_wrong() {
+    let dir = scratch_dir("derived_metrics_bad");
+    compile("derived_faults.c", &dir, "faults", &["-O2", "-g"]);
+    run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock", "./faults"])
+            .current_dir(&dir),
+    );
+    run_ok(
+        tool_command("hpcprof-rs")
+            .arg("profile.db")
+            .current_dir(&dir),
+    );
+    for (formula, says) in [
+        ("r = page-faults / cpu-clock", "'page-faults'"),
+        ("r = (cpu-clock", "expected ')'"),
+        ("ipc", "no metric 'ipc'"),
+    ] {
+        let out = run(tool_command("hpcview-rs")
+            .args(["profile.hpcdb", "--metric", formula])
+            .current_dir(&dir));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{formula}: {err}");
+        assert!(err.contains(says), "{formula}: {err}");
+    }
+}
