@@ -161,43 +161,55 @@ fn analyze_in_pool(
     let bounds = heuristics
         .line_map_aliens
         .then(|| SourceBounds::new(&plans, &symbols, &info));
-    let built: Vec<Built> = selected
-        .par_iter()
-        .map(|&i| {
-            let inferred = bounds
-                .as_ref()
-                .filter(|_| lacks_inline_records(&plans[i], &info))
-                .map(|b| b.infer(&plans, i, &info));
-            build_procedure(&plans[i], inferred, &info, &env, options)
-        })
-        .collect();
-
+    let build = |i: usize| {
+        let inferred = bounds
+            .as_ref()
+            .filter(|_| lacks_inline_records(&plans[i], &info))
+            .map(|b| b.infer(&plans, i, &info));
+        build_procedure(&plans[i], inferred, &info, &env, options)
+    };
     let module_name = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let mut assembler = Assembler::new(&module_name.to_string_lossy(), &info);
     assembler
         .tree
         .set_shared_library(binary::is_shared_library(&file));
-    let unresolved_jumps = built.iter().map(|b| b.unresolved_jumps).sum();
-    let duplicated_tests = built.iter().map(|b| b.duplicated_tests).sum();
-    let scopes = built.iter().map(Built::scopes).sum::<usize>() + info.files.len();
-    assembler.tree.reserve(scopes);
-    let mut spent = Vec::with_capacity(built.len());
-    for (&i, mut b) in selected.iter().zip(built) {
-        assembler.add_procedure(&plans[i], &mut b);
-        skipped.extend(b.note.take());
-        spent.push(b);
+    // Freeing what a procedure's analysis made (its local tree, its loops) takes about as long
+    // as putting it into the tree: it is done on a thread of its own, which the caller need not
+    // wait for (where no thread can be started, here).
+    let (spent, to_free) = std::sync::mpsc::channel::<Vec<Built>>();
+    let freer = std::thread::Builder::new().spawn(move || to_free.into_iter().for_each(drop));
+    let (mut unresolved_jumps, mut duplicated_tests) = (0, 0);
+    // The procedures are built in parallel a chunk at a time, and each chunk is put into the
+    // tree, in order, before the next is built: what a procedure's analysis made lives until it
+    // is in the tree, not until the whole module is built (node: 300 -> 200 MB at the peak).
+    for chunk in selected.chunks(BUILD_CHUNK) {
+        let built: Vec<Built> = chunk.par_iter().map(|&i| build(i)).collect();
+        assembler
+            .tree
+            .reserve(built.iter().map(Built::scopes).sum::<usize>());
+        let mut done = Vec::with_capacity(built.len());
+        for (&i, mut b) in chunk.iter().zip(built) {
+            assembler.add_procedure(&plans[i], &mut b);
+            skipped.extend(b.note.take());
+            unresolved_jumps += b.unresolved_jumps;
+            duplicated_tests += b.duplicated_tests;
+            done.push(b);
+        }
+        if let Err(unsent) = spent.send(done) {
+            drop(unsent.0);
+        }
     }
+    drop((spent, freer));
     let inferred_inlined = assembler.inferred;
     let irreducible_loops = std::mem::take(&mut assembler.irreducible);
     let mut tree = assembler.tree;
     tree.set_identity(BinaryIdentity::of(&file, loaded.bytes()));
     let (units, unitless_programs) = (info.units, info.unitless_programs);
-    // Freeing what the analysis built on the way (the line table, the plans with their inlined
-    // calls, the procedures' local trees) takes about as long as finishing the tree: it is
-    // done on a thread of its own, which the caller need not wait for.
+    // The line table and the plans with their inlined calls are freed on a thread of their own
+    // too.
     drop(bounds);
     // Where no thread can be started, the closure is dropped here, with what it holds.
-    let _ = std::thread::Builder::new().spawn(move || drop((spent, plans, info)));
+    let _ = std::thread::Builder::new().spawn(move || drop((plans, info)));
     tree.finish();
     let mut summary = summarize(&tree, units, debug_source, skipped, start.elapsed());
     summary.inferred_inlined = inferred_inlined;
@@ -283,6 +295,9 @@ impl Built {
             .sum::<usize>()
     }
 }
+
+/// Procedures built in parallel before they are put into the tree (see `analyze_in_pool`).
+const BUILD_CHUNK: usize = 4096;
 
 /// Build one procedure's local tree, with `inferred` inlined calls instead of the plan's if
 /// given.

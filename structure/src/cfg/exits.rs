@@ -24,13 +24,24 @@ pub(super) fn may_return(code: &[CodeRange<'_>], env: &CfgEnv<'_>) -> bool {
     let mut work: Vec<u64> = std::iter::once(entry.start)
         .chain(pads.filter(|&a| range_at(code, a).is_some()))
         .collect();
-    let mut seen = FxHashSet::default();
+    // The set of instructions walked is kept per thread and reused: this runs for every callee
+    // at several levels. A nested question (a call on the walk, asked of its callee's code)
+    // finds the set taken and makes its own.
+    let mut seen = SEEN.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    seen.clear();
+    let mut returns = false;
     while let Some(start) = work.pop() {
         if walk_returns(code, env, start, &mut seen, &mut work) {
-            return true;
+            returns = true;
+            break;
         }
     }
-    false
+    SEEN.with(|s| *s.borrow_mut() = seen);
+    returns
+}
+
+thread_local! {
+    static SEEN: std::cell::RefCell<FxHashSet<u64>> = std::cell::RefCell::default();
 }
 
 /// Walk the instructions from `ip` in a straight line until one ends the path or was walked
