@@ -4,7 +4,7 @@
 //! parallel region begins and ends on the thread that encounters it (with the enclosing
 //! region's id, for nested regions) and when each thread begins and ends its implicit task of
 //! a region, and appends them to the file `hpcrun-rs` passes by number in
-//! [`ENV_FD`](hpcrun_alloc_format::ompt::ENV_FD) (format: [`hpcrun_alloc_format::ompt`]).
+//! [`ENV_FD`] (format: [`hpcrun_alloc_format::ompt`]).
 //! Without that variable, or where the runtime offers no `ompt_set_callback`, the tool declines
 //! and the program runs as without it.
 //!

@@ -97,7 +97,7 @@ pub struct Measurement {
     pub attached_cpu: Option<f64>,
     /// What the watchpoints saw (`--watch`).
     pub watch: WatchProfile,
-    /// When the OpenMP regions and their threads' shares ran (see [`RegionLog`]).
+    /// When the OpenMP regions and their threads' shares ran, as the OpenMP tool recorded them.
     pub regions: RegionTimeline,
 }
 
