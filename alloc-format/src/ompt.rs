@@ -11,17 +11,17 @@
 /// Descriptor number of the file the tool appends its chunks to.
 pub const ENV_FD: &str = "HPCRUN_OMPT_FD";
 
-/// `ChunkHeader::magic`: "HPCOMPT1".
-pub const CHUNK_MAGIC: u64 = u64::from_le_bytes(*b"HPCOMPT1");
+/// `ChunkHeader::magic`: "HPCOMPT2" (the records' layout is in the last digit).
+pub const CHUNK_MAGIC: u64 = u64::from_le_bytes(*b"HPCOMPT2");
 
 /// Bytes of a [`ChunkHeader`].
 pub const CHUNK_HEADER_BYTES: usize = 24;
 /// Bytes of a [`Record`].
-pub const RECORD_BYTES: usize = 32;
+pub const RECORD_BYTES: usize = 40;
 
 /// `Record::kind`: a parallel region starts on its encountering thread (`region` the new
 /// region's id, `other` the enclosing region's id, 0 for none, `codeptr` the return address of
-/// the program's call to the runtime).
+/// the program's call to the runtime that started it).
 pub const PARALLEL_BEGIN: u32 = 1;
 /// `Record::kind`: the region `region` ends on its encountering thread.
 pub const PARALLEL_END: u32 = 2;
@@ -61,6 +61,9 @@ pub struct Record {
     pub region: u64,
     /// [`PARALLEL_BEGIN`]: the enclosing region's id (0: none); others: 0.
     pub other: u64,
+    /// [`PARALLEL_BEGIN`]: the return address of the program's call that started the region
+    /// (0: not given); others: 0.
+    pub codeptr: u64,
 }
 
 impl ChunkHeader {
@@ -98,6 +101,7 @@ impl Record {
         b[8..16].copy_from_slice(&self.time.to_le_bytes());
         b[16..24].copy_from_slice(&self.region.to_le_bytes());
         b[24..32].copy_from_slice(&self.other.to_le_bytes());
+        b[32..40].copy_from_slice(&self.codeptr.to_le_bytes());
         b
     }
 
@@ -111,6 +115,7 @@ impl Record {
             time: u64_at(8),
             region: u64_at(16),
             other: u64_at(24),
+            codeptr: u64_at(32),
         })
     }
 }

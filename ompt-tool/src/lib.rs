@@ -12,7 +12,8 @@
 //! records) and an uncontended lock of the thread's own buffer; one `write` per 2048 records.
 
 use hpcrun_alloc_format::ompt::{
-    ChunkHeader, Record, CHUNK_MAGIC, ENV_FD, PARALLEL_BEGIN, PARALLEL_END, TASK_BEGIN, TASK_END,
+    ChunkHeader, Record, CHUNK_HEADER_BYTES, CHUNK_MAGIC, ENV_FD, PARALLEL_BEGIN, PARALLEL_END,
+    RECORD_BYTES, TASK_BEGIN, TASK_END,
 };
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -104,7 +105,7 @@ fn now() -> u64 {
 }
 
 /// Keep a record of the calling thread, writing the buffer out when it is full.
-fn push(kind: u32, index: u32, region: u64, other: u64) {
+fn push(kind: u32, index: u32, region: u64, other: u64, codeptr: u64) {
     let time = now();
     let _ = MINE.try_with(|mine| {
         let mut b = lock(mine);
@@ -120,6 +121,7 @@ fn push(kind: u32, index: u32, region: u64, other: u64) {
             time,
             region,
             other,
+            codeptr,
         });
         if b.records.len() >= CHUNK_RECORDS {
             flush(&mut b);
@@ -141,7 +143,7 @@ fn flush(b: &mut Buffer) {
         count: b.records.len() as u32,
         lost: b.lost,
     };
-    let mut bytes = Vec::with_capacity(24 + 32 * b.records.len());
+    let mut bytes = Vec::with_capacity(CHUNK_HEADER_BYTES + RECORD_BYTES * b.records.len());
     bytes.extend_from_slice(&header.to_bytes());
     for r in &b.records {
         bytes.extend_from_slice(&r.to_bytes());
@@ -231,7 +233,7 @@ extern "C" fn parallel_begin(
     parallel: *mut OmptData,
     _requested: c_uint,
     _flags: c_int,
-    _codeptr: *const c_void,
+    codeptr: *const c_void,
 ) {
     if parallel.is_null() {
         return;
@@ -242,7 +244,7 @@ extern "C" fn parallel_begin(
         (*parallel).value = region;
         encountering_task.as_ref().map_or(0, |t| t.value)
     };
-    push(PARALLEL_BEGIN, 0, region, enclosing);
+    push(PARALLEL_BEGIN, 0, region, enclosing, codeptr as u64);
 }
 
 /// `ompt_callback_parallel_end`.
@@ -254,7 +256,7 @@ extern "C" fn parallel_end(
 ) {
     // SAFETY: the runtime hands the region's data word (or null).
     if let Some(region) = unsafe { parallel.as_ref() }.map(|p| unsafe { p.value }) {
-        push(PARALLEL_END, 0, region, 0);
+        push(PARALLEL_END, 0, region, 0, 0);
     }
 }
 
@@ -279,9 +281,9 @@ extern "C" fn implicit_task(
                 return;
             };
             (*task).value = region;
-            push(TASK_BEGIN, index, region, 0);
+            push(TASK_BEGIN, index, region, 0, 0);
         } else {
-            push(TASK_END, index, (*task).value, 0);
+            push(TASK_END, index, (*task).value, 0, 0);
         }
     }
 }

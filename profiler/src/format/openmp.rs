@@ -36,6 +36,9 @@ pub struct Region {
     pub begin: u64,
     /// See [`Region::begin`].
     pub end: u64,
+    /// The return address of the program's call that started the region (0: not known): the
+    /// same for every instance of one region entered from one place.
+    pub codeptr: u64,
 }
 
 /// One thread's implicit task of a region: its share of the region's work and its waiting at
@@ -144,6 +147,7 @@ mod tests {
             thread,
             begin,
             end,
+            codeptr: 0x401000,
         };
         let task = |thread, region, begin, end| TaskSpan {
             thread,

@@ -12,6 +12,7 @@
 
 mod moving;
 mod placing;
+mod regions;
 mod runtime;
 mod shape;
 mod spin;

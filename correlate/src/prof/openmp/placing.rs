@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::db::database::Database;
 use crate::db::ids::{DbNodeId, ThreadIdx};
+use crate::prof::openmp::regions::{process_of, Evidence, RegionEvidence};
 use crate::prof::openmp::shape::{Body, Shape};
 
 /// Where a worker thread's sample goes.
@@ -35,17 +36,11 @@ pub(crate) struct Placements {
     pub per_sample: Vec<Vec<(u64, DbNodeId, Option<Target>)>>,
 }
 
-/// The samples of the master side of one process, (time, node, thread) in time order.
-type Evidence = Vec<(u64, DbNodeId, u32)>;
-
 impl Placements {
     /// Place every traced sample of a worker thread of `db`, as `shape` reads its tree.
     pub(crate) fn of(db: &Database, shape: &Shape) -> Placements {
         let contexts = db.nodes.len();
-        let process = |t: u32| {
-            let d = &db.threads[t as usize];
-            (d.profile, d.pid)
-        };
+        let process = |t: u32| process_of(db, t);
         let decoded: Vec<Vec<(u64, u32)>> = (db.traces.threads.iter())
             .map(|t| t.decode(contexts).unwrap_or_default())
             .collect();
@@ -60,6 +55,7 @@ impl Placements {
         for list in evidence.values_mut() {
             list.sort_by_key(|&(t, _, _)| t);
         }
+        let regions = RegionEvidence::new(db, &evidence);
         let no_evidence = Evidence::new();
         let mut placements = Placements {
             counts: BTreeMap::new(),
@@ -74,7 +70,7 @@ impl Placements {
                 let at = (trace.thread, time);
                 let target = shape
                     .is_worker_side(node)
-                    .then(|| place(db, shape, evidence, at, node));
+                    .then(|| place(db, shape, (evidence, &regions), at, node));
                 if let Some(target) = target {
                     let count = placements.counts.entry((node, thread)).or_default();
                     *count.entry(target).or_default() += 1;
@@ -87,16 +83,18 @@ impl Placements {
     }
 }
 
-/// Where the worker sample of thread `at.0` at time `at.1` in `node` goes, given the master
-/// side's samples.
+/// Where the worker sample of database thread `thread` at `time` in `node` goes, given the
+/// master side's samples and what the OpenMP tool's timeline says of them.
 fn place(
     db: &Database,
     shape: &Shape,
-    evidence: &Evidence,
-    at: (u32, u64),
+    (evidence, regions): (&Evidence, &RegionEvidence<'_>),
+    (thread, time): (u32, u64),
     node: DbNodeId,
 ) -> Target {
-    let (before, after) = evidence_for(db, evidence, at);
+    let (before, after) = regions
+        .for_sample(db, evidence, thread, time)
+        .unwrap_or_else(|| neighbours(evidence, time));
     let place = &shape.places[node.index()];
     let Some(body) = place.worker_body else {
         // The runtime waiting outside any body: blame what the master was doing.
@@ -123,31 +121,9 @@ fn place(
     }
 }
 
-/// The master side's samples that say where the worker sample of thread `at.0` at time `at.1`
-/// ran. Where the OpenMP tool recorded the region the thread was in then (see
-/// [`profiler::openmp::RegionTimeline`]), the encountering thread's samples nearest before and
-/// after it within that region's time (a worker may still work while the master sleeps at
-/// the region's end: its next sample is in another region); where it did not, or the
-/// encountering thread took no sample during the region, the master side's samples nearest
-/// before (or at) and after it.
-fn evidence_for(
-    db: &Database,
-    evidence: &Evidence,
-    (thread, time): (u32, u64),
-) -> (Option<DbNodeId>, Option<DbNodeId>) {
+/// The master side's samples nearest before (or at) and after `time`.
+fn neighbours(evidence: &Evidence, time: u64) -> (Option<DbNodeId>, Option<DbNodeId>) {
     let i = evidence.partition_point(|&(t, _, _)| t <= time);
-    if let Some(region) = db.traces.regions.outermost_at(thread, time) {
-        let own = |&&(_, _, t): &&(u64, DbNodeId, u32)| t == region.thread;
-        let before = (evidence[..i].iter().rev())
-            .take_while(|&&(t, _, _)| t >= region.begin)
-            .find(own);
-        let after = (evidence[i..].iter())
-            .take_while(|&&(t, _, _)| t <= region.end)
-            .find(own);
-        if before.is_some() || after.is_some() {
-            return (before.map(|e| e.1), after.map(|e| e.1));
-        }
-    }
     let before = i.checked_sub(1).map(|j| evidence[j].1);
     (before, evidence.get(i).map(|&(_, n, _)| n))
 }

@@ -111,6 +111,7 @@ pub(crate) fn timeline(mut bytes: &[u8]) -> RegionTimeline {
                         thread: header.tid,
                         begin: r.time,
                         end: u64::MAX,
+                        codeptr: r.codeptr,
                     });
                 }
                 PARALLEL_END => {
@@ -168,6 +169,7 @@ mod tests {
                 time,
                 region,
                 other,
+                codeptr: 0,
             };
             b.extend_from_slice(&r.to_bytes());
         }
