@@ -8,8 +8,11 @@
 //! Without that variable, or where the runtime offers no `ompt_set_callback`, the tool declines
 //! and the program runs as without it.
 //!
-//! Costs per event: a clock read, a `getpid` (a forked child must not write its parent's
-//! records) and an uncontended lock of the thread's own buffer; one `write` per 2048 records.
+//! Costs per event: a clock read (no system call) and an uncontended lock of the thread's own
+//! buffer; one `write` per 2048 records. A forked child must not write its parent's records: a
+//! handler run in the child at `fork` counts forks, and a buffer filled before the last one is
+//! emptied (no `getpid` per event: each system call in a region's path is a chance for the
+//! scheduler to switch the thread out while its team waits).
 
 use hpcrun_alloc_format::ompt::{
     ChunkHeader, Record, CHUNK_HEADER_BYTES, CHUNK_MAGIC, ENV_FD, PARALLEL_BEGIN, PARALLEL_END,
@@ -56,11 +59,15 @@ const CHUNK_RECORDS: usize = 2048;
 static FD: AtomicI32 = AtomicI32::new(-1);
 /// The next parallel region's id (never 0: 0 means "no region").
 static NEXT_REGION: AtomicU64 = AtomicU64::new(1);
+/// Forks this process is the child of, counted by [`after_fork`].
+static FORKS: AtomicU64 = AtomicU64::new(0);
 /// Every thread's buffer, for the runtime's shutdown to write out.
 static BUFFERS: Mutex<Vec<Arc<Mutex<Buffer>>>> = Mutex::new(Vec::new());
 
 /// One thread's records not yet written.
 struct Buffer {
+    /// [`FORKS`] when the buffer was filled for this process.
+    forks: u64,
     pid: u32,
     tid: u32,
     records: Vec<Record>,
@@ -74,6 +81,7 @@ thread_local! {
 /// A new buffer for the calling thread, listed in [`BUFFERS`].
 fn register() -> Arc<Mutex<Buffer>> {
     let buffer = Arc::new(Mutex::new(Buffer {
+        forks: FORKS.load(Ordering::Relaxed),
         pid: std::process::id(),
         tid: gettid(),
         records: Vec::with_capacity(CHUNK_RECORDS),
@@ -109,11 +117,11 @@ fn push(kind: u32, index: u32, region: u64, other: u64, codeptr: u64) {
     let time = now();
     let _ = MINE.try_with(|mine| {
         let mut b = lock(mine);
-        let pid = std::process::id();
-        if b.pid != pid {
+        let forks = FORKS.load(Ordering::Relaxed);
+        if b.forks != forks {
             // A forked child: what the buffer holds is its parent's.
             b.records.clear();
-            (b.pid, b.tid, b.lost) = (pid, gettid(), 0);
+            (b.forks, b.pid, b.tid, b.lost) = (forks, std::process::id(), gettid(), 0);
         }
         b.records.push(Record {
             kind,
@@ -132,7 +140,7 @@ fn push(kind: u32, index: u32, region: u64, other: u64, codeptr: u64) {
 /// Append the buffer's records to the file as one chunk (one `write`, so that chunks never
 /// interleave), or count them lost.
 fn flush(b: &mut Buffer) {
-    if b.records.is_empty() || b.pid != std::process::id() {
+    if b.records.is_empty() || b.forks != FORKS.load(Ordering::Relaxed) {
         b.records.clear();
         return;
     }
@@ -190,11 +198,18 @@ pub unsafe extern "C" fn ompt_start_tool(
         return std::ptr::null_mut();
     };
     FD.store(fd, Ordering::Relaxed);
+    // SAFETY: the handler only increments an atomic, which is safe in a forked child.
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork)) };
     Box::into_raw(Box::new(StartToolResult {
         initialize,
         finalize,
         tool_data: OmptData { value: 0 },
     }))
+}
+
+/// Run in the child of a `fork`: the buffers now hold the parent's records.
+extern "C" fn after_fork() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Register the callbacks; 0 (the tool declines) where the runtime has no `ompt_set_callback`.
