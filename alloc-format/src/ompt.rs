@@ -26,7 +26,8 @@ pub const PARALLEL_BEGIN: u32 = 1;
 /// `Record::kind`: the region `region` ends on its encountering thread.
 pub const PARALLEL_END: u32 = 2;
 /// `Record::kind`: this thread starts its implicit task of region `region` (`index`: its
-/// number in the team, 0 for the encountering thread).
+/// number in the team; the encountering thread's own task, number 0, is not recorded: it
+/// begins and ends with the region).
 pub const TASK_BEGIN: u32 = 3;
 /// `Record::kind`: this thread ends its implicit task of region `region`.
 pub const TASK_END: u32 = 4;

@@ -8,7 +8,7 @@
 //! Without that variable, or where the runtime offers no `ompt_set_callback`, the tool declines
 //! and the program runs as without it.
 //!
-//! Costs per event: a clock read (no system call) and an uncontended lock of the thread's own
+//! Costs per event (four per region of two threads): a clock read (no system call) and an uncontended lock of the thread's own
 //! buffer; one `write` per 2048 records. A forked child must not write its parent's records: a
 //! handler run in the child at `fork` counts forks, and a buffer filled before the last one is
 //! emptied (no `getpid` per event: each system call in a region's path is a chance for the
@@ -257,7 +257,9 @@ extern "C" fn parallel_begin(
     // SAFETY: the runtime hands valid data words (or null) for the region and the task.
     let enclosing = unsafe {
         (*parallel).value = region;
-        encountering_task.as_ref().map_or(0, |t| t.value)
+        encountering_task
+            .as_ref()
+            .map_or(0, |t| t.value & !ENCOUNTERING)
     };
     push(PARALLEL_BEGIN, 0, region, enclosing, codeptr as u64);
 }
@@ -277,7 +279,9 @@ extern "C" fn parallel_end(
 
 /// `ompt_callback_implicit_task`: a thread begins or ends its share of a region. The task's
 /// data word keeps the region's id, for the end (where the region's may be null) and for
-/// regions nested inside it.
+/// regions nested inside it. The encountering thread's own task (number 0) begins and ends with
+/// the region, whose records say when: it is not recorded again (a third fewer records on the
+/// region's path), its data word marked so that its end is known as such.
 extern "C" fn implicit_task(
     endpoint: c_int,
     parallel: *mut OmptData,
@@ -295,13 +299,20 @@ extern "C" fn implicit_task(
             let Some(region) = parallel.as_ref().map(|p| p.value) else {
                 return;
             };
-            (*task).value = region;
-            push(TASK_BEGIN, index, region, 0, 0);
-        } else {
+            if index == 0 {
+                (*task).value = region | ENCOUNTERING;
+            } else {
+                (*task).value = region;
+                push(TASK_BEGIN, index, region, 0, 0);
+            }
+        } else if (*task).value & ENCOUNTERING == 0 {
             push(TASK_END, index, (*task).value, 0, 0);
         }
     }
 }
+
+/// Marks the data word of an encountering thread's own implicit task (region ids stay below).
+const ENCOUNTERING: u64 = 1 << 63;
 
 /// `ompt_callback_thread_end`: the thread's records are written before it goes.
 extern "C" fn thread_end(_thread: *mut OmptData) {
