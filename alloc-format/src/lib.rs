@@ -1,6 +1,6 @@
 //! The wire format between the allocation shim (crate `hpcrun-alloc`, running inside the
-//! measured program) and `hpcrun-rs`, which reads it. Both depend on this crate (std only, so
-//! the shim stays small), so the two ends cannot disagree on a layout. The OpenMP tool's
+//! measured program) and `hpcrun-rs`, which reads it. Both depend on this crate (std and libc
+//! only, so the shim stays small), so the two ends cannot disagree on a layout. The OpenMP tool's
 //! records (crate `hpcrun-ompt`) are in [`ompt`].
 //!
 //! - `hpcrun-rs` creates a `SOCK_SEQPACKET` socket pair and passes one end to the command by
@@ -15,6 +15,18 @@
 //!   records may wrap around the end of the data area. Positions (`head`, `tail`) only grow.
 
 pub mod ompt;
+
+/// CLOCK_MONOTONIC in ns: the clock hpcrun-rs's perf events use (vDSO, no system call), for
+/// the shims' records.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 use std::sync::atomic::{AtomicU32, AtomicU64};
 

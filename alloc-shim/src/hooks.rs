@@ -11,7 +11,8 @@ use std::ffi::c_void;
 use libc::{c_int, size_t};
 
 use crate::format::{RecordHeader, OP_ALLOC, OP_FREE, OP_REALLOC};
-use crate::{min_size, monotonic_ns, ring};
+use crate::{min_size, ring};
+use hpcrun_alloc_format::monotonic_ns;
 
 unsafe extern "C" {
     fn __libc_malloc(size: size_t) -> *mut c_void;

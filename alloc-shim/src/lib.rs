@@ -49,17 +49,6 @@ fn min_size() -> u64 {
     MIN.load(Ordering::Relaxed)
 }
 
-/// CLOCK_MONOTONIC in ns: the clock hpcrun-rs's perf events use (vDSO, no system call).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Runs when the library is loaded, after libc's constructors: read the configuration, then
 /// switch recording on.
 extern "C" fn init() {

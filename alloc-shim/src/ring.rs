@@ -15,7 +15,8 @@ use crate::format::{
     record_bytes, Message, RecordHeader, RingHeader, MSG_RING, MSG_WAKE, RECORD_HEADER_BYTES,
     RING_HEADER_BYTES, RING_MAGIC, VERSION,
 };
-use crate::{monotonic_ns, RING_BYTES, SOCK};
+use crate::{RING_BYTES, SOCK};
+use hpcrun_alloc_format::monotonic_ns;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Status {

@@ -14,6 +14,7 @@
 //! emptied (no `getpid` per event: each system call in a region's path is a chance for the
 //! scheduler to switch the thread out while its team waits).
 
+use hpcrun_alloc_format::monotonic_ns;
 use hpcrun_alloc_format::ompt::{
     ChunkHeader, Record, CHUNK_HEADER_BYTES, CHUNK_MAGIC, ENV_FD, PARALLEL_BEGIN, PARALLEL_END,
     RECORD_BYTES, TASK_BEGIN, TASK_END,
@@ -101,20 +102,9 @@ fn gettid() -> u32 {
     unsafe { libc::gettid() as u32 }
 }
 
-/// CLOCK_MONOTONIC in ns, the clock of the perf samples.
-fn now() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write to.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Keep a record of the calling thread, writing the buffer out when it is full.
 fn push(kind: u32, index: u32, region: u64, other: u64, codeptr: u64) {
-    let time = now();
+    let time = monotonic_ns();
     let _ = MINE.try_with(|mine| {
         let mut b = lock(mine);
         let forks = FORKS.load(Ordering::Relaxed);

@@ -202,6 +202,34 @@ fn assert_no_worker_paths(view: &Value, total: f64) {
     );
 }
 
+/// The checks of a fixture whose region in `solve` runs under `caller_a` and `caller_b`: no
+/// worker path left, each caller's region (both threads' shares) under the caller in the split
+/// the threads' clocks say (within 3 points), and the body only under a caller's call to the
+/// runtime. Returns the two callers' inclusive times.
+fn callers_split_as_their_clocks_say(tc: &Toolchain, m: &Measured, view: &Value) -> (f64, f64) {
+    let total = view["metrics"][0]["total"].as_f64().unwrap();
+    assert_no_worker_paths(view, total);
+    let (a, b) = (
+        inclusive(view, "caller_a", 0),
+        inclusive(view, "caller_b", 0),
+    );
+    let clocks = work_clocks(&m.stdout);
+    let want = clocks["caller_a"] / (clocks["caller_a"] + clocks["caller_b"]);
+    let got = a / (a + b);
+    assert!(
+        (got - want).abs() <= 0.03,
+        "{}: caller_a has {:.1}% of the callers' time, its clocks say {:.1}%",
+        tc.cc,
+        100.0 * got,
+        100.0 * want
+    );
+    for (path, _) in placed(view, tc.body) {
+        assert!(path.iter().any(|p| p == tc.fork), "{path:?}");
+        assert!(path.iter().any(|p| p.starts_with("caller_")), "{path:?}");
+    }
+    (a, b)
+}
+
 #[test]
 fn worker_samples_split_between_the_callers_as_their_clocks_say() {
     for tc in toolchains() {
@@ -225,30 +253,8 @@ fn worker_samples_split_between_the_callers_as_their_clocks_say() {
         );
         let view = top_down(&m.dir.join("omp_callers.hpcdb"));
         let total = view["metrics"][0]["total"].as_f64().unwrap();
-        assert_no_worker_paths(&view, total);
-        // Each caller's region, both threads' shares, under the caller: the split the
-        // threads' clocks say.
-        let (a, b) = (
-            inclusive(&view, "caller_a", 0),
-            inclusive(&view, "caller_b", 0),
-        );
-        let clocks = work_clocks(&m.stdout);
-        let want = clocks["caller_a"] / (clocks["caller_a"] + clocks["caller_b"]);
-        let got = a / (a + b);
-        assert!(
-            (got - want).abs() <= 0.03,
-            "{}: caller_a has {:.1}% of the callers' time, its clocks say {:.1}%",
-            tc.cc,
-            100.0 * got,
-            100.0 * want
-        );
+        let (a, b) = callers_split_as_their_clocks_say(&tc, &m, &view);
         assert!((a + b) >= 0.95 * total, "{a} + {b} of {total}");
-        // The body appears under each caller's call to the runtime, nowhere else but among
-        // the few unplaced samples.
-        for (path, _) in placed(&view, tc.body) {
-            assert!(path.iter().any(|p| p == tc.fork), "{path:?}");
-            assert!(path.iter().any(|p| p.starts_with("caller_")), "{path:?}");
-        }
         if tc.cc == "gcc" {
             hatchet_sees_the_callers(&m, a, b);
         }
@@ -432,25 +438,7 @@ fn with_libomp_the_runtimes_own_events_place_a_lopsided_regions_worker_samples()
         m.summary
     );
     let view = top_down(&m.dir.join("omp_lopsided.hpcdb"));
-    let total = view["metrics"][0]["total"].as_f64().unwrap();
-    assert_no_worker_paths(&view, total);
-    let (a, b) = (
-        inclusive(&view, "caller_a", 0),
-        inclusive(&view, "caller_b", 0),
-    );
-    let clocks = work_clocks(&m.stdout);
-    let want = clocks["caller_a"] / (clocks["caller_a"] + clocks["caller_b"]);
-    let got = a / (a + b);
-    assert!(
-        (got - want).abs() <= 0.03,
-        "caller_a has {:.1}% of the callers' time, its clocks say {:.1}%",
-        100.0 * got,
-        100.0 * want
-    );
-    for (path, _) in placed(&view, tc.body) {
-        assert!(path.iter().any(|p| p == tc.fork), "{path:?}");
-        assert!(path.iter().any(|p| p.starts_with("caller_")), "{path:?}");
-    }
+    callers_split_as_their_clocks_say(&tc, &m, &view);
     // The same run without the tool (`OMP_TOOL=disabled`, which the runtime honours): the
     // samples alone leave most of the worker's time unplaced, as they must.
     let stdout = run_ok(
