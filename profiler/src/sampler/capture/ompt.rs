@@ -77,7 +77,7 @@ impl RegionLog {
 
 /// The timeline in the tool's chunks: regions made unique across processes (a forked child
 /// numbers its regions on from its parent's), each begin paired with its end on its thread.
-/// A chunk cut short ends the reading; what it lost is counted.
+/// A chunk cut short (or not one) ends the reading; its records are counted lost.
 pub(crate) fn timeline(mut bytes: &[u8]) -> RegionTimeline {
     let mut out = RegionTimeline::default();
     let mut ids: HashMap<(u32, u64), u64> = HashMap::new();
@@ -86,7 +86,8 @@ pub(crate) fn timeline(mut bytes: &[u8]) -> RegionTimeline {
     while let Some(header) = ChunkHeader::from_bytes(bytes) {
         let body = CHUNK_HEADER_BYTES + header.count as usize * RECORD_BYTES;
         if header.magic != CHUNK_MAGIC || bytes.len() < body {
-            out.lost += 1;
+            // What is left cannot be read: its records are lost (at least one).
+            out.lost += u64::from(header.count).max(1);
             break;
         }
         out.lost += u64::from(header.lost);

@@ -106,11 +106,29 @@ pub fn summary(profile: &Profile, duration_s: f64, output: &str, notes: &[String
     ));
     out.push_str(&crate::sampler::results::report_data::source_lines(profile));
     out.push_str(&watch_summary(&profile.watch));
+    out.push_str(&regions_summary(&profile.regions));
     for note in notes {
         let _ = writeln!(out, "  {note}");
     }
     let _ = writeln!(out, "  profile written to {output}");
     out
+}
+
+/// The end-of-run line of a run whose OpenMP runtime loaded hpcrun-rs's OpenMP tool: the
+/// regions it recorded, and what it could not write; nothing for a run without.
+fn regions_summary(r: &crate::format::openmp::RegionTimeline) -> String {
+    if r.is_empty() && r.lost == 0 {
+        return String::new();
+    }
+    let lost = match r.lost {
+        0 => String::new(),
+        n => format!(", {n} records lost (their regions are placed by the samples alone)"),
+    };
+    format!(
+        "  OpenMP regions from the runtime's tools interface: {} regions, {} worker tasks{lost}\n",
+        r.regions.len(),
+        r.tasks.len()
+    )
 }
 
 /// The end-of-run line of a `--watch` run: what was watched, the traps, and how many bindings
