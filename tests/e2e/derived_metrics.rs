@@ -137,7 +137,8 @@ fn a_bad_formula_is_refused_with_what_is_wrong() {
     for (formula, says) in [
         ("r = page-faults / cpu-clock", "'page-faults'"),
         ("r = (cpu-clock", "expected ')'"),
-        ("ipc", "no metric 'ipc'"),
+        ("ipc", "'ipc' is instructions / cycles"),
+        ("flops", "no metric 'flops'"),
     ] {
         let out = run(tool_command("hpcview-rs")
             .args(["profile.hpcdb", "--metric", formula])

@@ -101,6 +101,11 @@ impl Derived {
         Derived::parse(&format!("{name} = {formula}"), metrics).ok()
     }
 
+    /// The formula of the built-in derived metric `name`, whatever the database measured.
+    pub fn built_in_formula(name: &str) -> Option<&'static str> {
+        BUILT_IN.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+    }
+
     /// The positions (in the list the formula was read against) of the metrics it uses.
     pub fn inputs(&self) -> Vec<usize> {
         let mut out = Vec::new();

@@ -89,6 +89,13 @@ pub(crate) fn metric_choice(
             shown.push(i);
         } else if let Some(d) = Derived::built_in(entry, &names) {
             derived.push(d);
+        } else if let Some(formula) = Derived::built_in_formula(entry) {
+            bail!(
+                "{}: '{entry}' is {formula}, and the database does not have all of these \
+                 metrics (its metrics: {})",
+                path.display(),
+                list(names.iter().cloned())
+            );
         } else {
             bail!(
                 "{}: no metric '{entry}'; metrics: {} (or define one: --metric 'NAME = FORMULA')",
