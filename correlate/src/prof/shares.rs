@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use fxhash::{FxHashMap, FxHashSet};
 use profiler::db::{Cost, Profile};
+use profiler::openmp::RegionTimeline;
 use profiler::trace::Traces;
 use serde::{Deserialize, Serialize};
 use structure::ScopeTree;
@@ -97,6 +98,9 @@ pub struct Enriched {
     pub(crate) db: Database,
     /// The traces (the database's own field is not serialized).
     pub(crate) traces: Traces,
+    /// The OpenMP regions' timeline (the traces' own field is not serialized), so that a share
+    /// sent between the ranks of `hpcprof-rs-mpi` keeps it.
+    pub(crate) regions: RegionTimeline,
     /// The distinct addresses left as `<unknown procedure>`.
     pub(crate) unknown: FxHashSet<UnknownAddress>,
     /// What the JIT maps named.
@@ -118,9 +122,11 @@ impl Prepared {
         let mut traces = Traces::default();
         let kept = profiles::enrich(&self.gathered, members, &mut enricher, &mut traces)?;
         let (db, unknown, jit) = enricher.into_parts();
+        let regions = std::mem::take(&mut traces.regions);
         Ok(Enriched {
             db,
             traces,
+            regions,
             unknown,
             jit,
             kept,
@@ -164,12 +170,8 @@ impl Share for Enriched {
             self.traces.threads.extend(remapped.ok());
         }
         self.traces.dropped += later.traces.dropped;
-        // Within one process (serial, or threads of one rank); shares sent between ranks do
-        // not carry the timeline, whose grafting then falls back on the samples alone.
         let rename = |t: u32| Some((thread_base + t as usize) as u32);
-        self.traces
-            .regions
-            .extend_from(&later.traces.regions, rename);
+        self.regions.extend_from(&later.regions, rename);
         self.unknown.extend(later.unknown);
         self.jit.merge(later.jit);
         for mut kept in later.kept {
@@ -242,12 +244,14 @@ impl Enriched {
     pub(crate) fn finish(self, gathered: &Gathered) -> Result<Finished, CorrelateError> {
         let Enriched {
             mut db,
-            traces,
+            mut traces,
+            regions,
             unknown,
             jit,
             mut kept,
         } = self;
         finish_tree(&mut db, &unknown);
+        traces.regions = regions;
         for k in kept.iter_mut().filter(|k| k.profile.is_none()) {
             let path = &gathered.members[k.member].path;
             k.profile = Some(Profile::read(path).map_err(CorrelateError::Profile)?);
