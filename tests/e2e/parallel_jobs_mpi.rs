@@ -2,7 +2,8 @@
 //! writes: on 200 synthetic ranks (copies of a real profile, `profiler/examples/
 //! synth_profiles.rs`) plus a damaged file, the same bytes, views, statistics and exit status (3);
 //! a measurement given twice across two ranks' shares and a missing input fail as they do in
-//! the serial tool (one line, exit 2).
+//! the serial tool (one line, exit 2); an OpenMP program's region timeline reaches rank 0 from the
+//! other ranks' shares (the same database as the serial tool's).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -176,4 +177,53 @@ fn hpcprof_mpi_on_four_ranks_writes_the_serial_database() {
         assert_eq!((status, lines.len()), (Some(2), 1), "{lines:?}");
         assert_eq!(lines, failure(&serial(&dir, args)).1);
     }
+}
+
+#[test]
+fn an_openmp_programs_region_timeline_travels_between_the_ranks() {
+    // Two runs of a clang/libomp program whose worker samples only the OpenMP tool's region
+    // timeline places (see openmp.rs): the ranks' shares must carry the timeline to rank 0.
+    let libomp = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("lib/libomp.so").exists());
+    if !have_mpi() || !libomp {
+        return;
+    }
+    let dir = scratch_dir("parallel_jobs_mpi_openmp");
+    crate::support::compile_with(
+        "clang",
+        &["omp_lopsided.c"],
+        &dir,
+        "lopsided",
+        &["-O2", "-g", "-fopenmp"],
+    );
+    std::fs::create_dir(dir.join("m")).unwrap();
+    for run in ["m/a.db", "m/b.db"] {
+        run_ok(
+            tool_command("hpcrun-rs")
+                .args(["-q", "-e", "cpu-clock@f4000", "-o", run, "./lopsided", "6"])
+                .env("OMP_WAIT_POLICY", "passive")
+                .current_dir(&dir),
+        );
+    }
+    let one = serial(&dir, &["m", "-o", "serial.hpcdb"]);
+    let four = mpirun(&dir, &["m", "-o", "mpi.hpcdb"]);
+    for out in [&one, &four] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let line = (stderr.lines())
+            .find(|l| l.trim_start().starts_with("OpenMP:"))
+            .unwrap_or_else(|| panic!("no OpenMP line: {stderr}"));
+        let numbers: Vec<f64> = (line.split(|c: char| !c.is_ascii_digit()))
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert!(numbers[1] >= 0.99 * numbers[2], "placed: {line}");
+    }
+    let (s, p) = (dir.join("serial.hpcdb"), dir.join("mpi.hpcdb"));
+    assert!(
+        std::fs::read(s).unwrap() == std::fs::read(p).unwrap(),
+        "the databases differ"
+    );
 }
