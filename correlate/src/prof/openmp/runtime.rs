@@ -44,8 +44,9 @@ pub(crate) fn is_wait(name: &str) -> bool {
 /// Whether the module at `path` is a system library a thread starts in (the C library and
 /// the dynamic loader): frames of these above a runtime frame mean a worker thread's start.
 /// Below a runtime frame, they are the runtime's work, never a body: so are GCC's support
-/// library (its initialisers run when the runtime loads a library) and hpcrun-rs's own OpenMP
-/// tool (its callbacks run inside the runtime).
+/// library (its initialisers run when the runtime loads a library), the kernel's vDSO (the
+/// runtime reads the clock) and hpcrun-rs's own OpenMP tool (its callbacks run inside the
+/// runtime).
 pub(crate) fn is_system(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     [
@@ -57,6 +58,8 @@ pub(crate) fn is_system(path: &str) -> bool {
         "ld64.so",
         "libgcc_s.so",
         "libhpcrun_ompt.so",
+        "[vdso]",
+        "linux-vdso.so",
     ]
     .iter()
     .any(|p| name.starts_with(p))
@@ -78,5 +81,6 @@ mod tests {
         assert!(!is_system("/home/u/ldpc-solver"));
         assert!(is_system("/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"));
         assert!(is_system("/opt/hpctoolkit-rs/libhpcrun_ompt.so"));
+        assert!(is_system("[vdso]"));
     }
 }
