@@ -64,6 +64,10 @@ impl RegionTimeline {
     /// Add `other`'s regions and tasks, their threads renamed by `thread` (`None`: the thread
     /// is not kept, nor what it recorded) and their region ids made unique beside ours.
     pub fn extend_from(&mut self, other: &RegionTimeline, thread: impl Fn(u32) -> Option<u32>) {
+        if other.is_empty() && other.lost == 0 {
+            // Most profiles (no OpenMP tool): nothing to add, and nothing to sort again.
+            return;
+        }
         let base = self.regions.iter().map(|r| r.id).max().unwrap_or(0);
         let id = |i: u64| if i == 0 { 0 } else { base + i };
         for r in &other.regions {
