@@ -68,8 +68,14 @@ fn blocked_time_goes_to_each_blocking_path_as_the_clocks_say() {
     // Every switch unwound to the thread's root: nothing under <partial call paths>.
     let partial = inclusive(&view["root"], "<partial call paths>", 1);
     assert!(partial <= 0.001 * total, "{partial} of {total} partial");
-    // The blocking clocks are printed as `WAY block-ns N`; work_clocks reads `WHO work-cpu-ns`.
-    let clocks = work_clocks(&stdout.replace(" block-ns ", " work-cpu-ns "));
+    // The blocking clocks are printed as `WAY block-ns N`, the CPU clocks over the same waits
+    // as `WAY wait-cpu-ns N`; work_clocks reads `WHO work-cpu-ns`.
+    let only = |kind: &str| -> String {
+        let lines = stdout.lines().filter(|l| l.contains(kind));
+        lines.collect::<Vec<_>>().join("\n").replace(kind, " work-cpu-ns ")
+    };
+    let clocks = work_clocks(&only(" block-ns "));
+    let wait_cpu = work_clocks(&only(" wait-cpu-ns "));
     for way in ["wait_pipe", "wait_cond", "wait_sleep"] {
         let want = clocks[way] * 1e9;
         let got = inclusive(&view["root"], way, 1);
@@ -79,8 +85,18 @@ fn blocked_time_goes_to_each_blocking_path_as_the_clocks_say() {
             got / 1e6,
             want / 1e6
         );
-        // The computing between the waits is CPU time, not blocked time.
-        assert!(inclusive(&view["root"], way, 0) <= 0.05 * want, "{way}");
+        // The CPU time within the waits (locking, system calls, switching back in) is what the
+        // thread's own clock measured over them, give or take sampling (a sample a millisecond):
+        // the computing between the waits is not in it. A loaded machine makes more of it (a
+        // condition already signalled while the thread was preempted, contended locks).
+        let cpu_want = wait_cpu[way] * 1e9;
+        let cpu_got = inclusive(&view["root"], way, 0);
+        assert!(
+            (cpu_got - cpu_want).abs() <= 0.25 * cpu_want + 5e6,
+            "{way}: {:.1} ms of CPU time sampled in the waits, the thread's clock says {:.1} ms",
+            cpu_got / 1e6,
+            cpu_want / 1e6
+        );
         // Why, as the kernel's call chain at each switch says.
         let reason = match way {
             "wait_pipe" => "<off-cpu: I/O>",
