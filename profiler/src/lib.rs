@@ -61,7 +61,8 @@
 // The profile.db format (always built): what readers of a profile compile.
 mod format;
 pub use format::{
-    addr, builder, dataref, db, envelope, job, openmp, sections, trace, vdso, watchdb,
+    addr, builder, bundle, dataref, db, debugfiles, envelope, job, openmp, sections, trace, vdso,
+    watchdb,
 };
 
 // The sampler (feature `sampler`, on by default): perf_event_open, unwinding, hpcrun-rs.
@@ -71,6 +72,6 @@ mod sampler;
 pub use sampler::{
     capture::{events, hold, launch, perf, pmu, python},
     data::{alloc, sample},
-    results::{measurements, output, report, report_data},
+    results::{bundling, measurements, output, report, report_data},
     session, watch,
 };

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
+use profiler::bundling;
 use profiler::db::Profile;
 use profiler::events::{self, EventSpec};
 use profiler::hold::Backpressure;
@@ -109,6 +110,13 @@ struct Cli {
     /// Python call takes about 500 bytes of native stack); `off` leaves both alone
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = PythonArg::Auto)]
     python: PythonArg,
+
+    /// Copy every binary the profile names (executable, libraries, the vDSO) and the separate
+    /// debug files found for them into the measurement (PROFILE.modules/ beside a profile,
+    /// DIR/modules/ in a measurement directory), found again by build-id: `hpcprof-rs` then
+    /// gives the same database on another machine, where those files are gone or differ
+    #[arg(long)]
+    bundle: bool,
 
     /// No summary at the end
     #[arg(short, long)]
@@ -254,7 +262,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         }
     };
     let job = JobPlace::from_env();
-    let output = prepare_output(cli.output.as_deref(), &target, &job)?;
+    let (output, directory) = prepare_output(cli.output.as_deref(), &target, &job)?;
     let opts = Options {
         events,
         stack_size,
@@ -325,6 +333,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         }
     }
     let written = write_output(&profile, &output, &mut notes)?;
+    if cli.bundle {
+        let store = profiler::bundle::store_for(&written, directory.as_deref());
+        notes.extend(bundling::bundle(&profile.modules, &store).lines());
+    }
     if !cli.quiet {
         say!(
             "{}",
@@ -396,33 +408,31 @@ fn parse_events(texts: &[String], off_cpu: bool) -> Result<Vec<EventSpec>> {
 }
 
 /// Decide where the profile goes ([`measurements::destination`]), create the measurement
-/// directory if it is one, and check that the profile can be written there.
+/// directory if it is one, and check that the profile can be written there; the measurement
+/// directory, if it is one.
 fn prepare_output(
     output: Option<&Path>,
     target: &Target,
     job: &JobPlace,
-) -> Result<Output, Failure> {
+) -> Result<(Output, Option<PathBuf>), Failure> {
     let program = match target {
         Target::Launch(command) => command.first().map(|c| c.to_string_lossy()),
         Target::Attach(_) => None,
     };
     let app = measurements::app_name(program.as_deref());
-    let path = match measurements::destination(output, &app, job) {
-        Destination::File(path) => path,
+    let (path, directory) = match measurements::destination(output, &app, job) {
+        Destination::File(path) => (path, None),
         Destination::Directory(dir) => {
             measurements::create(&dir).map_err(|e| usage(e.into()))?;
             let host = nix::unistd::gethostname()
                 .map(|h| h.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            dir.join(measurements::file_name(
-                &app,
-                job,
-                &host,
-                std::process::id(),
-            ))
+            let file = measurements::file_name(&app, job, &host, std::process::id());
+            (dir.join(file), Some(dir))
         }
     };
-    Output::prepare(&path).map_err(|e| usage(e.into()))
+    let output = Output::prepare(&path).map_err(|e| usage(e.into()))?;
+    Ok((output, directory))
 }
 
 /// Write the profile (see [`profiler::output`]) and say where it went when that is not where

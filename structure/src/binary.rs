@@ -90,24 +90,13 @@ pub fn is_shared_library(file: &object::File<'_>) -> bool {
     file.kind() == object::ObjectKind::Dynamic && file.section_by_name(".interp").is_none()
 }
 
-/// Candidate separate debug files for `binary`: `.gnu_debuglink` next to it, in `.debug/` and
-/// under `/usr/lib/debug/<dir>`, then `/usr/lib/debug/.build-id/xx/yyyy.debug`.
+/// Candidate separate debug files for `binary` ([`profiler::debugfiles::candidates`]: beside
+/// it, in `.debug/`, under `/usr/lib/debug/<dir>`, by build-id, and `debuginfo` beside an
+/// `executable` in a debuginfod cache layout such as a `--bundle` store).
 pub fn debug_file_candidates(binary: &Path, file: &object::File<'_>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let dir = binary.parent().unwrap_or(Path::new("."));
-    if let Ok(Some((name, _crc))) = file.gnu_debuglink() {
-        let name = String::from_utf8_lossy(name).into_owned();
-        out.push(dir.join(&name));
-        out.push(dir.join(".debug").join(&name));
-        let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-        let rel = abs.strip_prefix("/").unwrap_or(&abs);
-        out.push(Path::new("/usr/lib/debug").join(rel).join(&name));
-    }
-    if let Ok(Some(id)) = file.build_id() {
-        out.extend(build_id_path(id));
-    }
-    out.retain(|p| p != binary && p.is_file());
-    out
+    let link = file.gnu_debuglink().ok().flatten().map(|(name, _crc)| name);
+    let id = file.build_id().ok().flatten();
+    profiler::debugfiles::candidates(binary, link, id)
 }
 
 /// The supplementary debug file that a file's DWARF refers to.
@@ -145,27 +134,11 @@ fn debug_sup_file_name(section: &[u8]) -> Option<&[u8]> {
     (is_supplementary == 0 && end > 0).then(|| &rest[..end])
 }
 
-/// Where the supplementary file `link` of the file at `linking` may be: the path it states
-/// (relative to `linking`'s directory if relative), then by build-id under
-/// `/usr/lib/debug/.build-id/`.
+/// Where the supplementary file `link` of the file at `linking` may be
+/// ([`profiler::debugfiles::supplementary_candidates`]: the path it states, relative to
+/// `linking`'s directory if relative, then by build-id).
 pub fn supplementary_candidates(linking: &Path, link: &SupplementaryLink) -> Vec<PathBuf> {
-    let dir = linking.parent().unwrap_or(Path::new("."));
-    let mut out = vec![dir.join(&link.path)];
-    out.extend(link.build_id.as_deref().and_then(build_id_path));
-    out.retain(|p| p.is_file());
-    out
-}
-
-/// `/usr/lib/debug/.build-id/xx/yyyy.debug` for build-id `id`.
-fn build_id_path(id: &[u8]) -> Option<PathBuf> {
-    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-    (hex.len() > 2).then(|| {
-        PathBuf::from(format!(
-            "/usr/lib/debug/.build-id/{}/{}.debug",
-            &hex[..2],
-            &hex[2..]
-        ))
-    })
+    profiler::debugfiles::supplementary_candidates(linking, &link.path, link.build_id.as_deref())
 }
 
 /// How many times its compressed size a section may claim to decompress to. zlib cannot

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
+use crate::support::{build_id, compile, run, run_ok, scratch_dir, tool_command};
 
 /// A debuginfod server serving `dir`, stopped when dropped.
 struct Server {
@@ -87,13 +87,6 @@ fn stripped_program(dir: &Path, full: &Path) -> (PathBuf, PathBuf) {
             .arg(&stripped),
     );
     (program, stripped)
-}
-
-/// The GNU build-id of `binary`, in hex.
-fn build_id(binary: &Path) -> String {
-    let notes = run_ok(Command::new("readelf").arg("-n").arg(binary));
-    let line = notes.lines().find(|l| l.contains("Build ID:")).unwrap();
-    line.rsplit(' ').next().unwrap().trim().to_string()
 }
 
 /// hpcstruct-rs's structure of `binary`, with `env` set, its module's own names made alike.

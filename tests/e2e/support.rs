@@ -165,6 +165,13 @@ pub fn test_cache() -> PathBuf {
     dir
 }
 
+/// The GNU build-id of `binary`, in hex (as `readelf -n` prints it).
+pub fn build_id(binary: &Path) -> String {
+    let notes = run_ok(Command::new("readelf").arg("-n").arg(binary));
+    let line = notes.lines().find(|l| l.contains("Build ID:")).unwrap();
+    line.rsplit(' ').next().unwrap().trim().to_string()
+}
+
 /// Run a command and return its output, panicking if it cannot be started.
 pub fn run(cmd: &mut Command) -> Output {
     cmd.output()

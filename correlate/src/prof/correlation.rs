@@ -173,10 +173,12 @@ pub fn prepare(options: &Options<'_>, partial: Partial) -> Result<Prepared, Corr
         .map(|p| inputs::read_structure_file(p))
         .collect::<Result<_, _>>()?;
     let mut warnings = Vec::new();
+    let stores = bundle_stores(&gathered);
     let found = find_structures(
         &gathered.modules,
         &gathered.addresses,
         &structure_files,
+        &stores,
         options.cache.as_ref(),
         options.analyser,
         &mut warnings,
@@ -207,7 +209,8 @@ pub fn finish_enriched(
     } = prepared;
     let (mut db, traces, kept, jit) = enriched.finish(&gathered)?;
     let naming = Instant::now();
-    let variables = Variables::new(&db.modules, options.cache.as_ref());
+    let binaries: Vec<Option<PathBuf>> = found.iter().map(|f| f.binary.clone()).collect();
+    let variables = Variables::new(&db.modules, &binaries, options.cache.as_ref());
     let mut data = DataBuilder::new(&db, &variables);
     for k in &kept {
         let Some(profile) = &k.profile else { continue };
@@ -219,12 +222,12 @@ pub fn finish_enriched(
         data.add(&mut db, &input);
     }
     db.data = data.finish(&db);
-    db.data.instructions = crate::prof::data::decode_accesses(&db);
+    db.data.instructions = crate::prof::data::decode_accesses(&db, &binaries);
     db.data.elapsed_ns = gathered.elapsed_ns;
     db.traces = traces;
     let data = (!db.data.is_empty()).then(|| (db.data.objects.len(), naming.elapsed()));
     fill_tables(&mut db, &gathered);
-    let openmp = options.graft.then(|| graft(&mut db)).flatten();
+    let openmp = options.graft.then(|| graft(&mut db, &binaries)).flatten();
     wall::add_wall(&mut db);
     let mut skipped = listed_skipped;
     skipped.append(&mut gathered.skipped);
@@ -245,6 +248,19 @@ pub fn finish_enriched(
         elapsed: start.elapsed(),
     };
     Ok((db, summary))
+}
+
+/// The module stores (`hpcrun-rs --bundle`) beside the gathered profiles, each once.
+fn bundle_stores(gathered: &profiles::Gathered) -> Vec<PathBuf> {
+    let mut stores: Vec<PathBuf> = Vec::new();
+    for member in &gathered.members {
+        for store in profiler::bundle::stores_of(&member.path) {
+            if !stores.contains(&store) {
+                stores.push(store);
+            }
+        }
+    }
+    stores
 }
 
 /// Fill the database's per-profile tables and measurement counters from the first pass.

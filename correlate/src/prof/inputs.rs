@@ -99,11 +99,15 @@ pub(crate) fn changed_since_profiled(
     }
 }
 
+/// The file name of a `[vdso]` image analysed: what names the vDSO's code without lines
+/// (`[vdso.so]`), whether the image is this machine's or a `--bundle` copy.
+pub(crate) const VDSO_IMAGE: &str = "vdso.so";
+
 /// A file holding this machine's `[vdso]` image, if its build-id is `build_id` (the kernel maps
 /// the same image into every process, so a profile taken under this kernel can use ours),
 /// written into `dir`, a private directory of this run (never a shared, predictable name).
 pub(crate) fn own_vdso_image(build_id: &[u8], dir: &Path) -> Option<std::path::PathBuf> {
-    let path = dir.join("vdso.so");
+    let path = dir.join(VDSO_IMAGE);
     std::fs::write(&path, profiler::vdso::own_vdso()?).ok()?;
     let facts = binary_facts(&path).ok()?;
     (facts.build_id.as_deref() == Some(build_id)).then_some(path)

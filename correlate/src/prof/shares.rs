@@ -352,6 +352,7 @@ mod tests {
                 source: StructureSource::OnTheFly,
                 tree: Some(two_file_tree()),
                 analysed: 0,
+                binary: None,
             }],
             warnings: Vec::new(),
             listed_skipped: Vec::new(),

@@ -32,6 +32,9 @@ pub(crate) struct Found {
     pub(crate) source: StructureSource,
     pub(crate) tree: Option<ScopeTree>,
     pub(crate) analysed: usize,
+    /// The module's file on this machine, where the data naming and the OpenMP runtime's code
+    /// are read from: its copy in a `--bundle` store, else the path it was measured at.
+    pub(crate) binary: Option<PathBuf>,
 }
 
 /// How a module's structure will be obtained.
@@ -40,16 +43,19 @@ enum Plan<'s> {
     File(&'s Path, &'s ScopeTree),
     /// No structure, for this reason.
     None(String),
-    /// From the cache or by analysis of this binary (cache key, if any).
-    Recover(PathBuf, Option<String>),
+    /// From the cache or by analysis of this binary (cache key, if any), a copy of the module
+    /// (`hpcrun-rs --bundle`) to be named after the path it was measured at (the name).
+    Recover(PathBuf, Option<String>, Option<String>),
 }
 
 /// The structure of every module: its source and its tree (borrowed from a structure file or
-/// owned when recovered).
+/// owned when recovered). A module copied into one of `stores` (`hpcrun-rs --bundle`) is read
+/// from its copy.
 pub(crate) fn find_structures(
     modules: &[profiler::db::ModuleInfo],
     addresses: &[Vec<Svma>],
     files: &[StructureFile],
+    stores: &[PathBuf],
     cache: Option<&StructureCache>,
     analyser: &Analyser<'_>,
     warnings: &mut Vec<String>,
@@ -64,9 +70,9 @@ pub(crate) fn find_structures(
     // A private directory (unpredictable name, mode 0700, removed at the end) for the image of
     // hpcprof-rs's own vDSO, made when a profile has one.
     let scratch = OnceCell::new();
-    let plans: Vec<Plan<'_>> = modules
-        .iter()
-        .map(|m| plan(m, files, &mut used, warnings, &scratch))
+    let binaries: Vec<Option<PathBuf>> = modules.iter().map(|m| local_binary(m, stores)).collect();
+    let plans: Vec<Plan<'_>> = (modules.iter().zip(&binaries))
+        .map(|(m, binary)| plan(m, binary.as_deref(), files, &mut used, warnings, &scratch))
         .collect::<Result<_, _>>()?;
     for (f, u) in files.iter().zip(&used) {
         if !u.iter().any(|&x| x) {
@@ -86,6 +92,7 @@ pub(crate) fn find_structures(
                     source: StructureSource::File(path.display().to_string()),
                     tree: Some(tree.clone()),
                     analysed: 0,
+                    binary: None,
                 },
                 Vec::new(),
             ),
@@ -94,21 +101,41 @@ pub(crate) fn find_structures(
                     source: StructureSource::None(why),
                     tree: None,
                     analysed: 0,
+                    binary: None,
                 },
                 Vec::new(),
             ),
-            Plan::Recover(binary, key) => {
-                recover(&binary, key.as_deref(), addresses, cache, analyser)
+            Plan::Recover(binary, key, name) => {
+                let (mut found, warnings) =
+                    recover(&binary, key.as_deref(), addresses, cache, analyser);
+                if let (Some(tree), Some(name)) = (&mut found.tree, name) {
+                    tree.rename_module(&name);
+                }
+                (found, warnings)
             }
         })
         .collect();
+    // The data naming and the OpenMP runtime's code read files only: a `[vdso]` copy serves
+    // its structure alone, as this machine's own image does without a bundle.
     Ok(results
         .into_iter()
-        .map(|(found, warning)| {
+        .zip(binaries.into_iter().zip(modules))
+        .map(|((mut found, warning), (binary, m))| {
             warnings.extend(warning);
+            found.binary = binary.filter(|_| !m.path.starts_with('['));
             found
         })
         .collect())
+}
+
+/// Module `m`'s file on this machine: its copy in one of `stores`, else the path it was
+/// measured at where that is a file; `None` for the vDSO and other bracketed names without a
+/// copy.
+fn local_binary(m: &profiler::db::ModuleInfo, stores: &[PathBuf]) -> Option<PathBuf> {
+    profiler::bundle::find(stores, m).or_else(|| {
+        let path = Path::new(&m.path);
+        (!m.path.starts_with('[') && path.is_file()).then(|| path.to_path_buf())
+    })
 }
 
 /// Decide where module `m`'s structure comes from. A structure file matches by its `LM` path,
@@ -117,6 +144,7 @@ pub(crate) fn find_structures(
 /// binary on disk, is an error.
 fn plan<'s>(
     m: &profiler::db::ModuleInfo,
+    local: Option<&Path>,
     files: &'s [StructureFile],
     used: &mut [Vec<bool>],
     warnings: &mut Vec<String>,
@@ -145,7 +173,7 @@ fn plan<'s>(
         [one] => Some(*one),
         _ => None,
     });
-    let vdso = (m.path == "[vdso]")
+    let vdso = (m.path == "[vdso]" && local.is_none())
         .then(|| {
             let dir = scratch.get_or_init(|| {
                 tempfile::Builder::new()
@@ -156,8 +184,8 @@ fn plan<'s>(
             inputs::own_vdso_image(m.build_id.as_deref()?, dir.as_ref()?.path())
         })
         .flatten();
-    let binary = vdso.as_deref().unwrap_or(Path::new(&m.path));
-    let is_file = (vdso.is_some() || !m.path.starts_with('[')) && binary.is_file();
+    let binary = (vdso.as_deref().or(local)).unwrap_or(Path::new(&m.path));
+    let is_file = (vdso.is_some() || local.is_some()) && binary.is_file();
     let facts = is_file.then(|| inputs::binary_facts(binary).ok()).flatten();
     if let Some(c) = chosen {
         let tree = tree_of(c);
@@ -196,9 +224,15 @@ fn plan<'s>(
         return Ok(Plan::None("binary changed since profiling".into()));
     }
     let id = m.build_id.as_deref().or(on_disk);
+    let copy = local.is_some_and(|l| l != Path::new(&m.path));
+    let name = match m.path.as_str() {
+        "[vdso]" => inputs::VDSO_IMAGE.to_string(),
+        path => path.to_string(),
+    };
     Ok(Plan::Recover(
         binary.to_path_buf(),
         StructureCache::key(binary, id, m.checksum),
+        copy.then_some(name),
     ))
 }
 
@@ -225,6 +259,7 @@ fn recover(
                 source: StructureSource::Cache,
                 tree: Some(tree),
                 analysed: 0,
+                binary: None,
             };
             return (found, warnings);
         }
@@ -243,6 +278,7 @@ fn recover(
                 source: StructureSource::OnTheFly,
                 analysed: analysis.tree.procedures().count(),
                 tree: Some(analysis.tree),
+                binary: None,
             };
             (found, warnings)
         }
@@ -251,6 +287,7 @@ fn recover(
                 source: StructureSource::None(e.to_string()),
                 tree: None,
                 analysed: 0,
+                binary: None,
             };
             warnings.push(e.to_string());
             (found, warnings)

@@ -5,9 +5,11 @@
 pub mod addr;
 pub(crate) mod arena;
 pub mod builder;
+pub mod bundle;
 pub(crate) mod calltree;
 pub mod dataref;
 pub mod db;
+pub mod debugfiles;
 pub mod envelope;
 pub mod job;
 pub mod openmp;

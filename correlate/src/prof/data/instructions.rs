@@ -11,6 +11,7 @@ use object::read::ReadCache;
 use object::{Object, ObjectSection, SectionKind};
 use profiler::envelope::open_regular;
 use rayon::prelude::*;
+use std::path::{Path, PathBuf};
 
 use crate::db::data::{Instruction, MemoryOp};
 use crate::db::database::{Database, StructureSource};
@@ -20,8 +21,8 @@ use crate::db::ids::DbModuleId;
 const MAX_INSTRUCTION: u64 = 15;
 
 /// The memory operations of every distinct accessing instruction of `db`'s data section,
-/// sorted by (module, address).
-pub(crate) fn decode_accesses(db: &Database) -> Vec<Instruction> {
+/// sorted by (module, address), decoded from each module's file on this machine (`binaries`).
+pub(crate) fn decode_accesses(db: &Database, binaries: &[Option<PathBuf>]) -> Vec<Instruction> {
     let mut wanted: Vec<(DbModuleId, u64)> = db
         .data
         .accesses
@@ -38,11 +39,14 @@ pub(crate) fn decode_accesses(db: &Database) -> Vec<Instruction> {
         .par_iter()
         .map(|&(module, addrs)| {
             let desc = &db.modules[module.index()];
-            if matches!(desc.structure, StructureSource::None(_)) {
+            let binary = binaries.get(module.index()).and_then(Option::as_deref);
+            let (false, Some(binary)) =
+                (matches!(desc.structure, StructureSource::None(_)), binary)
+            else {
                 return Vec::new();
-            }
+            };
             let addrs: Vec<u64> = addrs.iter().map(|&(_, a)| a).collect();
-            module_ops(&desc.path, &addrs)
+            module_ops(binary, &addrs)
                 .into_iter()
                 .map(|(addr, op)| Instruction { module, addr, op })
                 .collect()
@@ -53,8 +57,8 @@ pub(crate) fn decode_accesses(db: &Database) -> Vec<Instruction> {
 
 /// The memory operation of the instruction at each link-time address of `addrs` in the module
 /// at `path`, for those that decode; nothing when the module cannot be read.
-fn module_ops(path: &str, addrs: &[u64]) -> Vec<(u64, MemoryOp)> {
-    let Ok(file) = open_regular(std::path::Path::new(path)) else {
+fn module_ops(path: &Path, addrs: &[u64]) -> Vec<(u64, MemoryOp)> {
+    let Ok(file) = open_regular(path) else {
         return Vec::new();
     };
     let cache = ReadCache::new(file);

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
-use std::path::Path;
+use std::path::PathBuf;
 
 use profiler::addr::Svma;
 use structure::{DataLayout, Receiver, TypeId, TypeShape};
@@ -38,32 +38,38 @@ pub(crate) struct VarHit<'v> {
 /// The modules' variables, each module read when first asked about (from the structure cache
 /// when it has them, else from the binary, then cached).
 pub(crate) struct Variables {
-    paths: Vec<Option<String>>,
+    paths: Vec<Option<PathBuf>>,
     keys: Vec<Option<String>>,
     cache: Option<StructureCache>,
     layouts: Vec<OnceCell<Option<DataLayout>>>,
 }
 
 impl Variables {
-    /// Variables of `modules`, read from the paths they were measured at; modules whose
-    /// structure could not be found (unreadable, no symbols) are not read again.
-    pub(crate) fn new(modules: &[ModuleDesc], cache: Option<&StructureCache>) -> Variables {
+    /// Variables of `modules`, read from their files on this machine (`binaries`, one per
+    /// module: a `--bundle` copy or the path it was measured at); modules whose structure
+    /// could not be found (unreadable, no symbols) are not read again.
+    pub(crate) fn new(
+        modules: &[ModuleDesc],
+        binaries: &[Option<PathBuf>],
+        cache: Option<&StructureCache>,
+    ) -> Variables {
         let cache = cache.filter(|c| c.refusal().is_none()).cloned();
         Variables {
             keys: modules
                 .iter()
-                .map(|m| {
-                    let path = Path::new(&m.path);
+                .zip(binaries)
+                .map(|(m, binary)| {
                     cache.as_ref()?;
-                    StructureCache::key(path, m.build_id.as_deref(), None)
+                    StructureCache::key(binary.as_deref()?, m.build_id.as_deref(), None)
                 })
                 .collect(),
             cache,
             paths: modules
                 .iter()
-                .map(|m| {
+                .zip(binaries)
+                .map(|(m, binary)| {
                     let readable = !matches!(m.structure, StructureSource::None(_));
-                    (readable && !m.path.starts_with('[')).then(|| m.path.clone())
+                    readable.then(|| binary.clone()).flatten()
                 })
                 .collect(),
             layouts: modules.iter().map(|_| OnceCell::new()).collect(),
@@ -79,7 +85,7 @@ impl Variables {
                 if let Some(layout) = cached.and_then(|(c, k)| c.load_data(k)) {
                     return Some(layout);
                 }
-                let layout = DataLayout::read(Path::new(path)).ok()?;
+                let layout = DataLayout::read(path).ok()?;
                 if let Some((cache, key)) = cached {
                     // A cache that cannot be written only costs the next run the reading.
                     let _ = cache.store_data(key, &layout);
@@ -136,7 +142,7 @@ impl Variables {
     pub(crate) fn receivers(&self, module: DbModuleId, returns: &[Svma]) -> Vec<Option<String>> {
         let found = self.layout(module).and_then(|layout| {
             let path = self.paths[module.index()].as_deref()?;
-            layout.receivers(Path::new(path), returns).ok()
+            layout.receivers(path, returns).ok()
         });
         match found {
             Some(found) => found

@@ -17,6 +17,8 @@ mod runtime;
 mod shape;
 mod spin;
 
+use std::path::PathBuf;
+
 use profiler::db::Cost;
 
 use crate::db::database::{Database, MetricDesc};
@@ -75,8 +77,9 @@ impl Grafted {
 
 /// Graft the worker threads of `db`'s OpenMP programs under their regions and add the
 /// `omp-idle` and `omp-overhead` metrics; `None` (and `db` unchanged) where no module is an
-/// OpenMP runtime.
-pub fn graft(db: &mut Database) -> Option<Grafted> {
+/// OpenMP runtime. `binaries` holds each module's file on this machine (`None` where it has
+/// none): the runtime's code is read from it to tell its spin-waits.
+pub fn graft(db: &mut Database, binaries: &[Option<PathBuf>]) -> Option<Grafted> {
     let runtime: Vec<bool> = (db.modules.iter())
         .map(|m| profiler::openmp::is_runtime(&m.path))
         .collect();
@@ -86,7 +89,7 @@ pub fn graft(db: &mut Database) -> Option<Grafted> {
         .map(DbModuleId::from_index)?;
     let first = db.metrics.first()?;
     let (unit, sampling) = (first.unit.clone(), first.sampling);
-    let shape = Shape::of(db, &runtime);
+    let shape = Shape::of(db, &runtime, binaries);
     let placements = Placements::of(db, &shape);
     let nodes = db.nodes.len();
     let idle_metric = db.add_metric(MetricDesc::new(IDLE_METRIC, unit.clone(), sampling));

@@ -9,6 +9,7 @@
 //! are matched by that frame's name, whatever it is.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use fxhash::FxHashSet;
 
@@ -147,8 +148,13 @@ pub(crate) struct Shape {
 
 impl Shape {
     /// Read the tree of `db`; `runtime_module[m]` says whether module `m` is an OpenMP runtime.
-    pub(crate) fn of(db: &Database, runtime_module: &[bool]) -> Shape {
-        let spinning = spin::spinning(db, runtime_module);
+    /// `binaries` holds each module's file on this machine (the runtime's code is read there).
+    pub(crate) fn of(
+        db: &Database,
+        runtime_module: &[bool],
+        binaries: &[Option<PathBuf>],
+    ) -> Shape {
+        let spinning = spin::spinning(db, runtime_module, binaries);
         let mut places: Vec<Place> = Vec::with_capacity(db.nodes.len());
         let mut entries_of: BTreeMap<Body, Vec<(DbNodeId, DbNodeId)>> = BTreeMap::new();
         let mut region = vec![false; db.nodes.len()];

@@ -3,6 +3,8 @@
 //! alike) before they sleep, and their symbol tables do not name these static functions, so
 //! the machine code says it. A sample there is idle time whatever the entry point above it.
 
+use std::path::{Path, PathBuf};
+
 use fxhash::FxHashSet;
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic};
 use object::read::ReadCache;
@@ -20,7 +22,11 @@ const LOOK_AHEAD: usize = 12;
 
 /// The `<unknown procedure>` nodes of `db` in the runtime modules (`runtime[m]`) whose address
 /// is in a spin-wait loop.
-pub(crate) fn spinning(db: &Database, runtime: &[bool]) -> FxHashSet<DbNodeId> {
+pub(crate) fn spinning(
+    db: &Database,
+    runtime: &[bool],
+    binaries: &[Option<PathBuf>],
+) -> FxHashSet<DbNodeId> {
     let mut spinning = FxHashSet::default();
     for (m, _) in runtime.iter().enumerate().filter(|(_, &r)| r) {
         let nodes: Vec<(DbNodeId, u64)> = (db.nodes.iter().enumerate())
@@ -30,7 +36,11 @@ pub(crate) fn spinning(db: &Database, runtime: &[bool]) -> FxHashSet<DbNodeId> {
         if nodes.is_empty() {
             continue;
         }
-        let Some(code) = read_code(&db.modules[m].path) else {
+        let Some(code) = binaries
+            .get(m)
+            .and_then(Option::as_deref)
+            .and_then(read_code)
+        else {
             continue;
         };
         let spins = nodes.into_iter().filter(|&(_, addr)| spins_at(&code, addr));
@@ -43,8 +53,8 @@ pub(crate) fn spinning(db: &Database, runtime: &[bool]) -> FxHashSet<DbNodeId> {
 type Code = Vec<(u64, Vec<u8>)>;
 
 /// The executable sections of the module at `path`, if it reads.
-fn read_code(path: &str) -> Option<Code> {
-    let file = open_regular(std::path::Path::new(path)).ok()?;
+fn read_code(path: &Path) -> Option<Code> {
+    let file = open_regular(path).ok()?;
     let cache = ReadCache::new(file);
     let elf = object::File::parse(&cache).ok()?;
     let text = elf.sections().filter(|s| s.kind() == SectionKind::Text);

@@ -1,0 +1,163 @@
+//! `hpcrun-rs --bundle`: copy the binaries a profile names, and the separate debug files found
+//! for them, into the measurement's module store ([`crate::bundle`] says where and how it is
+//! laid out), so that the profile correlates on another machine as on this one.
+//!
+//! Each copy is checked against the identity the profile recorded (build-id, else content
+//! checksum): a file changed since it was mapped is not bundled but named. Copies are written
+//! atomically and never over an existing one, so the processes of a job can fill one store
+//! at once.
+
+use crate::bundle;
+use crate::db::ModuleInfo;
+use crate::debugfiles::{self, DEBUGINFO, EXECUTABLE};
+use crate::envelope::{read_file, write_atomically, EnvelopeError, Replace};
+use object::{Object, ObjectSection};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// What [`bundle()`] did, for the run's summary.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Bundled {
+    /// The store.
+    pub store: PathBuf,
+    /// Binaries in the store for this profile (copied now or by an earlier run).
+    pub modules: usize,
+    /// Their debug files (separate and supplementary).
+    pub debug_files: usize,
+    /// Bytes copied by this run.
+    pub bytes: u64,
+    /// Modules left out, each with why.
+    pub left_out: Vec<String>,
+}
+
+impl Bundled {
+    /// The summary's lines: what went where, then what was left out.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = vec![format!(
+            "bundled {} modules and {} debug files into {} ({:.1} MB copied)",
+            self.modules,
+            self.debug_files,
+            self.store.display(),
+            self.bytes as f64 / 1e6
+        )];
+        lines.extend(self.left_out.iter().map(|w| format!("not bundled: {w}")));
+        lines
+    }
+}
+
+/// Copy every module of `modules` (a profile's module table) into `store`.
+pub fn bundle(modules: &[ModuleInfo], store: &Path) -> Bundled {
+    let mut done = Bundled {
+        store: store.to_path_buf(),
+        ..Bundled::default()
+    };
+    for m in modules {
+        match bundle_module(m, store, &mut done) {
+            Ok(()) => done.modules += 1,
+            Err(why) => done.left_out.push(format!("{}: {why}", m.path)),
+        }
+    }
+    done
+}
+
+/// Copy module `m` and its debug files, counting them into `done`.
+fn bundle_module(m: &ModuleInfo, store: &Path, done: &mut Bundled) -> Result<(), String> {
+    let key = bundle::key(m.build_id.as_deref(), m.checksum)
+        .ok_or("it has no build-id and no checksum to find it by")?;
+    let bytes = module_bytes(m)?;
+    let file = object::File::parse(bytes.as_slice()).map_err(|e| format!("not ELF ({e})"))?;
+    if file.build_id().ok().flatten() != m.build_id.as_deref() {
+        return Err("it changed since it was mapped (another build-id)".into());
+    }
+    if m.build_id.is_none() && m.checksum != Some(crate::db::file_checksum(&bytes)) {
+        return Err("it changed since it was mapped (other contents)".into());
+    }
+    let entry = store.join(&key);
+    done.bytes += place(&entry.join(EXECUTABLE), &bytes)?;
+    let path = Path::new(&m.path);
+    let debug = (!has_debug_lines(&file))
+        .then(|| separate_debug_file(path, &file))
+        .flatten();
+    let dwarf_holder = match &debug {
+        Some((debug_path, debug_bytes)) => {
+            done.bytes += place(&entry.join(DEBUGINFO), debug_bytes)?;
+            done.debug_files += 1;
+            Some((debug_path.clone(), debug_bytes.as_slice()))
+        }
+        None => has_debug_lines(&file).then(|| (path.to_path_buf(), bytes.as_slice())),
+    };
+    if let Some((holder, holder_bytes)) = dwarf_holder {
+        if let Some((id, sup)) = supplementary_file(&holder, holder_bytes) {
+            done.bytes += place(&store.join(debugfiles::hex(&id)).join(DEBUGINFO), &sup)?;
+            done.debug_files += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of module `m`: its file, or this machine's vDSO for `[vdso]` (the kernel maps one
+/// image into every process; its build-id is checked by the caller).
+fn module_bytes(m: &ModuleInfo) -> Result<Vec<u8>, String> {
+    if m.path == "[vdso]" {
+        return crate::vdso::own_vdso().ok_or_else(|| "no vDSO image to copy".to_string());
+    }
+    if m.path.starts_with('[') {
+        return Err("not a file".into());
+    }
+    read_file(Path::new(&m.path)).map_err(|e| e.to_string())
+}
+
+/// Put `bytes` at `path` unless a copy is there already (from an earlier run or another
+/// process of the job); the bytes written.
+fn place(path: &Path, bytes: &[u8]) -> Result<u64, String> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(0);
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    match write_atomically(path, bytes, Replace::Refused) {
+        Ok(()) => Ok(bytes.len() as u64),
+        Err(EnvelopeError::Exists { .. }) => Ok(0),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Whether `file` has line tables of its own (else a separate debug file holds them).
+fn has_debug_lines(file: &object::File<'_>) -> bool {
+    [".debug_info", ".debug_line"]
+        .iter()
+        .any(|n| file.section_by_name(n).is_some_and(|s| s.size() > 0))
+}
+
+/// The separate debug file of the binary at `path` (parsed as `file`): the first candidate
+/// with line tables and, where both have one, the same build-id.
+fn separate_debug_file(path: &Path, file: &object::File<'_>) -> Option<(PathBuf, Vec<u8>)> {
+    let link = file.gnu_debuglink().ok().flatten().map(|(name, _)| name);
+    let id = file.build_id().ok().flatten();
+    debugfiles::candidates(path, link, id)
+        .into_iter()
+        .find_map(|candidate| {
+            let bytes = read_file(&candidate).ok()?;
+            let debug = object::File::parse(bytes.as_slice()).ok()?;
+            let theirs = debug.build_id().ok().flatten();
+            let belongs = id.is_none() || theirs.is_none() || theirs == id;
+            (belongs && has_debug_lines(&debug)).then_some(())?;
+            Some((candidate, bytes))
+        })
+}
+
+/// The dwz supplementary file that the DWARF in `bytes` (the file at `path`) names, with its
+/// build-id (the store keys it by that), if it names one and it is found.
+fn supplementary_file(path: &Path, bytes: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let file = object::File::parse(bytes).ok()?;
+    let (name, id) = file.gnu_debugaltlink().ok().flatten()?;
+    let link = Path::new(std::ffi::OsStr::from_bytes(name));
+    debugfiles::supplementary_candidates(path, link, Some(id))
+        .into_iter()
+        .find_map(|candidate| {
+            let sup = read_file(&candidate).ok()?;
+            let parsed = object::File::parse(sup.as_slice()).ok()?;
+            (parsed.build_id().ok().flatten() == Some(id)).then_some(())?;
+            Some((id.to_vec(), sup))
+        })
+}

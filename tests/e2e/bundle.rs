@@ -1,0 +1,143 @@
+//! Measure here, analyse there (`hpcrun-rs --bundle`): a measurement directory carries copies
+//! of the binaries its profile names and of their separate debug files, found by build-id, so
+//! that moved to a place where the program and its debug file are gone it correlates into the
+//! very bytes the measuring machine gives without the bundle; without the bundle there, the
+//! program's code and data stay unnamed.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::correlate_data::view_json;
+use profiler::db::Profile;
+
+use crate::support::{build_id, compile, run, run_ok, scratch_dir, tool_command};
+
+/// Pages of static array B in `data_touch.c` (A has three times as many).
+const NP: u64 = 256;
+
+/// Measure `exe`'s page faults with data addresses into measurement directory `dir` with
+/// `--bundle`, again if records were lost (every page is counted below).
+fn measure_into_directory(exe: &Path, dir: &Path) {
+    for _ in 0..2 {
+        let _ = std::fs::remove_dir_all(dir);
+        let out = run(tool_command("hpcrun-rs")
+            .args([
+                "-e",
+                "page-faults@1",
+                "--data",
+                "--buffer-kib",
+                "32768",
+                "--bundle",
+            ])
+            .arg("-o")
+            .arg(dir.join(""))
+            .arg(exe));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "hpcrun-rs failed:\n{stderr}");
+        assert!(stderr.contains("bundled "), "{stderr}");
+        let profile = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|x| x == "db"))
+            .expect("a profile in the measurement directory");
+        if Profile::read(&profile).unwrap().stats.lost == 0 {
+            return;
+        }
+    }
+    panic!("hpcrun-rs lost records twice in a row");
+}
+
+/// `hpcprof-rs --no-cache run -o NAME` in `dir` (relative inputs: the database names its
+/// profiles as given), returning the database's bytes.
+fn correlate_in(dir: &Path, name: &str) -> Vec<u8> {
+    let _ = std::fs::remove_file(dir.join(name));
+    run_ok(
+        tool_command("hpcprof-rs")
+            .current_dir(dir)
+            .args(["--no-cache", "run", "-o", name]),
+    );
+    std::fs::read(dir.join(name)).unwrap()
+}
+
+/// Fault samples of the static array `name` in database `db`'s data view (0 if unnamed).
+fn static_samples(db: &Path, name: &str) -> u64 {
+    let view = view_json(db, &["--data"]);
+    let objects = view["objects"].as_array().cloned().unwrap_or_default();
+    objects
+        .iter()
+        .filter(|o| o["name"] == name)
+        .filter_map(|o| o["samples"][0].as_u64())
+        .sum()
+}
+
+/// Whether the top-down view of `db` shows procedure `name` called from `file`.
+fn names_procedure(db: &Path, name: &str, file: &str) -> bool {
+    let view = run_ok(tool_command("hpcview-rs").arg(db));
+    view.contains(&format!(" {name}  ({file}:"))
+}
+
+#[test]
+fn a_bundled_measurement_correlates_the_same_where_the_binaries_are_gone() {
+    let base = scratch_dir("bundle_moved");
+    let (build, here, there) = (base.join("build"), base.join("here"), base.join("there"));
+    for dir in [&build, &here, &there] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    // Debug information in a separate file, named by .gnu_debuglink, as distributions ship it.
+    let exe = compile("data_touch.c", &build, "touch", &["-O2", "-g"]);
+    let debug = build.join("touch.debug");
+    run_ok(
+        Command::new("objcopy")
+            .arg("--only-keep-debug")
+            .arg(&exe)
+            .arg(&debug),
+    );
+    run_ok(
+        Command::new("objcopy")
+            .arg("--strip-debug")
+            .arg(format!("--add-gnu-debuglink={}", debug.display()))
+            .arg(&exe),
+    );
+    let run_dir = here.join("run");
+    measure_into_directory(&exe, &run_dir);
+    let id = build_id(&exe);
+    let entry = run_dir.join("modules").join(&id);
+    assert!(
+        entry.join("executable").is_file(),
+        "no copy in {}",
+        entry.display()
+    );
+    assert!(
+        entry.join("debuginfo").is_file(),
+        "no debug file in {}",
+        entry.display()
+    );
+
+    // What the measuring machine gives from the program itself.
+    let store = run_dir.join("modules");
+    let aside = here.join("modules-aside");
+    std::fs::rename(&store, &aside).unwrap();
+    let measuring = correlate_in(&here, "m.hpcdb");
+    std::fs::rename(&aside, &store).unwrap();
+    assert_eq!(static_samples(&here.join("m.hpcdb"), "B"), NP);
+
+    // Moved; the program and its debug file are gone.
+    std::fs::rename(&run_dir, there.join("run")).unwrap();
+    std::fs::remove_dir_all(&build).unwrap();
+    let moved = correlate_in(&there, "m.hpcdb");
+    assert!(
+        measuring == moved,
+        "the moved measurement gives other bytes"
+    );
+    let db = there.join("m.hpcdb");
+    assert_eq!(static_samples(&db, "A"), 3 * NP);
+    assert_eq!(static_samples(&db, "B"), NP);
+    assert!(names_procedure(&db, "touch", "data_touch.c"));
+
+    // The bundle is what named them.
+    std::fs::remove_dir_all(there.join("run").join("modules")).unwrap();
+    correlate_in(&there, "bare.hpcdb");
+    let bare = there.join("bare.hpcdb");
+    assert_eq!(static_samples(&bare, "B"), 0);
+    assert!(!names_procedure(&bare, "touch", "data_touch.c"));
+}
