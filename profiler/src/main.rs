@@ -318,6 +318,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         ));
     }
     notes.push(own_cpu_note(measurement.attached_cpu));
+    let files = cli.bundle.then(|| measurement.recording.modules.files());
     let mut profile = session::into_profile(measurement);
     profile.job = job;
     if !cli.trace && !profile.traces.threads.is_empty() {
@@ -333,9 +334,9 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         }
     }
     let written = write_output(&profile, &output, &mut notes)?;
-    if cli.bundle {
+    if let Some(files) = files {
         let store = profiler::bundle::store_for(&written, directory.as_deref());
-        notes.extend(bundling::bundle(&profile.modules, &store).lines());
+        notes.extend(bundling::bundle(&profile.modules, &files, &store).lines());
     }
     if !cli.quiet {
         say!(

@@ -141,3 +141,77 @@ fn a_bundled_measurement_correlates_the_same_where_the_binaries_are_gone() {
     assert_eq!(static_samples(&bare, "B"), 0);
     assert!(!names_procedure(&bare, "touch", "data_touch.c"));
 }
+
+#[test]
+fn a_program_in_another_mount_namespace_is_read_from_its_own_files() {
+    if !crate::hpcrun::is_root() {
+        return; // a mount namespace of one's own needs root (unshare -m, mount --bind)
+    }
+    let dir = scratch_dir("bundle_namespace");
+    // The host's `app` and the file the namespace sees at the same path are other programs.
+    let app = compile("run_spin.c", &dir, "app", &["-O2", "-g"]);
+    let theirs = compile("run_callers.c", &dir, "theirs", &["-O2", "-g"]);
+    let script = format!(
+        "mount --bind {} {} && exec {} 600",
+        theirs.display(),
+        app.display(),
+        app.display()
+    );
+    let out = run(tool_command("hpcrun-rs")
+        .args(["-e", "cpu-clock", "--bundle", "-o", "run/", "--"])
+        .args([
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .current_dir(&dir));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let profile = std::fs::read_dir(dir.join("run"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "db"))
+        .map(|p| Profile::read(&p).unwrap())
+        .expect("a profile");
+    let module = (profile.modules.iter())
+        .find(|m| m.path == app.display().to_string())
+        .expect("the program's module");
+    let hex = |id: &[u8]| id.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    assert_eq!(
+        module.build_id.as_deref().map(hex),
+        Some(build_id(&theirs)),
+        "the module is the file the namespace mapped, not ours at its path"
+    );
+    // Correlated from the bundle: the namespace's program, by its own source.
+    run_ok(
+        tool_command("hpcprof-rs")
+            .current_dir(&dir)
+            .args(["run", "-o", "ns.hpcdb"]),
+    );
+    let flat = run_ok(
+        tool_command("hpcview-rs")
+            .arg(dir.join("ns.hpcdb"))
+            .arg("--flat"),
+    );
+    assert!(
+        flat.contains("run_callers.c") && !flat.contains("run_spin.c"),
+        "{flat}"
+    );
+    // Without it, the host's file at that path is another build: refused, never used.
+    std::fs::remove_dir_all(dir.join("run").join("modules")).unwrap();
+    let out = run(tool_command("hpcprof-rs")
+        .current_dir(&dir)
+        .args(["run", "-o", "bare.hpcdb"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("changed since it was profiled"), "{stderr}");
+    let flat = run_ok(
+        tool_command("hpcview-rs")
+            .arg(dir.join("bare.hpcdb"))
+            .arg("--flat"),
+    );
+    assert!(!flat.contains("run_spin.c"), "{flat}");
+}

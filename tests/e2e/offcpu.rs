@@ -72,7 +72,10 @@ fn blocked_time_goes_to_each_blocking_path_as_the_clocks_say() {
     // as `WAY wait-cpu-ns N`; work_clocks reads `WHO work-cpu-ns`.
     let only = |kind: &str| -> String {
         let lines = stdout.lines().filter(|l| l.contains(kind));
-        lines.collect::<Vec<_>>().join("\n").replace(kind, " work-cpu-ns ")
+        lines
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace(kind, " work-cpu-ns ")
     };
     let clocks = work_clocks(&only(" block-ns "));
     let wait_cpu = work_clocks(&only(" wait-cpu-ns "));

@@ -106,12 +106,12 @@ pub(crate) fn find_structures(
                 Vec::new(),
             ),
             Plan::Recover(binary, key, name) => {
-                let (mut found, warnings) =
+                let (found, warnings) =
                     recover(&binary, key.as_deref(), addresses, cache, analyser);
-                if let (Some(tree), Some(name)) = (&mut found.tree, name) {
-                    tree.rename_module(&name);
+                match name {
+                    Some(name) => named_as_measured(found, warnings, &binary, &name),
+                    None => (found, warnings),
                 }
-                (found, warnings)
             }
         })
         .collect();
@@ -126,6 +126,29 @@ pub(crate) fn find_structures(
             found
         })
         .collect())
+}
+
+/// What was recovered from `copy`, a `--bundle` copy of a module, told as of the module at
+/// `name`, the path it was measured at: its tree, and the reasons and warnings that name the
+/// file (a database must not depend on where the measurement was moved).
+fn named_as_measured(
+    mut found: Found,
+    warnings: Vec<String>,
+    copy: &Path,
+    name: &str,
+) -> (Found, Vec<String>) {
+    let copy = copy.display().to_string();
+    if let Some(tree) = &mut found.tree {
+        tree.rename_module(name);
+    }
+    if let StructureSource::None(why) = &mut found.source {
+        *why = why.replace(&copy, name);
+    }
+    let warnings = warnings
+        .into_iter()
+        .map(|w| w.replace(&copy, name))
+        .collect();
+    (found, warnings)
 }
 
 /// Module `m`'s file on this machine: its copy in one of `stores`, else the path it was

@@ -333,6 +333,7 @@ impl Recorder {
                 len: m.length,
                 pgoff: m.page_offset,
                 path: &path,
+                pid: m.pid as u32,
             },
         );
     }

@@ -11,7 +11,9 @@ use crate::bundle;
 use crate::db::ModuleInfo;
 use crate::debugfiles::{self, DEBUGINFO, EXECUTABLE};
 use crate::envelope::{read_file, write_atomically, EnvelopeError, Replace};
+use crate::sampler::unwinding::loadmap::ModuleFiles;
 use object::{Object, ObjectSection};
+use std::borrow::Cow;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -45,14 +47,20 @@ impl Bundled {
     }
 }
 
-/// Copy every module of `modules` (a profile's module table) into `store`.
-pub fn bundle(modules: &[ModuleInfo], store: &Path) -> Bundled {
+/// Copy every module of `modules` (a profile's module table) into `store`: the file the
+/// process mapped where the run read it (`files`; in a container, its own file, not the one at
+/// the same path here), else the file at its path.
+pub fn bundle(modules: &[ModuleInfo], files: &ModuleFiles, store: &Path) -> Bundled {
     let mut done = Bundled {
         store: store.to_path_buf(),
         ..Bundled::default()
     };
-    for m in modules {
-        match bundle_module(m, store, &mut done) {
+    for (i, m) in modules.iter().enumerate() {
+        let bytes = match files.bytes(i) {
+            Some(bytes) => Ok(Cow::Borrowed(bytes)),
+            None => module_bytes(m).map(Cow::Owned),
+        };
+        match bytes.and_then(|bytes| bundle_module(m, &bytes, store, &mut done)) {
             Ok(()) => done.modules += 1,
             Err(why) => done.left_out.push(format!("{}: {why}", m.path)),
         }
@@ -60,20 +68,24 @@ pub fn bundle(modules: &[ModuleInfo], store: &Path) -> Bundled {
     done
 }
 
-/// Copy module `m` and its debug files, counting them into `done`.
-fn bundle_module(m: &ModuleInfo, store: &Path, done: &mut Bundled) -> Result<(), String> {
+/// Copy module `m`, whose file holds `bytes`, and its debug files, counting them into `done`.
+fn bundle_module(
+    m: &ModuleInfo,
+    bytes: &[u8],
+    store: &Path,
+    done: &mut Bundled,
+) -> Result<(), String> {
     let key = bundle::key(m.build_id.as_deref(), m.checksum)
         .ok_or("it has no build-id and no checksum to find it by")?;
-    let bytes = module_bytes(m)?;
-    let file = object::File::parse(bytes.as_slice()).map_err(|e| format!("not ELF ({e})"))?;
+    let file = object::File::parse(bytes).map_err(|e| format!("not ELF ({e})"))?;
     if file.build_id().ok().flatten() != m.build_id.as_deref() {
         return Err("it changed since it was mapped (another build-id)".into());
     }
-    if m.build_id.is_none() && m.checksum != Some(crate::db::file_checksum(&bytes)) {
+    if m.build_id.is_none() && m.checksum != Some(crate::db::file_checksum(bytes)) {
         return Err("it changed since it was mapped (other contents)".into());
     }
     let entry = store.join(&key);
-    done.bytes += place(&entry.join(EXECUTABLE), &bytes)?;
+    done.bytes += place(&entry.join(EXECUTABLE), bytes)?;
     let path = Path::new(&m.path);
     let debug = (!has_debug_lines(&file))
         .then(|| separate_debug_file(path, &file))
@@ -84,7 +96,7 @@ fn bundle_module(m: &ModuleInfo, store: &Path, done: &mut Bundled) -> Result<(),
             done.debug_files += 1;
             Some((debug_path.clone(), debug_bytes.as_slice()))
         }
-        None => has_debug_lines(&file).then(|| (path.to_path_buf(), bytes.as_slice())),
+        None => has_debug_lines(&file).then(|| (path.to_path_buf(), bytes)),
     };
     if let Some((holder, holder_bytes)) = dwarf_holder {
         if let Some((id, sup)) = supplementary_file(&holder, holder_bytes) {

@@ -82,6 +82,11 @@ pub enum ImageError {
 }
 
 impl Image {
+    /// The whole file.
+    pub fn bytes(&self) -> &[u8] {
+        (*self.bytes).as_ref()
+    }
+
     /// [`crate::format::db::file_checksum`] of the image's bytes.
     pub fn checksum(&self) -> u32 {
         crate::format::db::file_checksum((*self.bytes).as_ref())

@@ -1,7 +1,7 @@
 //! Load maps: which module each runtime address of a process belongs to, and the one place
 //! where runtime addresses ([`Avma`]) become link-time addresses ([`Svma`]).
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use framehop::x86_64::UnwinderX86_64;
@@ -13,9 +13,26 @@ use crate::format::dataref::MappingKind;
 use crate::format::db::{ModuleInfo, ProfileModuleId};
 use crate::format::vdso::own_vdso;
 use crate::sampler::unwinding::image::{Image, SectionBytes};
+use crate::sampler::unwinding::namespaces::{self, Seen};
 
 /// The framehop unwinder type used for every process.
 pub type ProcessUnwinder = UnwinderX86_64<SectionBytes>;
+
+/// The files of a run's modules, by module id: what the processes mapped (read through their
+/// own view of the file tree), kept after the registry is turned into the profile's table.
+pub struct ModuleFiles(Vec<Option<Arc<Image>>>);
+
+impl ModuleFiles {
+    /// The bytes of module `index` (its position in the profile's module table), if its file
+    /// could be read during the run.
+    pub fn bytes(&self, index: usize) -> Option<&[u8]> {
+        self.0.get(index)?.as_deref().map(Image::bytes)
+    }
+}
+
+/// A module file's key: its path, and the mount namespace it was seen in where that is not
+/// ours (the same path there may be another file).
+type FileKey = (String, Option<u64>);
 
 /// Every module seen in the run, each file read once.
 #[derive(Default)]
@@ -23,7 +40,8 @@ pub struct ModuleRegistry {
     infos: Vec<ModuleInfo>,
     /// The image of each module, by id (`None` where it could not be read).
     images: Vec<Option<Arc<Image>>>,
-    by_path: FxHashMap<String, (ProfileModuleId, Option<Arc<Image>>)>,
+    /// By path, and mount namespace where the process that mapped it is not in ours.
+    by_path: FxHashMap<FileKey, (ProfileModuleId, Option<Arc<Image>>)>,
     /// Modules that could not be read, with the reason (reported in the summary).
     pub unreadable: Vec<(String, String)>,
 }
@@ -33,18 +51,29 @@ impl ModuleRegistry {
     pub(crate) fn has_openmp_runtime(&self) -> bool {
         self.by_path
             .keys()
-            .any(|p| crate::format::openmp::is_runtime(p))
+            .any(|(p, _)| crate::format::openmp::is_runtime(p))
     }
 
-    /// The module for `path`, reading its image the first time.
-    pub fn get(&mut self, path: &str) -> (ProfileModuleId, Option<Arc<Image>>) {
-        if let Some((id, image)) = self.by_path.get(path) {
+    /// The module that process `pid` mapped at `path`, reading its image the first time: the
+    /// file the process sees there, which in another mount namespace (a container) is not
+    /// necessarily ours.
+    pub fn get(&mut self, path: &str, pid: u32) -> (ProfileModuleId, Option<Arc<Image>>) {
+        let seen = match path.starts_with('[') {
+            true => Seen::Here(PathBuf::from(path)),
+            false => namespaces::seen_by(pid, path),
+        };
+        let (file, namespace) = match seen {
+            Seen::Here(file) => (file, None),
+            Seen::Elsewhere { namespace, path } => (path, Some(namespace)),
+        };
+        let key = (path.to_string(), namespace);
+        if let Some((id, image)) = self.by_path.get(&key) {
             return (*id, image.clone());
         }
         let image = match path {
             "[vdso]" => own_vdso().and_then(|b| Image::from_vec(b).ok()),
             _ if path.starts_with('[') => None,
-            _ => match Image::open(Path::new(path)) {
+            _ => match Image::open(&file) {
                 Ok(image) => Some(image),
                 Err(e) => {
                     self.unreadable.push((path.to_string(), e.to_string()));
@@ -65,7 +94,7 @@ impl ModuleRegistry {
             build_id,
             checksum,
         });
-        self.by_path.insert(path.to_string(), (id, image.clone()));
+        self.by_path.insert(key, (id, image.clone()));
         self.images.push(image.clone());
         (id, image)
     }
@@ -73,6 +102,11 @@ impl ModuleRegistry {
     /// The image of module `id`, if it could be read.
     pub(crate) fn image(&self, id: ProfileModuleId) -> Option<&Image> {
         self.images.get(id.index())?.as_deref()
+    }
+
+    /// The files of every module, as the processes mapped them, for `hpcrun-rs --bundle`.
+    pub fn files(&self) -> ModuleFiles {
+        ModuleFiles(self.images.clone())
     }
 
     /// The module table for `profile.db`.
@@ -108,8 +142,10 @@ pub struct MapEvent<'a> {
     pub len: u64,
     /// File offset of the first byte.
     pub pgoff: u64,
-    /// The mapped file (or `[vdso]`, `//anon`, ...).
+    /// The mapped file (or `[vdso]`, `//anon`, ...), as the process sees it.
     pub path: &'a str,
+    /// The process that mapped it.
+    pub pid: u32,
 }
 
 /// Runtime addresses holding a module's static data (a non-executable `PT_LOAD` segment,
@@ -158,7 +194,7 @@ impl AddressSpace {
         }
         let end = ev.start.saturating_add(ev.len);
         self.unmap(ev.start, end);
-        let (module, image) = modules.get(ev.path);
+        let (module, image) = modules.get(ev.path, ev.pid);
         let svma_start = image
             .as_ref()
             .and_then(|i| i.svma_of_mapping(ev.pgoff, ev.len))
@@ -263,7 +299,7 @@ impl AddressSpace {
             return;
         };
         for line in text.lines() {
-            if let Some(ev) = parse_maps_line(line) {
+            if let Some(ev) = parse_maps_line(line, pid) {
                 self.map(ev, modules);
             }
         }
@@ -271,13 +307,14 @@ impl AddressSpace {
 }
 
 /// One executable line of `/proc/PID/maps`.
-fn parse_maps_line(line: &str) -> Option<MapEvent<'_>> {
+fn parse_maps_line(line: &str, pid: u32) -> Option<MapEvent<'_>> {
     let line = crate::format::procmaps::parse(line).filter(|l| l.executable())?;
     Some(MapEvent {
         start: line.start,
         len: line.end - line.start,
         pgoff: line.offset,
         path: line.path,
+        pid,
     })
 }
 
@@ -307,15 +344,19 @@ mod tests {
     fn maps_lines_keep_only_executable_mappings() {
         let ev = parse_maps_line(
             "7f1c2a428000-7f1c2a5bd000 r-xp 00028000 fe:01 1835128   /usr/lib/x86_64-linux-gnu/libc.so.6",
+            7,
         )
         .unwrap();
         assert_eq!(ev.start, 0x7f1c2a428000);
         assert_eq!(ev.len, 0x7f1c2a5bd000 - 0x7f1c2a428000);
         assert_eq!(ev.pgoff, 0x28000);
         assert_eq!(ev.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
-        assert!(
-            parse_maps_line("7f1c2a400000-7f1c2a428000 r--p 00000000 fe:01 1835128 /x").is_none()
-        );
+        assert_eq!(ev.pid, 7);
+        assert!(parse_maps_line(
+            "7f1c2a400000-7f1c2a428000 r--p 00000000 fe:01 1835128 /x",
+            7
+        )
+        .is_none());
     }
 
     #[test]

@@ -5,5 +5,6 @@
 pub(crate) mod cct;
 pub(crate) mod image;
 pub(crate) mod loadmap;
+pub(crate) mod namespaces;
 pub(crate) mod stubs;
 pub(crate) mod unwind;
