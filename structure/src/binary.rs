@@ -259,7 +259,8 @@ pub struct FunctionSymbol {
 }
 
 /// What `collect` keeps of the file's `.symtab`, else of its separate debug file's (stripped
-/// binaries keep theirs there), else of its `.dynsym`: the first table that gives anything.
+/// binaries keep theirs there), else of its `.dynsym` with the symbols of its MiniDebugInfo
+/// (`.gnu_debugdata`, [`crate::minidebug`]): the first that gives anything.
 pub(crate) fn symbols_with_fallback<T>(
     file: &object::File<'_>,
     debug: Option<&object::File<'_>>,
@@ -271,6 +272,10 @@ pub(crate) fn symbols_with_fallback<T>(
     }
     if syms.is_empty() {
         syms = collect(&mut file.dynamic_symbols());
+        let mini = crate::minidebug::symbol_file(file);
+        if let Some(mini) = mini.as_deref().and_then(|b| object::File::parse(b).ok()) {
+            syms.extend(collect(&mut mini.symbols()));
+        }
     }
     syms
 }

@@ -84,6 +84,7 @@ mod imports;
 mod landing;
 mod loopnest;
 pub mod loops;
+pub mod minidebug;
 mod noreturn;
 mod normalize;
 mod plan;

@@ -45,6 +45,7 @@ mod hpctoolkit_db;
 mod jit;
 mod memory_footprint;
 mod memory_map;
+mod minidebuginfo;
 mod offcpu;
 mod openmp;
 mod parallel_jobs;

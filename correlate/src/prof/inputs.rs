@@ -130,12 +130,24 @@ pub(crate) fn binary_facts(path: &Path) -> Result<BinaryFacts, CorrelateError> {
     let checksum = build_id
         .is_none()
         .then(|| profiler::db::file_checksum(&bytes));
-    let functions = obj
-        .symbols()
-        .chain(obj.dynamic_symbols())
-        .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
-        .filter_map(|s| Some((s.address(), s.name().ok()?.to_string())))
-        .collect();
+    let functions_of = |file: &object::File<'_>, dynamic: bool| -> Vec<(u64, String)> {
+        let table = if dynamic {
+            file.dynamic_symbols()
+        } else {
+            file.symbols()
+        };
+        table
+            .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+            .filter_map(|s| Some((s.address(), s.name().ok()?.to_string())))
+            .collect()
+    };
+    let mut functions = functions_of(&obj, false);
+    functions.extend(functions_of(&obj, true));
+    // A stripped library's own functions may be named by its MiniDebugInfo only.
+    let mini = structure::minidebug::symbol_file(&obj);
+    if let Some(mini) = mini.as_deref().and_then(|b| object::File::parse(b).ok()) {
+        functions.extend(functions_of(&mini, false));
+    }
     Ok(BinaryFacts {
         build_id,
         checksum,
