@@ -1,5 +1,6 @@
 //! Debug files from debuginfod servers, by GNU build-id, where the binary has no DWARF of its
-//! own and none is installed (a distribution's stripped library, a program built elsewhere).
+//! own and none is installed (a distribution's stripped library, a program built elsewhere),
+//! and binaries themselves where a profile names one that is not on this machine.
 //!
 //! Asked only when `DEBUGINFOD_URLS` names servers (space-separated), as elfutils' clients
 //! do; a file fetched goes to elfutils' cache layout (`$DEBUGINFOD_CACHE_PATH`, else
@@ -24,14 +25,61 @@ pub(crate) fn debuginfo(
     build_id: &[u8],
     notes: &mut Vec<String>,
 ) -> Option<PathBuf> {
+    artifact(
+        Artifact::Debuginfo,
+        &binary.display().to_string(),
+        build_id,
+        notes,
+    )
+}
+
+/// The binary with build-id `build_id` (the module profiled at `name`, missing here), from the
+/// cache or a server, where `DEBUGINFOD_URLS` asks for servers; what was fetched or not found
+/// goes to `notes`. Its debug file, if the server has one, is fetched when it is analysed.
+pub fn executable(name: &str, build_id: &[u8], notes: &mut Vec<String>) -> Option<PathBuf> {
+    artifact(Artifact::Executable, name, build_id, notes)
+}
+
+/// What a debuginfod server serves by build-id.
+#[derive(Clone, Copy)]
+enum Artifact {
+    Debuginfo,
+    Executable,
+}
+
+impl Artifact {
+    /// Its name in the server's URLs and in the cache's layout.
+    fn name(self) -> &'static str {
+        match self {
+            Artifact::Debuginfo => profiler::debugfiles::DEBUGINFO,
+            Artifact::Executable => profiler::debugfiles::EXECUTABLE,
+        }
+    }
+
+    /// How a line on stderr or a note names it.
+    fn what(self) -> &'static str {
+        match self {
+            Artifact::Debuginfo => "the debug file",
+            Artifact::Executable => "the binary",
+        }
+    }
+}
+
+/// `kind` of the binary with build-id `build_id` (named `name`), from the cache or a server.
+fn artifact(
+    kind: Artifact,
+    name: &str,
+    build_id: &[u8],
+    notes: &mut Vec<String>,
+) -> Option<PathBuf> {
     let urls = std::env::var("DEBUGINFOD_URLS").unwrap_or_default();
     let servers: Vec<&str> = urls.split_whitespace().collect();
     if servers.is_empty() || build_id.is_empty() {
         return None;
     }
-    let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = profiler::debugfiles::hex(build_id);
     let dir = cache_dir()?.join(&hex);
-    let cached = dir.join("debuginfo");
+    let cached = dir.join(kind.name());
     if fs::metadata(&cached).is_ok_and(|m| m.is_file() && m.len() > 0) {
         return Some(cached);
     }
@@ -40,20 +88,21 @@ pub(crate) fn debuginfo(
         if !server.starts_with("http://") {
             notes.push(format!(
                 "debuginfod: {server} not asked (only http:// servers are spoken to; \
-                 `debuginfod-find debuginfo {hex}` fills the same cache)"
+                 `debuginfod-find {} {hex}` fills the same cache)",
+                kind.name()
             ));
             continue;
         }
-        let url = format!("{server}/buildid/{hex}/debuginfo");
+        let url = format!("{server}/buildid/{hex}/{}", kind.name());
         eprintln!(
-            "debuginfod: fetching the debug file of {} from {server}",
-            binary.display()
+            "debuginfod: fetching {} of {name} from {server}",
+            kind.what()
         );
         match fetch(&url, &dir, &cached) {
             Ok(_) => return Some(cached),
             Err(why) => notes.push(format!(
-                "debuginfod: no debug file for {} (build-id {hex}) from {server}: {why}",
-                binary.display()
+                "debuginfod: no {} for {name} (build-id {hex}) from {server}: {why}",
+                kind.what().trim_start_matches("the ")
             )),
         }
     }

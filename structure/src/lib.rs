@@ -73,7 +73,7 @@ mod analyze;
 mod binary;
 pub mod cfg;
 mod debuginfo;
-mod debuginfod;
+pub mod debuginfod;
 mod demangle;
 mod dwarf;
 mod dwofiles;

@@ -193,3 +193,51 @@ fn a_server_that_does_not_answer_is_a_note() {
     );
     assert!(!cache.join(build_id(&stripped)).join("debuginfo").exists());
 }
+
+#[test]
+fn a_program_missing_here_is_fetched_from_a_debuginfod_server() {
+    let dir = scratch_dir("debuginfod_executable");
+    let served = dir.join("served");
+    let (full, stripped) = stripped_program(&dir, &served);
+    let id = build_id(&full);
+    // Measured, then gone from this machine (as on a login node without the build).
+    run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock", "-o", "ob.db", "./ob"])
+            .current_dir(&dir),
+    );
+    std::fs::remove_file(&stripped).unwrap();
+    let Some(server) = serve(&served, &dir.join("index.sqlite"), &id) else {
+        return;
+    };
+    let cache = dir.join("cache");
+    let out = run(tool_command("hpcprof-rs")
+        .arg("ob.db")
+        .env("DEBUGINFOD_URLS", &server.url)
+        .env("DEBUGINFOD_CACHE_PATH", &cache)
+        .current_dir(&dir));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("debuginfod: fetching the binary of"),
+        "{stderr}"
+    );
+    assert!(
+        cache.join(&id).join("executable").is_file(),
+        "elfutils' cache layout"
+    );
+    let view = run_ok(
+        tool_command("hpcview-rs")
+            .args(["ob.hpcdb", "--threshold", "1"])
+            .current_dir(&dir),
+    );
+    assert!(view.contains("loop at offcpu_block.c: 37"), "{view}");
+    // Without a server, the binary is missing: nothing named.
+    let out = run(tool_command("hpcprof-rs")
+        .args(["ob.db", "-o", "bare.hpcdb"])
+        .env_remove("DEBUGINFOD_URLS")
+        .current_dir(&dir));
+    assert!(out.status.success());
+    let view = run_ok(tool_command("hpcview-rs").arg(dir.join("bare.hpcdb")));
+    assert!(!view.contains("offcpu_block.c"), "{view}");
+}

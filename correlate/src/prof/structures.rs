@@ -70,7 +70,9 @@ pub(crate) fn find_structures(
     // A private directory (unpredictable name, mode 0700, removed at the end) for the image of
     // hpcprof-rs's own vDSO, made when a profile has one.
     let scratch = OnceCell::new();
-    let binaries: Vec<Option<PathBuf>> = modules.iter().map(|m| local_binary(m, stores)).collect();
+    let binaries: Vec<Option<PathBuf>> = (modules.iter())
+        .map(|m| local_binary(m, stores, warnings))
+        .collect();
     let plans: Vec<Plan<'_>> = (modules.iter().zip(&binaries))
         .map(|(m, binary)| plan(m, binary.as_deref(), files, &mut used, warnings, &scratch))
         .collect::<Result<_, _>>()?;
@@ -152,13 +154,23 @@ fn named_as_measured(
 }
 
 /// Module `m`'s file on this machine: its copy in one of `stores`, else the path it was
-/// measured at where that is a file; `None` for the vDSO and other bracketed names without a
-/// copy.
-fn local_binary(m: &profiler::db::ModuleInfo, stores: &[PathBuf]) -> Option<PathBuf> {
-    profiler::bundle::find(stores, m).or_else(|| {
-        let path = Path::new(&m.path);
-        (!m.path.starts_with('[') && path.is_file()).then(|| path.to_path_buf())
-    })
+/// measured at where that is a file, else (where `DEBUGINFOD_URLS` names servers) the binary
+/// with its build-id from a debuginfod server, noted in `warnings` if none has it; `None` for
+/// the vDSO and other bracketed names without a copy.
+fn local_binary(
+    m: &profiler::db::ModuleInfo,
+    stores: &[PathBuf],
+    warnings: &mut Vec<String>,
+) -> Option<PathBuf> {
+    if let Some(copy) = profiler::bundle::find(stores, m) {
+        return Some(copy);
+    }
+    let path = Path::new(&m.path);
+    if m.path.starts_with('[') || path.is_file() {
+        return (!m.path.starts_with('[')).then(|| path.to_path_buf());
+    }
+    let id = m.build_id.as_deref()?;
+    structure::debuginfod::executable(&m.path, id, warnings)
 }
 
 /// Decide where module `m`'s structure comes from. A structure file matches by its `LM` path,
