@@ -8,7 +8,7 @@ use object::{Object, ObjectSection};
 use std::io::Write;
 
 /// The ELF file inside `file`'s `.gnu_debugdata`, decompressed, if it has one that
-/// decompresses within [`MAX_COMPRESSION_RATIO`] of its size (more is a decompression bomb).
+/// decompresses to at most `MAX_COMPRESSION_RATIO` times its size (more is a decompression bomb).
 pub fn symbol_file(file: &object::File<'_>) -> Option<Vec<u8>> {
     let section = file.section_by_name(".gnu_debugdata")?;
     let packed = section.data().ok()?;
