@@ -336,7 +336,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let written = write_output(&profile, &output, &mut notes)?;
     if let Some(files) = files {
         let store = profiler::bundle::store_for(&written, directory.as_deref());
-        notes.extend(bundling::bundle(&profile.modules, &files, &store).lines());
+        notes.extend(bundling::bundle(&profile, &files, &store).lines());
     }
     if !cli.quiet {
         say!(

@@ -260,7 +260,7 @@ pub struct FunctionSymbol {
 
 /// What `collect` keeps of the file's `.symtab`, else of its separate debug file's (stripped
 /// binaries keep theirs there), else of its `.dynsym` with the symbols of its MiniDebugInfo
-/// (`.gnu_debugdata`, [`crate::minidebug`]): the first that gives anything.
+/// (`.gnu_debugdata`, [`mini_debuginfo`]): the first that gives anything.
 pub(crate) fn symbols_with_fallback<T>(
     file: &object::File<'_>,
     debug: Option<&object::File<'_>>,
@@ -272,7 +272,7 @@ pub(crate) fn symbols_with_fallback<T>(
     }
     if syms.is_empty() {
         syms = collect(&mut file.dynamic_symbols());
-        let mini = crate::minidebug::symbol_file(file);
+        let mini = mini_debuginfo(file);
         if let Some(mini) = mini.as_deref().and_then(|b| object::File::parse(b).ok()) {
             syms.extend(collect(&mut mini.symbols()));
         }
@@ -329,6 +329,41 @@ pub fn function_symbols(
     syms.par_iter_mut()
         .for_each(|s| s.name = demangle(&s.link_name));
     syms
+}
+
+/// MiniDebugInfo: the ELF file inside `file`'s `.gnu_debugdata` (the xz-compressed symbol
+/// table of the functions `.dynsym` does not name, which Fedora and its relatives leave in
+/// stripped binaries, gdb's "MiniDebugInfo"), decompressed, if it has one that
+/// decompresses to at most `MAX_COMPRESSION_RATIO` times its size (more is a decompression bomb).
+pub fn mini_debuginfo(file: &object::File<'_>) -> Option<Vec<u8>> {
+    let section = file.section_by_name(".gnu_debugdata")?;
+    let packed = section.data().ok()?;
+    let mut out = Bounded {
+        bytes: Vec::new(),
+        limit: (packed.len() as u64).saturating_mul(MAX_COMPRESSION_RATIO),
+    };
+    lzma_rs::xz_decompress(&mut std::io::Cursor::new(packed), &mut out).ok()?;
+    Some(out.bytes)
+}
+
+/// A sink that refuses to grow past `limit` bytes.
+struct Bounded {
+    bytes: Vec<u8>,
+    limit: u64,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() as u64 + buf.len() as u64 > self.limit {
+            return Err(std::io::Error::other("decompresses to too much"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -388,5 +423,17 @@ mod tests {
             "the bytes read are those of the file when it was opened"
         );
         assert!(opened.parse().is_ok());
+    }
+
+    #[test]
+    fn an_unbounded_stream_is_cut_at_its_limit() {
+        use std::io::Write;
+        let mut out = Bounded {
+            bytes: Vec::new(),
+            limit: 4,
+        };
+        assert!(out.write(b"abc").is_ok());
+        assert!(out.write(b"de").is_err());
+        assert_eq!(out.bytes, b"abc");
     }
 }

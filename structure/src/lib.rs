@@ -84,7 +84,6 @@ mod imports;
 mod landing;
 mod loopnest;
 pub mod loops;
-pub mod minidebug;
 mod noreturn;
 mod normalize;
 mod plan;
@@ -102,6 +101,7 @@ pub use analysis::{
 pub use analyze::{
     analyze_file, analyze_file_with, analyze_focused, analyze_focused_with, line_table_addresses,
 };
+pub use binary::mini_debuginfo;
 pub use error::{one_line, StructureError};
 pub use identity::BinaryIdentity;
 pub use ranges::normalize_ranges;

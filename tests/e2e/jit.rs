@@ -139,3 +139,40 @@ fn jit_code_is_named_by_its_perf_map_or_jitdump_and_paths_reach_its_caller() {
     assert!(summary.contains(&refused), "{summary}");
     assert!(summary.contains("in <unknown procedure>"), "{summary}");
 }
+
+#[test]
+fn a_bundled_measurement_carries_its_perf_map_and_jitdump() {
+    let dir = scratch_dir("jit_bundle");
+    compile("jit_loop.c", &dir, "jit", &["-O2", "-g"]);
+    for (how, name) in [("map", "jit_loop"), ("dump", "jit_dumped")] {
+        let run_dir = format!("run-{how}/");
+        let stdout = run_ok(
+            tool_command("hpcrun-rs")
+                .args(["-q", "-e", "cpu-clock", "--bundle", "-o", &run_dir])
+                .args(["./jit", "300000000", how])
+                .current_dir(&dir),
+        );
+        let file = MapFile(PathBuf::from(
+            stdout.split_whitespace().nth(1).expect("the file's path"),
+        ));
+        let correlate = |out: &str| {
+            let _ = std::fs::remove_file(dir.join(out));
+            run_ok(
+                tool_command("hpcprof-rs")
+                    .args([&run_dir, "-o", out])
+                    .current_dir(&dir),
+            );
+            std::fs::read(dir.join(out)).unwrap()
+        };
+        let here = correlate("here.hpcdb");
+        // The JIT's file is gone (another machine, /tmp cleaned): the copy names the code.
+        drop(file);
+        let there = correlate("there.hpcdb");
+        assert!(
+            here == there,
+            "{how}: the database differs without the original file"
+        );
+        let view = run_ok(tool_command("hpcview-rs").arg(dir.join("there.hpcdb")));
+        assert!(view.contains(name), "{how}: {view}");
+    }
+}

@@ -173,7 +173,7 @@ pub fn prepare(options: &Options<'_>, partial: Partial) -> Result<Prepared, Corr
         .map(|p| inputs::read_structure_file(p))
         .collect::<Result<_, _>>()?;
     let mut warnings = Vec::new();
-    let stores = bundle_stores(&gathered);
+    let stores = gathered.bundle_stores();
     let found = find_structures(
         &gathered.modules,
         &gathered.addresses,
@@ -248,19 +248,6 @@ pub fn finish_enriched(
         elapsed: start.elapsed(),
     };
     Ok((db, summary))
-}
-
-/// The module stores (`hpcrun-rs --bundle`) beside the gathered profiles, each once.
-fn bundle_stores(gathered: &profiles::Gathered) -> Vec<PathBuf> {
-    let mut stores: Vec<PathBuf> = Vec::new();
-    for member in &gathered.members {
-        for store in profiler::bundle::stores_of(&member.path) {
-            if !stores.contains(&store) {
-                stores.push(store);
-            }
-        }
-    }
-    stores
 }
 
 /// Fill the database's per-profile tables and measurement counters from the first pass.

@@ -9,6 +9,7 @@
 //! Expansions are memoised per (module, address), so work grows with distinct addresses and
 //! memory with distinct contexts, not with samples.
 
+use std::path::PathBuf;
 use std::rc::Rc;
 
 use fxhash::{FxHashMap, FxHashSet};
@@ -69,15 +70,17 @@ pub(crate) struct Enricher<'a> {
 
 impl<'a> Enricher<'a> {
     /// An enricher for a database with these metrics and modules; `structures[m]` is module
-    /// `m`'s scope tree (finished, so lookups work), or `None`.
+    /// `m`'s scope tree (finished, so lookups work), or `None`; JIT maps are looked for in the
+    /// module `stores` (`hpcrun-rs --bundle`) first.
     pub(crate) fn new(
         metrics: Vec<MetricDesc>,
         modules: Vec<ModuleDesc>,
         structures: &'a [Option<&'a ScopeTree>],
+        stores: Vec<PathBuf>,
     ) -> Enricher<'a> {
         let mut db = Database::new(metrics);
         db.modules = modules;
-        let jit = JitMaps::new(db.modules.iter().map(|m| m.path.as_str()));
+        let jit = JitMaps::new(db.modules.iter().map(|m| m.path.as_str()), stores);
         let interpreters = (db.modules.iter())
             .map(|m| python::is_interpreter(&m.path))
             .collect();
@@ -443,7 +446,7 @@ pub(crate) mod tests {
             build_id: None,
             structure: StructureSource::OnTheFly,
         }];
-        let mut e = Enricher::new(metrics, modules, &trees);
+        let mut e = Enricher::new(metrics, modules, &trees, Vec::new());
         let map = ProfileMapping {
             profile: 0,
             modules: vec![DbModuleId(0)],
@@ -555,7 +558,7 @@ pub(crate) mod tests {
             "ns",
             Sampling::Frequency(1000),
         )];
-        let mut e = Enricher::new(metrics, modules, &trees);
+        let mut e = Enricher::new(metrics, modules, &trees, Vec::new());
         e.add_profile(
             &p,
             &ProfileMapping {

@@ -144,7 +144,7 @@ pub(crate) fn binary_facts(path: &Path) -> Result<BinaryFacts, CorrelateError> {
     let mut functions = functions_of(&obj, false);
     functions.extend(functions_of(&obj, true));
     // A stripped library's own functions may be named by its MiniDebugInfo only.
-    let mini = structure::minidebug::symbol_file(&obj);
+    let mini = structure::mini_debuginfo(&obj);
     if let Some(mini) = mini.as_deref().and_then(|b| object::File::parse(b).ok()) {
         functions.extend(functions_of(&mini, false));
     }

@@ -11,15 +11,6 @@ use crate::prof::jitname::{symbol, JitSymbol};
 /// The first four bytes of a jitdump written on a little-endian machine ("JiTD").
 const MAGIC: u32 = 0x4A69_5444;
 
-/// Whether `path` names a jitdump (`jit-PID.dump`), and for which process.
-pub(crate) fn dump_pid(path: &str) -> Option<u32> {
-    let name = path.rsplit('/').next()?;
-    name.strip_prefix("jit-")?
-        .strip_suffix(".dump")?
-        .parse()
-        .ok()
-}
-
 /// The functions the jitdump `file` loaded (a moved one at each place it went), as (start,
 /// end, symbol) in the order of its records; `None` where it does not read as one.
 pub(crate) fn read(mut file: impl Read) -> Option<Vec<(u64, u64, JitSymbol)>> {
@@ -117,7 +108,5 @@ mod tests {
         assert_eq!((functions[1].0, functions[1].1), (0x2000, 0x2040));
         assert_eq!(functions[1].2.file.as_deref(), Some("/app/fib.py"));
         assert_eq!(parse(b"not a dump"), None);
-        assert_eq!(dump_pid("/tmp/jit-4242.dump"), Some(4242));
-        assert_eq!(dump_pid("/tmp/jit-x.dump"), None);
     }
 }

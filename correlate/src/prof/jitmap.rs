@@ -126,16 +126,23 @@ pub(crate) struct JitMaps {
     parents: BTreeMap<u32, u32>,
     /// What was used and refused.
     pub(crate) used: JitUse,
+    /// Module stores whose `jit/` directories hold copies of the maps and dumps.
+    stores: Vec<PathBuf>,
 }
 
 impl JitMaps {
-    /// The maps of the processes whose jitdumps are among the modules at `paths`.
-    pub(crate) fn new<'p>(paths: impl IntoIterator<Item = &'p str>) -> JitMaps {
+    /// The maps of the processes whose jitdumps are among the modules at `paths`; a copy in
+    /// one of the module `stores` (`hpcrun-rs --bundle`) is read rather than the original.
+    pub(crate) fn new<'p>(
+        paths: impl IntoIterator<Item = &'p str>,
+        stores: Vec<PathBuf>,
+    ) -> JitMaps {
         let dumps = (paths.into_iter())
-            .filter_map(|p| Some((jitdump::dump_pid(p)?, PathBuf::from(p))))
+            .filter_map(|p| Some((profiler::bundle::jitdump_pid(p)?, PathBuf::from(p))))
             .collect();
         JitMaps {
             dumps,
+            stores,
             ..JitMaps::default()
         }
     }
@@ -169,9 +176,13 @@ impl JitMaps {
 
     /// The function at `addr` in process `pid`'s own map.
     fn own_symbol(&mut self, pid: u32, addr: u64) -> Option<JitSymbol> {
-        let (used, dump, run) = (&mut self.used, self.dumps.get(&pid), self.run);
-        let map =
-            (self.maps.entry((pid, run.0))).or_insert_with(|| read_maps(pid, dump, run, used));
+        let run = self.run;
+        let (used, stores) = (&mut self.used, &self.stores);
+        let dump = self.dumps.get(&pid).map(|d| bundled(stores, run.0, pid, d));
+        let map = (self.maps.entry((pid, run.0))).or_insert_with(|| {
+            let map = bundled(stores, run.0, pid, &map_path(pid));
+            read_maps(&map, dump.as_ref(), run, used)
+        });
         let map = map.as_ref()?;
         let i = map.functions.partition_point(|f| f.0 <= addr);
         let (_, _, symbol, source) = map.functions[..i].iter().rev().find(|f| addr < f.1)?;
@@ -187,23 +198,37 @@ const MAX_ANCESTORS: usize = 16;
 
 /// Where process `pid`'s map is.
 fn map_path(pid: u32) -> PathBuf {
-    PathBuf::from(format!("/tmp/perf-{pid}.map"))
+    profiler::bundle::perf_map(pid)
 }
 
-/// Read process `pid`'s perf map and its jitdump (`dump`), noting in `used` why a file there
-/// is not used; `None` where neither is.
+/// The copy of process `pid`'s JIT file `original` (of the run that started at `run_start`) in
+/// the first of `stores` that has one, else `original`.
+fn bundled(stores: &[PathBuf], run_start: u64, pid: u32, original: &Path) -> PathBuf {
+    let copies = (original.file_name().into_iter()).flat_map(|name| {
+        stores
+            .iter()
+            .map(move |s| profiler::bundle::jit_dir(s, run_start, pid).join(name))
+    });
+    copies
+        .into_iter()
+        .find(|c| c.is_file())
+        .unwrap_or_else(|| original.to_path_buf())
+}
+
+/// Read a process's perf map (at `map`) and its jitdump (`dump`), noting in `used` why a
+/// file there is not used; `None` where neither is.
 fn read_maps(
-    pid: u32,
+    map: &Path,
     dump: Option<&PathBuf>,
     run: (u64, u64),
     used: &mut JitUse,
 ) -> Option<JitMap> {
     let mut lines: Vec<Function> = Vec::new();
     let mut sources = Vec::new();
-    if let Some(file) = trusted(&map_path(pid), run, used) {
+    if let Some(file) = trusted(map, run, used) {
         let n = sources.len();
         lines.extend(parse_text(BufReader::new(file)).map(|(a, b, s)| (a, b, s, n)));
-        sources.push(map_path(pid));
+        sources.push(map.to_path_buf());
     }
     if let Some(path) = dump {
         if let Some(loaded) = trusted(path, run, used).and_then(jitdump::read) {

@@ -199,6 +199,19 @@ pub(crate) fn gather(inputs: &[Input]) -> Result<Gathered, CorrelateError> {
 }
 
 impl Gathered {
+    /// The module stores (`hpcrun-rs --bundle`) beside the gathered profiles, each once.
+    pub(crate) fn bundle_stores(&self) -> Vec<PathBuf> {
+        let mut stores: Vec<PathBuf> = Vec::new();
+        for member in &self.members {
+            for store in profiler::bundle::stores_of(&member.path) {
+                if !stores.contains(&store) {
+                    stores.push(store);
+                }
+            }
+        }
+        stores
+    }
+
     /// Merge one profile's tables and addresses.
     fn absorb(&mut self, path: &Path, profile: &Profile) -> Result<(), CorrelateError> {
         let pids = profile.processes.iter().map(|p| p.pid).collect();

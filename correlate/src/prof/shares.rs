@@ -118,7 +118,9 @@ impl Prepared {
         let members: Range<usize> = n * share / shares..n * (share + 1) / shares;
         let trees: Vec<Option<&ScopeTree>> = self.found.iter().map(|f| f.tree.as_ref()).collect();
         let modules = self.module_descs();
-        let mut enricher = Enricher::new(self.gathered.metrics.clone(), modules, &trees);
+        let stores = self.gathered.bundle_stores();
+        let metrics = self.gathered.metrics.clone();
+        let mut enricher = Enricher::new(metrics, modules, &trees, stores);
         let mut traces = Traces::default();
         let kept = profiles::enrich(&self.gathered, members, &mut enricher, &mut traces)?;
         let (db, unknown, jit) = enricher.into_parts();

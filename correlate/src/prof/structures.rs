@@ -185,7 +185,7 @@ fn plan<'s>(
     warnings: &mut Vec<String>,
     scratch: &OnceCell<Option<TempDir>>,
 ) -> Result<Plan<'s>, CorrelateError> {
-    if crate::prof::jitdump::dump_pid(&m.path).is_some() {
+    if profiler::bundle::jitdump_pid(&m.path).is_some() {
         let why = "a jitdump, no code: the JIT code it lists is named from it";
         return Ok(Plan::None(why.to_string()));
     }

@@ -9,6 +9,11 @@
 //! file sits under its own build-id as `debuginfo`. Copies are found by identity, never by
 //! path, so a store can be shared by every process of a job and moved at will. It is
 //! `DIR/modules/` in a measurement directory and `PROFILE.modules/` beside a single profile.
+//!
+//! The files that name code compiled at run time travel too: each process's perf map
+//! (`/tmp/perf-PID.map`) and jitdump (`jit-PID.dump`), under `jit/START-PID/` (the run's start
+//! in ns and the process id: ids are reused, and a job's processes share the store), with the
+//! time they were last written (the correlator checks it against the run's).
 
 use crate::format::db::ModuleInfo;
 use crate::format::debugfiles::{hex, EXECUTABLE};
@@ -55,6 +60,26 @@ pub fn key(build_id: Option<&[u8]>, checksum: Option<u32>) -> Option<String> {
     }
 }
 
+/// Where the JIT files of process `pid` of the run that started at `run_start_ns` (ns since the
+/// epoch) are kept in `store`.
+pub fn jit_dir(store: &Path, run_start_ns: u64, pid: u32) -> PathBuf {
+    store.join("jit").join(format!("{run_start_ns}-{pid}"))
+}
+
+/// Where process `pid`'s perf map is written (by the JIT, for perf and us to read).
+pub fn perf_map(pid: u32) -> PathBuf {
+    PathBuf::from(format!("/tmp/perf-{pid}.map"))
+}
+
+/// Whether `path` names a jitdump (`jit-PID.dump`), and for which process.
+pub fn jitdump_pid(path: &str) -> Option<u32> {
+    let name = path.rsplit('/').next()?;
+    name.strip_prefix("jit-")?
+        .strip_suffix(".dump")?
+        .parse()
+        .ok()
+}
+
 /// The copy of module `m` in the first of `stores` that holds one.
 pub fn find(stores: &[PathBuf], m: &ModuleInfo) -> Option<PathBuf> {
     let key = key(m.build_id.as_deref(), m.checksum)?;
@@ -89,6 +114,8 @@ mod tests {
         assert_eq!(find(&stores, &module(Some(vec![0xbe, 0xee]), None)), None);
         assert_eq!(find(&stores, &module(None, None)), None);
         assert_eq!(key(None, Some(0x1234)).as_deref(), Some("crc32-00001234"));
+        assert_eq!(jitdump_pid("/tmp/jit-4242.dump"), Some(4242));
+        assert_eq!(jitdump_pid("/tmp/jit-x.dump"), None);
         let in_dir = store_for(&profile, Some(dir.path()));
         assert_eq!(in_dir, dir.path().join("modules"));
     }

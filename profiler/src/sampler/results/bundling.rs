@@ -8,7 +8,7 @@
 //! at once.
 
 use crate::bundle;
-use crate::db::ModuleInfo;
+use crate::db::{ModuleInfo, Profile};
 use crate::debugfiles::{self, DEBUGINFO, EXECUTABLE};
 use crate::envelope::{read_file, write_atomically, EnvelopeError, Replace};
 use crate::sampler::unwinding::loadmap::ModuleFiles;
@@ -26,6 +26,8 @@ pub struct Bundled {
     pub modules: usize,
     /// Their debug files (separate and supplementary).
     pub debug_files: usize,
+    /// Perf maps and jitdumps copied.
+    pub jit_files: usize,
     /// Bytes copied by this run.
     pub bytes: u64,
     /// Modules left out, each with why.
@@ -35,8 +37,12 @@ pub struct Bundled {
 impl Bundled {
     /// The summary's lines: what went where, then what was left out.
     pub fn lines(&self) -> Vec<String> {
+        let jit = match self.jit_files {
+            0 => String::new(),
+            n => format!(", {n} JIT maps and dumps,"),
+        };
         let mut lines = vec![format!(
-            "bundled {} modules and {} debug files into {} ({:.1} MB copied)",
+            "bundled {} modules{jit} and {} debug files into {} ({:.1} MB copied)",
             self.modules,
             self.debug_files,
             self.store.display(),
@@ -47,15 +53,18 @@ impl Bundled {
     }
 }
 
-/// Copy every module of `modules` (a profile's module table) into `store`: the file the
-/// process mapped where the run read it (`files`; in a container, its own file, not the one at
-/// the same path here), else the file at its path.
-pub fn bundle(modules: &[ModuleInfo], files: &ModuleFiles, store: &Path) -> Bundled {
+/// Copy every module of `profile` into `store`: the file the process mapped where the run
+/// read it (`files`; in a container, its own file, not the one at the same path here), else
+/// the file at its path; then the files naming its JIT-compiled code.
+pub fn bundle(profile: &Profile, files: &ModuleFiles, store: &Path) -> Bundled {
     let mut done = Bundled {
         store: store.to_path_buf(),
         ..Bundled::default()
     };
-    for (i, m) in modules.iter().enumerate() {
+    for (i, m) in profile.modules.iter().enumerate() {
+        if bundle::jitdump_pid(&m.path).is_some() {
+            continue; // not code: a JIT's record of what it compiled, copied below
+        }
         let bytes = match files.bytes(i) {
             Some(bytes) => Ok(Cow::Borrowed(bytes)),
             None => module_bytes(m).map(Cow::Owned),
@@ -65,7 +74,62 @@ pub fn bundle(modules: &[ModuleInfo], files: &ModuleFiles, store: &Path) -> Bund
             Err(why) => done.left_out.push(format!("{}: {why}", m.path)),
         }
     }
+    bundle_jit_files(profile, store, &mut done);
     done
+}
+
+/// Copy each process's perf map and jitdump of this run (regular files owned by this user or
+/// root, last written since it started) into its `jit/` directory in `store`, keeping the time
+/// they were last written.
+fn bundle_jit_files(profile: &Profile, store: &Path, done: &mut Bundled) {
+    let dumps = (profile.modules.iter())
+        .filter_map(|m| Some((bundle::jitdump_pid(&m.path)?, PathBuf::from(&m.path))));
+    let maps = (profile.processes.iter()).map(|p| (p.pid, bundle::perf_map(p.pid)));
+    for (pid, path) in maps.chain(dumps) {
+        let Some(name) = path.file_name() else {
+            continue;
+        };
+        let target = bundle::jit_dir(store, profile.start_ns, pid).join(name);
+        match copy_jit_file(&path, &target, profile.start_ns) {
+            Ok(0) => {}
+            Ok(bytes) => {
+                done.bytes += bytes;
+                done.jit_files += 1;
+            }
+            Err(why) => done.left_out.push(format!("{}: {why}", path.display())),
+        }
+    }
+}
+
+/// Copy the JIT file at `path` to `target` with its modification time, if it is this run's
+/// (see [`bundle_jit_files`]); the bytes copied, 0 where there is no such file.
+fn copy_jit_file(path: &Path, target: &Path, run_start_ns: u64) -> Result<u64, String> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(file) = crate::envelope::open_regular(path) else {
+        return Ok(0);
+    };
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let written = (meta.mtime().max(0) as u64) * 1_000_000_000 + meta.mtime_nsec().max(0) as u64;
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(format!(
+            "owned by user {}, neither you nor root",
+            meta.uid()
+        ));
+    }
+    if written < run_start_ns {
+        return Ok(0); // another process's, of the same id, before this run
+    }
+    let bytes = read_file(path).map_err(|e| e.to_string())?;
+    let copied = place(target, &bytes)?;
+    let modified = meta.modified().map_err(|e| e.to_string())?;
+    let out = std::fs::OpenOptions::new()
+        .write(true)
+        .open(target)
+        .map_err(|e| format!("{}: {e}", target.display()))?;
+    out.set_modified(modified).map_err(|e| e.to_string())?;
+    Ok(copied)
 }
 
 /// Copy module `m`, whose file holds `bytes`, and its debug files, counting them into `done`.
