@@ -261,9 +261,8 @@ fn trusted(path: &Path, run: (u64, u64), used: &mut JitUse) -> Option<std::fs::F
     None
 }
 
-/// How far a map's last write may lie outside its run (clock granularity, a JIT that writes at
-/// exit after the last sample).
-const SLACK_NS: u64 = 5_000_000_000;
+/// How far a map's last write may lie outside its run.
+const SLACK_NS: u64 = profiler::bundle::JIT_WRITE_SLACK_NS;
 
 /// The functions of a map's text; lines that do not parse are skipped.
 fn parse_text(text: impl BufRead) -> impl Iterator<Item = (u64, u64, JitSymbol)> {

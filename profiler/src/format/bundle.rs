@@ -71,6 +71,11 @@ pub fn perf_map(pid: u32) -> PathBuf {
     PathBuf::from(format!("/tmp/perf-{pid}.map"))
 }
 
+/// How far a JIT file's last write may lie outside its run and still be the run's (clock
+/// granularity, a JIT that writes at exit after the last sample, a run's start taken after the
+/// program's first write).
+pub const JIT_WRITE_SLACK_NS: u64 = 5_000_000_000;
+
 /// Whether `path` names a jitdump (`jit-PID.dump`), and for which process.
 pub fn jitdump_pid(path: &str) -> Option<u32> {
     let name = path.rsplit('/').next()?;

@@ -118,7 +118,7 @@ fn copy_jit_file(path: &Path, target: &Path, run_start_ns: u64) -> Result<u64, S
             meta.uid()
         ));
     }
-    if written < run_start_ns {
+    if written + bundle::JIT_WRITE_SLACK_NS < run_start_ns {
         return Ok(0); // another process's, of the same id, before this run
     }
     let bytes = read_file(path).map_err(|e| e.to_string())?;
