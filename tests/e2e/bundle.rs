@@ -35,16 +35,20 @@ fn measure_into_directory(exe: &Path, dir: &Path) {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "hpcrun-rs failed:\n{stderr}");
         assert!(stderr.contains("bundled "), "{stderr}");
-        let profile = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.extension().is_some_and(|x| x == "db"))
-            .expect("a profile in the measurement directory");
-        if Profile::read(&profile).unwrap().stats.lost == 0 {
+        if Profile::read(&the_profile_in(dir)).unwrap().stats.lost == 0 {
             return;
         }
     }
     panic!("hpcrun-rs lost records twice in a row");
+}
+
+/// The one process's profile in measurement directory `dir`.
+fn the_profile_in(dir: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "db"))
+        .expect("a profile in the measurement directory")
 }
 
 /// `hpcprof-rs --no-cache run -o NAME` in `dir` (relative inputs: the database names its
@@ -171,12 +175,7 @@ fn a_program_in_another_mount_namespace_is_read_from_its_own_files() {
         .current_dir(&dir));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let profile = std::fs::read_dir(dir.join("run"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "db"))
-        .map(|p| Profile::read(&p).unwrap())
-        .expect("a profile");
+    let profile = Profile::read(&the_profile_in(&dir.join("run"))).unwrap();
     let module = (profile.modules.iter())
         .find(|m| m.path == app.display().to_string())
         .expect("the program's module");
