@@ -155,9 +155,35 @@ pub const MAX_UNCOMPRESSED_SIZE: u64 = 4 << 30;
 /// over [`MAX_UNCOMPRESSED_SIZE`]) is not decompressed; that, and compressed data that does
 /// not decompress, is an error saying what was skipped.
 pub fn section_data<'d>(file: &object::File<'d>, name: &str) -> Result<Cow<'d, [u8]>, String> {
-    let Some(section) = file.section_by_name(name) else {
+    let mut same_name = file.sections().filter(|s| s.name() == Ok(name));
+    let Some(section) = same_name.next() else {
         return Ok(Cow::Borrowed(&[]));
     };
+    let more: Vec<_> = same_name.collect();
+    if more.is_empty() || !holds_units(name) {
+        return one_section_data(&section, name);
+    }
+    // GCC's split DWARF with `-fdebug-types-section` puts each type unit in a `.debug_info.dwo`
+    // section of its own, beside the one of the compilation unit: units delimit themselves,
+    // so the sections read as one, in file order.
+    let mut whole = one_section_data(&section, name)?.into_owned();
+    for section in more {
+        whole.extend_from_slice(&one_section_data(&section, name)?);
+    }
+    Ok(Cow::Owned(whole))
+}
+
+/// Whether a section of this name is a sequence of DWARF units (each with its length).
+fn holds_units(name: &str) -> bool {
+    let base = name.strip_suffix(".dwo").unwrap_or(name);
+    base == ".debug_info" || base == ".debug_types"
+}
+
+/// The bytes of one section named `name` (decompressed; see [`section_data`]).
+fn one_section_data<'d>(
+    section: &object::Section<'d, '_>,
+    name: &str,
+) -> Result<Cow<'d, [u8]>, String> {
     let skipped = |why: String| format!("section {name}: {why}: skipped");
     let range = section
         .compressed_file_range()

@@ -442,3 +442,30 @@ fn strip_debug(dir: &Path, exe: &Path) -> PathBuf {
     );
     stripped
 }
+
+/// Split DWARF with type units (GCC's `-gsplit-dwarf -fdebug-types-section`): the `.dwo`
+/// holds the type unit and the compilation unit in two sections of one name, and the static's
+/// class is named by signature; both are read.
+#[test]
+fn a_split_type_unit_gives_the_static_its_class() {
+    let dir = scratch_dir("structure_variables_type_units");
+    let flags = ["-O1", "-g", "-gsplit-dwarf", "-fdebug-types-section"];
+    let exe = compile("data_types.cc", &dir, "types", &flags);
+    let dwo = dir.join("types-data_types.dwo");
+    let sections = run_ok(Command::new("readelf").arg("-SW").arg(&dwo));
+    let units = sections.matches(" .debug_info.dwo ").count();
+    assert_eq!(
+        units, 2,
+        "the fixture keeps its type unit apart:\n{sections}"
+    );
+    let layout = DataLayout::read(&exe).unwrap();
+    assert!(layout.notes().is_empty(), "{:?}", layout.notes());
+    let grid = static_named(&layout, "grid");
+    let ty = grid.ty.expect("grid has a type");
+    assert_eq!(layout.type_name(ty), "Cell[64]");
+    let at = layout.part_at(ty, 3 * 72 + 8 + 2 * 8).unwrap();
+    assert_eq!(
+        (at.path.as_str(), at.offset),
+        ("[3].cold[2]", 3 * 72 + 8 + 2 * 8)
+    );
+}

@@ -8,6 +8,11 @@
 //! finds the unit holding such an offset by binary search over the unit headers, and parses
 //! each unit once, on first use, shared by all threads. The split unit of a skeleton unit
 //! (`-gsplit-dwarf`, module `split`) is joined to it once, on first use, too.
+//!
+//! A type may live in a type unit of its own (`-fdebug-types-section`), named by its 8-byte
+//! signature (`DW_FORM_ref_sig8`): in the module's `.debug_info` (DWARF 5) or, with split
+//! DWARF, in the `.dwo` file beside the split unit that names it. [`DebugUnits::type_unit`]
+//! finds it there.
 
 use super::split::{SplitDwarf, SplitUnit};
 use super::Slice;
@@ -52,6 +57,28 @@ impl<'d> UnitTable<'d> {
         &self.headers[i]
     }
 
+    /// The type unit with signature `signature` (plain or split), if this section has one:
+    /// its index and the offset of its type's DIE.
+    fn type_unit(
+        &self,
+        signature: gimli::DebugTypeSignature,
+    ) -> Option<(usize, gimli::UnitOffset)> {
+        self.headers
+            .iter()
+            .enumerate()
+            .find_map(|(i, h)| match h.type_() {
+                gimli::UnitType::Type {
+                    type_signature,
+                    type_offset,
+                }
+                | gimli::UnitType::SplitType {
+                    type_signature,
+                    type_offset,
+                } if type_signature == signature => Some((i, type_offset)),
+                _ => None,
+            })
+    }
+
     /// Unit `i`, parsed (root entry, abbreviations, line program header) on first use.
     fn unit(
         &self,
@@ -84,6 +111,9 @@ pub(crate) enum Section {
     Sup,
     /// The split unit (`.dwo`) of the skeleton unit of the same index in `Main`.
     Split,
+    /// Unit `k` of the `.dwo` file of the skeleton unit of the same index in `Main` (a type
+    /// unit beside its split unit).
+    SplitType(usize),
 }
 
 /// A unit: which section, and its index there.
@@ -103,6 +133,8 @@ pub(crate) struct DebugUnits<'a, 'd> {
     /// The split unit of each unit of `main`, joined on first use (`None`: not a skeleton, or
     /// its split unit was not found).
     split_units: Vec<OnceLock<gimli::Result<Option<SplitUnit<'d>>>>>,
+    /// The units of each split unit's `.dwo` file (its type units), listed on first use.
+    split_tables: Vec<OnceLock<Option<UnitTable<'d>>>>,
 }
 
 impl<'a, 'd> DebugUnits<'a, 'd> {
@@ -116,12 +148,14 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
         let main = UnitTable::new(dwarf, skipped);
         let sup = dwarf.sup().map(|s| UnitTable::new(s, skipped));
         let split_units = main.headers.iter().map(|_| OnceLock::new()).collect();
+        let split_tables = main.headers.iter().map(|_| OnceLock::new()).collect();
         DebugUnits {
             dwarf,
             main,
             sup,
             split,
             split_units,
+            split_tables,
         }
     }
 
@@ -140,7 +174,7 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
         match id.section {
             Section::Main => self.dwarf,
             Section::Sup => self.dwarf.sup().unwrap_or(self.dwarf),
-            Section::Split => match self.split_unit(id.index) {
+            Section::Split | Section::SplitType(_) => match self.split_unit(id.index) {
                 Ok(Some(s)) => &s.dwarf,
                 _ => self.dwarf,
             },
@@ -151,7 +185,7 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
         match section {
             Section::Main => Some(&self.main),
             Section::Sup => self.sup.as_ref(),
-            Section::Split => None,
+            Section::Split | Section::SplitType(_) => None,
         }
     }
 
@@ -160,6 +194,12 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
         if id.section == Section::Split {
             let split = self.split_unit(id.index)?;
             return split.map(|s| &s.unit).ok_or(gimli::Error::MissingUnitDie);
+        }
+        if let Section::SplitType(k) = id.section {
+            let table = self
+                .split_table(id.index)
+                .ok_or(gimli::Error::MissingUnitDie)?;
+            return table.unit(self.dwarf_of(id), k);
         }
         // A unit of the supplementary file is only ever named by `locate`, which needs one.
         let table = self.table(id.section).ok_or(gimli::Error::MissingUnitDie)?;
@@ -186,7 +226,43 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
             Section::Split => self
                 .split_unit(id.index)
                 .is_ok_and(|s| s.is_none_or(|s| s.unit.line_program.is_none())),
+            Section::SplitType(_) => false,
         }
+    }
+
+    /// The units of the `.dwo` file of the skeleton unit `index`, listed on first use; `None`
+    /// where it has no split unit.
+    fn split_table(&self, index: usize) -> Option<&UnitTable<'d>> {
+        let cell = self.split_tables.get(index)?;
+        cell.get_or_init(|| {
+            let split = self.split_unit(index).ok().flatten()?;
+            Some(UnitTable::new(&split.dwarf, &mut Vec::new()))
+        })
+        .as_ref()
+    }
+
+    /// The type DIE with signature `signature` that a DIE of unit `from` names
+    /// (`DW_FORM_ref_sig8`): in the `.dwo` file of a split unit, else in the section `from`
+    /// is in.
+    pub(crate) fn type_unit(
+        &self,
+        from: UnitId,
+        signature: gimli::DebugTypeSignature,
+    ) -> Option<(UnitId, gimli::UnitOffset)> {
+        let (section, table) = match from.section {
+            Section::Split | Section::SplitType(_) => {
+                let table = self.split_table(from.index)?;
+                let (k, offset) = table.type_unit(signature)?;
+                let id = UnitId {
+                    section: Section::SplitType(k),
+                    index: from.index,
+                };
+                return Some((id, offset));
+            }
+            section => (section, self.table(section)?),
+        };
+        let (index, offset) = table.type_unit(signature)?;
+        Some((UnitId { section, index }, offset))
     }
 
     /// The split unit of unit `index` of the module, joined on first use.

@@ -26,7 +26,7 @@
 //! - **Types**: the layouts of the types those variables have, as an arena of
 //!   [`TypeShape`]s keyed by [`TypeId`]: records with their members' offsets and sizes
 //!   (bit-fields and base classes included), arrays (one dimension per level), scalars,
-//!   pointers. Not followed: type units (`DW_FORM_ref_sig8`).
+//!   pointers, type units (`DW_FORM_ref_sig8`) in `.debug_info` and split `.dwo` files.
 //!
 //! DWARF is found as [`crate::analyze_file`] finds it: in the binary, in a separate debug file
 //! (build-id, `.gnu_debuglink`), with dwz's supplementary file, compressed sections, split

@@ -2,8 +2,9 @@
 //! variables name, each DIE read once (typedefs and qualifiers are looked through), wherever
 //! the reference leads (the unit, another unit, the supplementary file).
 //!
-//! Type units (`DW_FORM_ref_sig8`, `-fdebug-types-section`) are not followed: a variable whose
-//! type is there has no type in the layout.
+//! Type units (`DW_FORM_ref_sig8`, `-fdebug-types-section`) are followed into the module's
+//! `.debug_info` and, with split DWARF, into the `.dwo` file of the unit naming them (not
+//! into DWARF 4's `.debug_types` section, nor a `.dwp` package's type units).
 
 use super::types::{Member, TypeId, TypeShape};
 use crate::dwarf::{DebugUnits, Section, Slice, UnitId};
@@ -26,6 +27,7 @@ pub(crate) fn reference(
         AttributeValue::UnitRef(o) => Some((id, o)),
         AttributeValue::DebugInfoRef(o) => units.locate(id.section, o),
         AttributeValue::DebugInfoRefSup(o) => units.locate(Section::Sup, o),
+        AttributeValue::DebugTypesRef(signature) => units.type_unit(id, signature),
         _ => None,
     }
 }
