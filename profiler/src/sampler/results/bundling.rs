@@ -105,7 +105,7 @@ fn bundle_jit_files(profile: &Profile, store: &Path, done: &mut Bundled) {
 /// (see [`bundle_jit_files`]); the bytes copied, 0 where there is no such file.
 fn copy_jit_file(path: &Path, target: &Path, run_start_ns: u64) -> Result<u64, String> {
     use std::os::unix::fs::MetadataExt;
-    let Ok(file) = crate::envelope::open_regular(path) else {
+    let Ok(mut file) = crate::envelope::open_regular(path) else {
         return Ok(0);
     };
     let meta = file.metadata().map_err(|e| e.to_string())?;
@@ -121,14 +121,20 @@ fn copy_jit_file(path: &Path, target: &Path, run_start_ns: u64) -> Result<u64, S
     if written + bundle::JIT_WRITE_SLACK_NS < run_start_ns {
         return Ok(0); // another process's, of the same id, before this run
     }
-    let bytes = read_file(path).map_err(|e| e.to_string())?;
+    // The file judged above, not whatever the path names by now.
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| e.to_string())?;
     let copied = place(target, &bytes)?;
-    let modified = meta.modified().map_err(|e| e.to_string())?;
-    let out = std::fs::OpenOptions::new()
-        .write(true)
-        .open(target)
-        .map_err(|e| format!("{}: {e}", target.display()))?;
-    out.set_modified(modified).map_err(|e| e.to_string())?;
+    if copied > 0 {
+        use std::os::unix::fs::OpenOptionsExt;
+        let modified = meta.modified().map_err(|e| e.to_string())?;
+        let out = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(target)
+            .map_err(|e| format!("{}: {e}", target.display()))?;
+        out.set_modified(modified).map_err(|e| e.to_string())?;
+    }
     Ok(copied)
 }
 
