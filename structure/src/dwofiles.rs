@@ -13,6 +13,7 @@ use crate::binary::LoadedFile;
 use crate::debuginfo::load_sections;
 use crate::dwarf::{SectionBytes, Slice, SplitDwarf};
 use crate::error::StructureError;
+use profiler::debugfiles::{dwo_candidates, dwo_links, dwo_package, DwoLink};
 use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -45,18 +46,12 @@ pub(crate) struct DwoSections<'d> {
 }
 
 /// A skeleton unit: the DWO id and file name of its split unit.
-struct Skeleton {
-    id: gimli::DwoId,
-    /// `DW_AT_dwo_name`.
-    name: PathBuf,
-    /// `DW_AT_comp_dir`, the directory `name` is relative to.
-    comp_dir: PathBuf,
-}
+type Skeleton = DwoLink;
 
 impl DwoFiles {
     /// Find the split DWARF files of the skeleton units in `dwarf`, the DWARF of `binary`.
     pub(crate) fn find(binary: &Path, dwarf: &gimli::Dwarf<Slice<'_>>) -> DwoFiles {
-        let skeletons = skeletons(dwarf);
+        let skeletons = dwo_links(dwarf);
         if skeletons.is_empty() {
             return DwoFiles::default();
         }
@@ -65,8 +60,12 @@ impl DwoFiles {
             skeletons: skeletons
                 .into_iter()
                 .map(|s| {
+                    let candidate = |path| Candidate {
+                        path,
+                        file: OnceCell::new(),
+                    };
                     let candidates = dwo_candidates(binary, &s);
-                    (s, candidates)
+                    (s, candidates.into_iter().map(candidate).collect())
                 })
                 .collect(),
         }
@@ -97,7 +96,7 @@ impl DwoFiles {
             }
         }
         for (s, candidates) in &self.skeletons {
-            let id = s.id.0;
+            let id = s.id;
             if in_package.contains(&id) || found.files.iter().any(|(f, _)| *f == id) {
                 continue;
             }
@@ -131,52 +130,16 @@ fn package_sections<'d>(
 ) -> Option<(SectionBytes<'d>, Vec<String>, Vec<u64>)> {
     let (sections, skipped) = dwo_sections(package).ok()?;
     let split = SplitDwarf::new(HashMap::new(), Some(&sections)).ok()?;
-    let held = skeletons.iter().filter(|(s, _)| split.holds(dwarf, s.id));
-    let held = held.map(|(s, _)| s.id.0).collect();
+    let held = skeletons
+        .iter()
+        .filter(|(s, _)| split.holds(dwarf, gimli::DwoId(s.id)));
+    let held = held.map(|(s, _)| s.id).collect();
     Some((sections, skipped, held))
-}
-
-/// The skeleton units of `dwarf`. DWARF 5 marks them in the unit header; a GNU (version 4)
-/// skeleton is a compilation unit with a `DW_AT_GNU_dwo_id`, parsed only where the module has
-/// the `.debug_addr` that such units need.
-fn skeletons(dwarf: &gimli::Dwarf<Slice<'_>>) -> Vec<Skeleton> {
-    use gimli::Section;
-    let gnu_possible = !dwarf.debug_addr.reader().is_empty();
-    let mut out = Vec::new();
-    let mut headers = dwarf.units();
-    while let Ok(Some(header)) = headers.next() {
-        let maybe = match header.type_() {
-            gimli::UnitType::Skeleton(_) => true,
-            gimli::UnitType::Compilation => gnu_possible && header.version() < 5,
-            _ => false,
-        };
-        let Some(unit) = maybe.then(|| dwarf.unit(header).ok()).flatten() else {
-            continue;
-        };
-        let (Some(id), Ok(Some(name))) = (unit.dwo_id, unit.dwo_name()) else {
-            continue;
-        };
-        let Ok(name) = dwarf.attr_string(&unit, name) else {
-            continue;
-        };
-        out.push(Skeleton {
-            id,
-            name: PathBuf::from(name.to_string_lossy().into_owned()),
-            comp_dir: PathBuf::from(
-                unit.comp_dir
-                    .map(|d| d.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            ),
-        });
-    }
-    out
 }
 
 /// `<binary>.dwp`, loaded, if it exists and parses.
 fn open_package(binary: &Path) -> Option<LoadedFile> {
-    let mut path = binary.as_os_str().to_owned();
-    path.push(".dwp");
-    let loaded = LoadedFile::open(Path::new(&path)).ok()?;
+    let loaded = LoadedFile::open(&dwo_package(binary)).ok()?;
     loaded.parse().is_ok().then_some(loaded)
 }
 
@@ -196,8 +159,9 @@ fn find_dwo<'d>(
             continue;
         };
         if let Ok((sections, skipped)) = dwo_sections(loaded) {
-            let files = HashMap::from([(skeleton.id.0, &sections)]);
-            let holds = SplitDwarf::new(files, None).is_ok_and(|s| s.holds(parent, skeleton.id));
+            let files = HashMap::from([(skeleton.id, &sections)]);
+            let holds = SplitDwarf::new(files, None)
+                .is_ok_and(|s| s.holds(parent, gimli::DwoId(skeleton.id)));
             if holds {
                 return Ok((sections, skipped));
             }
@@ -209,31 +173,13 @@ fn find_dwo<'d>(
         Some(path) => format!(
             "split DWARF file {}: not the unit the binary expects (DWO id {:#x}; stale?): its procedures are named from the symbol table",
             path.display(),
-            skeleton.id.0
+            skeleton.id
         ),
         None => format!(
             "split DWARF file {name} (compilation directory {}) not found: its procedures are named from the symbol table",
             skeleton.comp_dir.display()
         ),
     })
-}
-
-/// Where the `.dwo` of `skeleton` may be: its name (against its compilation directory if
-/// relative), then beside the binary under that relative name and under its file name.
-fn dwo_candidates(binary: &Path, skeleton: &Skeleton) -> Vec<Candidate> {
-    let dir = binary.parent().unwrap_or(Path::new("."));
-    let mut out = vec![skeleton.comp_dir.join(&skeleton.name)];
-    if skeleton.name.is_relative() {
-        out.push(dir.join(&skeleton.name));
-    }
-    out.extend(skeleton.name.file_name().map(|n| dir.join(n)));
-    out.dedup();
-    out.retain(|p| p.is_file());
-    let candidate = |path| Candidate {
-        path,
-        file: OnceCell::new(),
-    };
-    out.into_iter().map(candidate).collect()
 }
 
 /// The sections of the `.dwo` or `.dwp` file `loaded` that the reader uses, and notes on those

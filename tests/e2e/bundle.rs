@@ -214,3 +214,45 @@ fn a_program_in_another_mount_namespace_is_read_from_its_own_files() {
     );
     assert!(!flat.contains("run_spin.c"), "{flat}");
 }
+
+#[test]
+fn a_split_dwarf_program_travels_with_its_dwo_files() {
+    let base = scratch_dir("bundle_split_dwarf");
+    let build = base.join("build");
+    std::fs::create_dir_all(&build).unwrap();
+    let flags = ["-O2", "-g", "-gsplit-dwarf", "-pthread"];
+    let exe = compile("offcpu_block.c", &build, "ob", &flags);
+    let id = build_id(&exe);
+    let out = run(tool_command("hpcrun-rs")
+        .args(["-q", "-e", "cpu-clock", "--bundle", "-o", "run/"])
+        .arg(&exe)
+        .current_dir(&base));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The inlined calls are in the .dwo file only: gone with the build tree, kept in the store.
+    std::fs::remove_dir_all(&build).unwrap();
+    let view = |db: &str| {
+        run_ok(
+            tool_command("hpcprof-rs")
+                .current_dir(&base)
+                .args(["--no-cache", "run", "-o", db]),
+        );
+        run_ok(tool_command("hpcview-rs").arg(base.join(db)))
+    };
+    let moved = view("moved.hpcdb");
+    assert!(moved.contains("[I] now"), "{moved}");
+    let entry = base.join("run").join("modules").join(id);
+    for dwo in std::fs::read_dir(&entry)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+    {
+        if dwo.extension().is_some_and(|x| x == "dwo") {
+            std::fs::remove_file(dwo).unwrap();
+        }
+    }
+    let without = view("without.hpcdb");
+    assert!(!without.contains("[I] now"), "{without}");
+}

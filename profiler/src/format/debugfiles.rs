@@ -74,6 +74,81 @@ pub fn supplementary_candidates(
     out
 }
 
+/// A skeleton unit's link to its split unit (`-gsplit-dwarf`): the split unit's DWO id and the
+/// `.dwo` file that holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DwoLink {
+    /// The split unit's DWO id.
+    pub id: u64,
+    /// `DW_AT_dwo_name` (`DW_AT_GNU_dwo_name` before DWARF 5).
+    pub name: PathBuf,
+    /// `DW_AT_comp_dir`, the directory `name` is relative to.
+    pub comp_dir: PathBuf,
+}
+
+/// The links of the skeleton units of `dwarf`. DWARF 5 marks skeletons in the unit header; a
+/// GNU (version 4) skeleton is a compilation unit with a `DW_AT_GNU_dwo_id`, parsed only where
+/// the module has the `.debug_addr` that such units need.
+pub fn dwo_links<R: gimli::Reader>(dwarf: &gimli::Dwarf<R>) -> Vec<DwoLink> {
+    use gimli::Section;
+    let gnu_possible = !dwarf.debug_addr.reader().is_empty();
+    let mut out = Vec::new();
+    let mut headers = dwarf.units();
+    while let Ok(Some(header)) = headers.next() {
+        let maybe = match header.type_() {
+            gimli::UnitType::Skeleton(_) => true,
+            gimli::UnitType::Compilation => gnu_possible && header.version() < 5,
+            _ => false,
+        };
+        let Some(unit) = maybe.then(|| dwarf.unit(header).ok()).flatten() else {
+            continue;
+        };
+        let (Some(id), Ok(Some(name))) = (unit.dwo_id, unit.dwo_name()) else {
+            continue;
+        };
+        let Some(name) = dwarf
+            .attr_string(&unit, name)
+            .ok()
+            .and_then(|n| n.to_string_lossy().ok().map(|n| n.into_owned()))
+        else {
+            continue;
+        };
+        let comp_dir = (unit.comp_dir.as_ref())
+            .and_then(|d| d.to_string_lossy().ok().map(|d| d.into_owned()))
+            .unwrap_or_default();
+        out.push(DwoLink {
+            id: id.0,
+            name: PathBuf::from(name),
+            comp_dir: PathBuf::from(comp_dir),
+        });
+    }
+    out
+}
+
+/// Existing files where the `.dwo` of `link` (of the binary at `binary`) may be, as gdb and the
+/// addr2line crate look: its name (against its compilation directory if relative), then beside
+/// the binary under that relative name and under its file name (a build tree that was moved,
+/// a `--bundle` store).
+pub fn dwo_candidates(binary: &Path, link: &DwoLink) -> Vec<PathBuf> {
+    let dir = binary.parent().unwrap_or(Path::new("."));
+    let mut out = vec![link.comp_dir.join(&link.name)];
+    if link.name.is_relative() {
+        out.push(dir.join(&link.name));
+    }
+    out.extend(link.name.file_name().map(|n| dir.join(n)));
+    out.dedup();
+    out.retain(|p| p.is_file());
+    out
+}
+
+/// Where the split DWARF package (`dwp`, `llvm-dwp`) of the binary at `binary` is:
+/// `BINARY.dwp` beside it.
+pub fn dwo_package(binary: &Path) -> PathBuf {
+    let mut path = binary.as_os_str().to_owned();
+    path.push(".dwp");
+    PathBuf::from(path)
+}
+
 /// `/usr/lib/debug/.build-id/xx/yyyy.debug` for build-id `id`.
 fn by_build_id(id: &[u8]) -> Option<PathBuf> {
     let hex = hex(id);

@@ -173,8 +173,52 @@ fn bundle_module(
             done.bytes += place(&store.join(debugfiles::hex(&id)).join(DEBUGINFO), &sup)?;
             done.debug_files += 1;
         }
+        for (found, stored) in split_dwarf_files(path, holder_bytes) {
+            let bytes = read_file(&found).map_err(|e| e.to_string())?;
+            done.bytes += place(&entry.join(stored), &bytes)?;
+            done.debug_files += 1;
+        }
     }
     Ok(())
+}
+
+/// The split DWARF files (`-gsplit-dwarf`) of the binary at `binary`, whose skeleton units are
+/// in `holder` (its DWARF): each `.dwo` found, and `BINARY.dwp`, with the name each takes in
+/// the binary's store entry, where the correlator looks for them beside `executable` (a
+/// relative name as the skeleton states it, else the file name).
+fn split_dwarf_files(binary: &Path, holder: &[u8]) -> Vec<(PathBuf, PathBuf)> {
+    let Ok(file) = object::File::parse(holder) else {
+        return Vec::new();
+    };
+    let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, gimli::Error> {
+        let data = file.section_by_name(id.name());
+        Ok(data
+            .and_then(|s| s.uncompressed_data().ok())
+            .unwrap_or_default())
+    };
+    let Ok(sections) = gimli::DwarfSections::load(load) else {
+        return Vec::new();
+    };
+    let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian));
+    let mut out = Vec::new();
+    for link in debugfiles::dwo_links(&dwarf) {
+        let Some(found) = debugfiles::dwo_candidates(binary, &link).into_iter().next() else {
+            continue;
+        };
+        // A relative name that stays inside the entry, else the file name alone.
+        let inside = link.name.is_relative()
+            && (link.name.components()).all(|c| matches!(c, std::path::Component::Normal(_)));
+        let stored = match inside {
+            true => link.name.clone(),
+            false => PathBuf::from(found.file_name().unwrap_or_default()),
+        };
+        out.push((found, stored));
+    }
+    let package = debugfiles::dwo_package(binary);
+    if package.is_file() {
+        out.push((package, debugfiles::dwo_package(Path::new(EXECUTABLE))));
+    }
+    out
 }
 
 /// The bytes of module `m`: its file, or this machine's vDSO for `[vdso]` (the kernel maps one
