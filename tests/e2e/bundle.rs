@@ -52,14 +52,18 @@ fn the_profile_in(dir: &Path) -> std::path::PathBuf {
 }
 
 /// `hpcprof-rs --no-cache run -o NAME` in `dir` (relative inputs: the database names its
-/// profiles as given), returning the database's bytes.
-fn correlate_in(dir: &Path, name: &str) -> Vec<u8> {
+/// profiles as given), returning the database's bytes; its summary says whether it read
+/// binaries from the bundle, as `bundled` expects.
+fn correlate_in(dir: &Path, name: &str, bundled: bool) -> Vec<u8> {
     let _ = std::fs::remove_file(dir.join(name));
-    run_ok(
-        tool_command("hpcprof-rs")
+    let out =
+        run(tool_command("hpcprof-rs")
             .current_dir(dir)
-            .args(["--no-cache", "run", "-o", name]),
-    );
+            .args(["--no-cache", "run", "-o", name]));
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{summary}");
+    let said = summary.contains(" binaries read from the measurement's bundle");
+    assert_eq!(said, bundled, "{summary}");
     std::fs::read(dir.join(name)).unwrap()
 }
 
@@ -121,14 +125,14 @@ fn a_bundled_measurement_correlates_the_same_where_the_binaries_are_gone() {
     let store = run_dir.join("modules");
     let aside = here.join("modules-aside");
     std::fs::rename(&store, &aside).unwrap();
-    let measuring = correlate_in(&here, "m.hpcdb");
+    let measuring = correlate_in(&here, "m.hpcdb", false);
     std::fs::rename(&aside, &store).unwrap();
     assert_eq!(static_samples(&here.join("m.hpcdb"), "B"), NP);
 
     // Moved; the program and its debug file are gone.
     std::fs::rename(&run_dir, there.join("run")).unwrap();
     std::fs::remove_dir_all(&build).unwrap();
-    let moved = correlate_in(&there, "m.hpcdb");
+    let moved = correlate_in(&there, "m.hpcdb", true);
     assert!(
         measuring == moved,
         "the moved measurement gives other bytes"
@@ -140,7 +144,7 @@ fn a_bundled_measurement_correlates_the_same_where_the_binaries_are_gone() {
 
     // The bundle is what named them.
     std::fs::remove_dir_all(there.join("run").join("modules")).unwrap();
-    correlate_in(&there, "bare.hpcdb");
+    correlate_in(&there, "bare.hpcdb", false);
     let bare = there.join("bare.hpcdb");
     assert_eq!(static_samples(&bare, "B"), 0);
     assert!(!names_procedure(&bare, "touch", "data_touch.c"));

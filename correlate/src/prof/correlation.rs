@@ -46,6 +46,8 @@ pub struct Summary {
     pub modules: Vec<(String, StructureSource)>,
     /// Procedures recovered on the fly in this run (over all modules analysed).
     pub analysed_procedures: usize,
+    /// Modules read from the copies a measurement carries (`hpcrun-rs --bundle`).
+    pub bundled: usize,
     /// Distinct calling contexts (nodes of the enriched tree).
     pub contexts: usize,
     /// Metrics with their totals.
@@ -210,6 +212,10 @@ pub fn finish_enriched(
     let (mut db, traces, kept, jit) = enriched.finish(&gathered)?;
     let naming = Instant::now();
     let binaries: Vec<Option<PathBuf>> = found.iter().map(|f| f.binary.clone()).collect();
+    let stores = gathered.bundle_stores();
+    let bundled = (binaries.iter().flatten())
+        .filter(|b| stores.iter().any(|s| b.starts_with(s)))
+        .count();
     let variables = Variables::new(&db.modules, &binaries, options.cache.as_ref());
     let mut data = DataBuilder::new(&db, &variables);
     for k in &kept {
@@ -236,6 +242,7 @@ pub fn finish_enriched(
             .map(|(m, f)| (m.path.clone(), f.source.clone()))
             .collect(),
         analysed_procedures: found.iter().map(|f| f.analysed).sum(),
+        bundled,
         contexts: db.nodes.len(),
         openmp,
         jit: jit.lines(),
@@ -289,6 +296,12 @@ pub fn summary_text(tool: &str, summary: &Summary, output: &Path) -> String {
         summary.modules.len(),
         summary.contexts
     );
+    if summary.bundled > 0 {
+        text.push_str(&format!(
+            "; {} binaries read from the measurement's bundle",
+            summary.bundled
+        ));
+    }
     for m in &summary.metrics {
         text.push_str(&format!(
             "; {}: {} {} in {} samples",
