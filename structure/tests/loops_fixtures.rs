@@ -21,11 +21,19 @@ fn fixtures_dir() -> PathBuf {
 }
 
 /// Compile fixture `source` with gcc `-g` and `flags`; the output name encodes the flags.
+/// Each output is built once per test process, under a lock: tests running at once ask for
+/// the same builds, and gcc writing a binary that another test reads gave that test a
+/// truncated file (a fresh run's "loop has a line").
 fn compile(source: &str, flags: &[&str]) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("loops");
     std::fs::create_dir_all(&dir).unwrap();
     let tag: String = flags.concat().replace(['-', '='], "");
     let out = dir.join(format!("{}{tag}", source.trim_end_matches(".c")));
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if built.contains(&out) {
+        return out;
+    }
     let result = Command::new("gcc")
         .arg("-g")
         .args(flags)
@@ -39,6 +47,7 @@ fn compile(source: &str, flags: &[&str]) -> PathBuf {
         "gcc {flags:?} {source}: {}",
         String::from_utf8_lossy(&result.stderr)
     );
+    built.push(out.clone());
     out
 }
 
