@@ -77,6 +77,19 @@ mod prof;
 mod view;
 
 // Correlation (hpcprof-rs): from profiles and structure to a database.
+
+/// Print one line on stderr in a single write: the tools' messages and summaries, which a
+/// caller capturing stdout and stderr together (a pipe into `head`, a test, a script) must not
+/// see cut in two by the other stream (`eprintln!` writes each piece of its format apart).
+#[macro_export]
+macro_rules! say_line {
+    ($($arg:tt)*) => {{
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+    }};
+}
+
 pub use prof::cache::StructureCache;
 pub use prof::correlation::{
     correlate, finish_enriched, gather_share, prepare, summary_text, Options, Partial, Summary,

@@ -168,8 +168,11 @@ impl From<BackpressureArg> for Backpressure {
 /// nor change the exit status the command earned.
 macro_rules! say {
     ($($arg:tt)*) => {{
+        // One write: `write!` on stderr writes each piece of the format apart, and a caller
+        // reading stdout and stderr together would see other output cut into a line.
         use std::io::Write as _;
-        let _ = write!(std::io::stderr(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }};
 }
 

@@ -36,7 +36,7 @@ const NAME: &str = "hpcprof-rs-mpi";
 fn main() -> ExitCode {
     let args = cli::parse(NAME);
     let Some(universe) = mpi::initialize() else {
-        eprintln!("{NAME}: error: MPI was already initialised");
+        correlate::say_line!("{NAME}: error: MPI was already initialised");
         return ExitCode::from(1);
     };
     let world = universe.world();
@@ -49,7 +49,7 @@ fn main() -> ExitCode {
             None => 0,
             Some(Ok(correlated)) => cli::write_or_report(&args, NAME, Ok(correlated)),
             Some(Err(f)) => {
-                eprintln!("{NAME}: error: {}", f.message);
+                correlate::say_line!("{NAME}: error: {}", f.message);
                 f.status
             }
         }

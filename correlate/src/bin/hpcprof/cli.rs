@@ -128,13 +128,13 @@ fn write(args: &Args, name: &str, db: &Database, summary: &Summary) -> anyhow::R
     } else {
         db.write_new(&output).map_err(CorrelateError::Database)?;
     }
-    eprintln!("{}", summary_text(name, summary, &output));
+    correlate::say_line!("{}", summary_text(name, summary, &output));
     Ok(if summary.skipped.is_empty() { 0 } else { 3 })
 }
 
 /// Print `e` as one line; its exit status: 2 for bad input, 1 otherwise.
 pub(crate) fn report(name: &str, e: &anyhow::Error) -> u8 {
-    eprintln!("{name}: error: {}", message(e));
+    correlate::say_line!("{name}: error: {}", message(e));
     exit_status(e)
 }
 

@@ -35,7 +35,7 @@ pub(crate) fn database_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
         0 => bail!("no *.hpcdb database in the current directory; name one (hpcprof-rs writes it)"),
         1 => {
             let p = found.remove(0);
-            eprintln!("hpcview-rs: opened {}", p.display());
+            correlate::say_line!("hpcview-rs: opened {}", p.display());
             Ok(p)
         }
         _ => bail!(

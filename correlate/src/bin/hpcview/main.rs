@@ -51,16 +51,16 @@ fn main() -> ExitCode {
     let args = Args::parse();
     match run(&args) {
         Ok(summary) => {
-            eprintln!("hpcview-rs: {summary}");
+            correlate::say_line!("hpcview-rs: {summary}");
             ExitCode::SUCCESS
         }
         Err(Failure::BadInput(e)) => {
-            eprintln!("hpcview-rs: error: {}", correlate::one_line(e.chain()));
+            correlate::say_line!("hpcview-rs: error: {}", correlate::one_line(e.chain()));
             ExitCode::from(2)
         }
         Err(Failure::Other(e)) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(Failure::Other(e)) => {
-            eprintln!("hpcview-rs: error: {}", correlate::one_line(e.chain()));
+            correlate::say_line!("hpcview-rs: error: {}", correlate::one_line(e.chain()));
             ExitCode::from(1)
         }
     }
@@ -125,7 +125,7 @@ fn on_database(args: &Args, mode: DbMode) -> Result<String, Failure> {
 /// Show tree view `view` (of database `path`) as `shown` says; returns the summary line.
 fn show_tree(args: &Args, view: &ViewTree, path: &Path, shown: Shown) -> Result<String, Failure> {
     if view.metrics.iter().all(|m| m.samples == 0 && m.total == 0) {
-        eprintln!(
+        correlate::say_line!(
             "hpcview-rs: {}: no samples (the measured program recorded no events); the view is empty",
             path.display()
         );
@@ -220,7 +220,7 @@ fn show_source(
         .iter()
         .find_map(|p| fs::read_to_string(p).ok());
     if text.is_none() {
-        eprintln!(
+        correlate::say_line!(
             "hpcview-rs: cannot read {} (nor {file}); showing costs only",
             costs.path
         );

@@ -121,7 +121,7 @@ fn write_images(
                 let font = system_font();
                 if font.is_none() {
                     let why = "no font found (HPCVIEW_FONT=FILE.ttf names one)";
-                    eprintln!(
+                    correlate::say_line!(
                         "hpcview-rs: {}: {why}; the PNG has no labels",
                         file.display()
                     );
