@@ -183,7 +183,7 @@ fn open_if_binarys(
 /// `.gnu_debuglink` gives and its CRC32 is not the one stated there (a debug file left from
 /// another build supplies wrong lines).
 fn stale_debug_file(binary: &object::File<'_>, debug: &LoadedFile) -> Option<String> {
-    let hex = |id: &[u8]| id.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let hex = profiler::debugfiles::hex;
     let ours = binary.build_id().ok().flatten();
     let theirs = debug.parse().ok()?.build_id().ok().flatten();
     if let (Some(a), Some(b)) = (ours, theirs) {

@@ -118,7 +118,11 @@ impl StructureCache {
             // With debuginfod servers named, a binary without local DWARF may get it: such an
             // analysis is kept apart from one made without (symbols only).
             let servers = std::env::var("DEBUGINFOD_URLS").is_ok_and(|u| !u.trim().is_empty());
-            return Some(format!("b-{}{}", hex(id), if servers { "-d" } else { "" }));
+            return Some(format!(
+                "b-{}{}",
+                profiler::debugfiles::hex(id),
+                if servers { "-d" } else { "" }
+            ));
         }
         let mut h = fxhash::FxHasher64::default();
         if let Some(sum) = checksum {
@@ -283,10 +287,6 @@ fn decode_entry(bytes: &[u8], path: &Path) -> Result<Option<(ScopeTree, Coverage
     tree.validate()
         .map_err(|why| CACHE_ENTRY.malformed(path, why).to_string())?;
     Ok(Some((tree, coverage)))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -194,7 +194,7 @@ impl<'a> Builder<'a> {
             .iter()
             .find(|m| m.path == path)
             .and_then(|m| m.build_id.as_deref())
-            .map_or(String::new(), hex);
+            .map_or(String::new(), profiler::debugfiles::hex);
         let id = self.profile.mapping.len() as u64 + 1;
         let mapping = Mapping {
             id,
@@ -280,11 +280,6 @@ fn activations<'f>(view: &ViewTree, frames: &'f [usize]) -> Vec<&'f [usize]> {
         .collect();
     cuts.push(frames.len());
     cuts.windows(2).map(|w| &frames[w[0]..w[1]]).collect()
-}
-
-/// Bytes as lower-case hex.
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
