@@ -189,6 +189,7 @@ pub fn prepare(options: &Options<'_>, partial: Partial) -> Result<Prepared, Corr
     Ok(Prepared {
         gathered,
         found,
+        stores,
         warnings,
         listed_skipped,
         start,
@@ -205,6 +206,7 @@ pub fn finish_enriched(
     let Prepared {
         mut gathered,
         found,
+        stores,
         warnings,
         listed_skipped,
         start,
@@ -212,7 +214,6 @@ pub fn finish_enriched(
     let (mut db, traces, kept, jit) = enriched.finish(&gathered)?;
     let naming = Instant::now();
     let binaries: Vec<Option<PathBuf>> = found.iter().map(|f| f.binary.clone()).collect();
-    let stores = gathered.bundle_stores();
     let bundled = (binaries.iter().flatten())
         .filter(|b| stores.iter().any(|s| b.starts_with(s)))
         .count();

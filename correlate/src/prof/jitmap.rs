@@ -15,7 +15,6 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use profiler::envelope::open_regular;
@@ -241,28 +240,20 @@ fn read_maps(
 }
 
 /// The file at `path`, opened, if it is a regular file owned by the user correlating or by
-/// root and last written during the `run` (start, end; ns since the epoch, give or take
-/// [`SLACK_NS`]); a file there but refused is noted in `used` with why.
+/// root and last written during the `run` (start, end; ns since the epoch, give or take a
+/// slack: [`profiler::bundle::jit_distrust`]); a file there but refused is noted in `used` with
+/// why.
 fn trusted(path: &Path, run: (u64, u64), used: &mut JitUse) -> Option<std::fs::File> {
     let file = open_regular(path).ok()?;
     let meta = file.metadata().ok()?;
-    let owner = meta.uid();
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    let written = (meta.mtime().max(0) as u64) * 1_000_000_000 + meta.mtime_nsec().max(0) as u64;
-    let why = if owner != me && owner != 0 {
-        format!("owned by user {owner}, neither you nor root")
-    } else if written + SLACK_NS < run.0 || written > run.1 + SLACK_NS {
-        "last written outside the run: another process's of the same id".to_string()
-    } else {
-        return Some(file);
-    };
-    used.refused.insert(path.to_path_buf(), why);
-    None
+    match profiler::bundle::jit_distrust(&meta, run) {
+        None => Some(file),
+        Some(why) => {
+            used.refused.insert(path.to_path_buf(), why.to_string());
+            None
+        }
+    }
 }
-
-/// How far a map's last write may lie outside its run.
-const SLACK_NS: u64 = profiler::bundle::JIT_WRITE_SLACK_NS;
 
 /// The functions of a map's text; lines that do not parse are skipped.
 fn parse_text(text: impl BufRead) -> impl Iterator<Item = (u64, u64, JitSymbol)> {

@@ -77,6 +77,8 @@ pub struct Prepared {
     pub(crate) gathered: Gathered,
     /// Each database module's structure.
     pub(crate) found: Vec<Found>,
+    /// The module stores (`hpcrun-rs --bundle`) beside the gathered profiles, each once.
+    pub(crate) stores: Vec<PathBuf>,
     /// What finding structure warned about.
     pub(crate) warnings: Vec<String>,
     /// Files of a measurement directory passed over when listing.
@@ -118,7 +120,7 @@ impl Prepared {
         let members: Range<usize> = n * share / shares..n * (share + 1) / shares;
         let trees: Vec<Option<&ScopeTree>> = self.found.iter().map(|f| f.tree.as_ref()).collect();
         let modules = self.module_descs();
-        let stores = self.gathered.bundle_stores();
+        let stores = self.stores.clone();
         let metrics = self.gathered.metrics.clone();
         let mut enricher = Enricher::new(metrics, modules, &trees, stores);
         let mut traces = Traces::default();
@@ -356,6 +358,7 @@ mod tests {
                 analysed: 0,
                 binary: None,
             }],
+            stores: Vec::new(),
             warnings: Vec::new(),
             listed_skipped: Vec::new(),
             start: Instant::now(),

@@ -74,7 +74,48 @@ pub fn perf_map(pid: u32) -> PathBuf {
 /// How far a JIT file's last write may lie outside its run and still be the run's (clock
 /// granularity, a JIT that writes at exit after the last sample, a run's start taken after the
 /// program's first write).
-pub const JIT_WRITE_SLACK_NS: u64 = 5_000_000_000;
+const JIT_WRITE_SLACK_NS: u64 = 5_000_000_000;
+
+/// Why a perf map or jitdump may not be read as the measured process's own: its names go
+/// straight into the profile, so a file planted in `/tmp` by another user, or left there by an
+/// earlier process of the same id, must not name our code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JitDistrust {
+    /// Owned by this user id, neither the reader nor root.
+    Owner(u32),
+    /// Last written outside the run (by more than the slack): another process's of the same id.
+    Stale,
+}
+
+impl std::fmt::Display for JitDistrust {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JitDistrust::Owner(uid) => write!(f, "owned by user {uid}, neither you nor root"),
+            JitDistrust::Stale => {
+                f.write_str("last written outside the run: another process's of the same id")
+            }
+        }
+    }
+}
+
+/// Whether the JIT file described by `meta` belongs to the run that lasted `run` (start and end,
+/// ns since the epoch): owned by the reader or root, and last written within the run, give or
+/// take the slack.
+pub fn jit_distrust(meta: &std::fs::Metadata, run: (u64, u64)) -> Option<JitDistrust> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let written = (meta.mtime().max(0) as u64) * 1_000_000_000 + meta.mtime_nsec().max(0) as u64;
+    if meta.uid() != me && meta.uid() != 0 {
+        Some(JitDistrust::Owner(meta.uid()))
+    } else if written.saturating_add(JIT_WRITE_SLACK_NS) < run.0
+        || written > run.1.saturating_add(JIT_WRITE_SLACK_NS)
+    {
+        Some(JitDistrust::Stale)
+    } else {
+        None
+    }
+}
 
 /// Whether `path` names a jitdump (`jit-PID.dump`), and for which process.
 pub fn jitdump_pid(path: &str) -> Option<u32> {

@@ -104,22 +104,15 @@ fn bundle_jit_files(profile: &Profile, store: &Path, done: &mut Bundled) {
 /// Copy the JIT file at `path` to `target` with its modification time, if it is this run's
 /// (see [`bundle_jit_files`]); the bytes copied, 0 where there is no such file.
 fn copy_jit_file(path: &Path, target: &Path, run_start_ns: u64) -> Result<u64, String> {
-    use std::os::unix::fs::MetadataExt;
     let Ok(mut file) = crate::envelope::open_regular(path) else {
         return Ok(0);
     };
     let meta = file.metadata().map_err(|e| e.to_string())?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    let written = (meta.mtime().max(0) as u64) * 1_000_000_000 + meta.mtime_nsec().max(0) as u64;
-    if meta.uid() != me && meta.uid() != 0 {
-        return Err(format!(
-            "owned by user {}, neither you nor root",
-            meta.uid()
-        ));
-    }
-    if written + bundle::JIT_WRITE_SLACK_NS < run_start_ns {
-        return Ok(0); // another process's, of the same id, before this run
+    // The run ends now: the end bound cannot refuse a file written before this moment.
+    match bundle::jit_distrust(&meta, (run_start_ns, u64::MAX)) {
+        Some(why @ bundle::JitDistrust::Owner(_)) => return Err(why.to_string()),
+        Some(bundle::JitDistrust::Stale) => return Ok(0), // another process's, before this run
+        None => {}
     }
     // The file judged above, not whatever the path names by now.
     let mut bytes = Vec::new();
