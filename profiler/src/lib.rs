@@ -70,7 +70,7 @@ pub use format::{
 mod sampler;
 #[cfg(feature = "sampler")]
 pub use sampler::{
-    capture::{events, hold, launch, perf, pmu, python},
+    capture::{events, groups, hold, launch, perf, pmu, python},
     data::{alloc, sample},
     results::{bundling, measurements, output, report, report_data},
     session, watch,

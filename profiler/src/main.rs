@@ -10,6 +10,7 @@ use clap::Parser;
 use profiler::bundling;
 use profiler::db::Profile;
 use profiler::events::{self, EventSpec};
+use profiler::groups;
 use profiler::hold::Backpressure;
 use profiler::job::JobPlace;
 use profiler::launch;
@@ -34,7 +35,9 @@ use profiler::session::{self, Options, RunError, Target};
 )]
 struct Cli {
     /// Event to sample, `NAME[@PERIOD|@fFREQUENCY]`; repeat for several metrics
-    /// (default: cycles@f1000, falling back to cpu-clock where there is no PMU). `mem`,
+    /// (default: cycles@f1000, falling back to cpu-clock where there is no PMU). A group
+    /// `{LEADER[@RATE],MEMBER,...}` samples the leader and reads the members' counts with each
+    /// sample, so that their ratios per context come from the same instants. `mem`,
     /// `mem-loads` and `mem-stores` sample memory accesses precisely (Intel PEBS, AMD IBS)
     /// with where each was served from and its latency, and imply --data
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
@@ -401,8 +404,11 @@ fn parse_events(texts: &[String], off_cpu: bool) -> Result<Vec<EventSpec>> {
     if texts.is_empty() {
         specs.push(EventSpec::parse("cycles").expect("cycles is known"));
     }
-    for text in texts.iter().flat_map(|t| t.split(',')) {
-        specs.extend(EventSpec::parse_all(text.trim())?);
+    for text in texts.iter().flat_map(|t| groups::split_event_list(t)) {
+        match text.starts_with('{') {
+            true => specs.extend(groups::parse_group(text)?),
+            false => specs.extend(EventSpec::parse_all(text)?),
+        }
     }
     if off_cpu && !specs.iter().any(|s| s.event.is_off_cpu()) {
         specs.push(EventSpec::parse(events::OFF_CPU).expect("off-cpu is known"));

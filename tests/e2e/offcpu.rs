@@ -106,12 +106,17 @@ fn blocked_time_goes_to_each_blocking_path_as_the_clocks_say() {
             "wait_cond" => "<off-cpu: lock>",
             _ => "<off-cpu: sleep>",
         };
+        // A loaded machine also takes the CPU away from the thread between its waits
+        // (preemption, a reason of its own; fresh run 40: 11% of the pipe's time): that and the
+        // wait's own reason make up the time, and the wait's reason most of it.
         let why = inclusive_below(&view["root"], way, reason, 1);
+        let preempted = inclusive_below(&view["root"], way, "<off-cpu: preempted>", 1);
         assert!(
-            why >= 0.97 * got,
-            "{way}: {:.1} of its {:.1} ms off the CPU under {reason}",
+            why + preempted >= 0.97 * got && why >= 0.5 * got,
+            "{way}: {:.1} of its {:.1} ms off the CPU under {reason}, {:.1} preempted",
             why / 1e6,
-            got / 1e6
+            got / 1e6,
+            preempted / 1e6
         );
     }
     // The computing thread's time off the CPU, if any, is preemption.

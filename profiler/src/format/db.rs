@@ -8,8 +8,8 @@
 //! ([`JobPlace`]), the [traces](crate::format::trace) (`-t`), the [watchpoint
 //! results](crate::format::watchdb) (`--watch`) and the data traces
 //! ([`crate::format::dataref::DataProfile::traces`], `-t --data`), sections 2 to 8 in that order,
-//! then the OpenMP regions' timeline ([`RegionTimeline`], section 9; a reader that does not
-//! know it skips it).
+//! then the OpenMP regions' timeline ([`RegionTimeline`], section 9) and the event groups
+//! ([`Profile::read_with`], section 10); a reader that does not know a section skips it.
 //! Version 10 call trees may hold off-CPU reasons ([`Frame::Blocked`]), which version 9 ones
 //! (the same sections) have not. Version 8 files hold the eight untagged, one after the other; version 7 files end before the
 //! data traces, version 6 files before the watch part, version 5 files before the traces,
@@ -97,6 +97,12 @@ pub struct Profile {
     /// Stored after the data traces (section 9).
     #[serde(skip)]
     pub regions: RegionTimeline,
+    /// Per event, the event whose samples read its counts (`-e '{LEADER,MEMBER}'`: each of
+    /// the leader's samples carries what the member counted since the thread's previous one),
+    /// or `None` for an event sampled itself. Stored after the regions (section 10); empty in
+    /// older files and where no event was in a group.
+    #[serde(skip)]
+    pub read_with: Vec<Option<u32>>,
 }
 
 /// The name of the event of off-CPU time: each sample a switch of a thread away from the CPU,
@@ -224,6 +230,7 @@ impl Profile {
             traces: Traces::default(),
             watch: WatchProfile::default(),
             regions: RegionTimeline::default(),
+            read_with: Vec::new(),
         }
     }
 
@@ -290,6 +297,7 @@ impl Profile {
             postcard::to_stdvec(&self.watch)?,
             postcard::to_stdvec(&self.data.traces)?,
             postcard::to_stdvec(&self.regions)?,
+            postcard::to_stdvec(&self.read_with)?,
         ])
     }
 
@@ -328,8 +336,8 @@ const TAGGED_SINCE: u32 = 9;
 
 /// The highest section id this build knows: 1 the profile, 2 its modules' checksums, 3 the data
 /// references, 4 their data sources, 5 the place in a job, 6 the traces, 7 the watch results,
-/// 8 the data traces, 9 the OpenMP regions' timeline.
-const LAST_SECTION: u32 = 9;
+/// 8 the data traces, 9 the OpenMP regions' timeline, 10 the event groups.
+const LAST_SECTION: u32 = 10;
 
 /// The sections of a profile as they are decoded, before they are put together.
 #[derive(Default)]
@@ -343,6 +351,7 @@ struct Parts {
     watch: Option<WatchProfile>,
     data_traces: Option<Traces>,
     regions: Option<RegionTimeline>,
+    read_with: Option<Vec<Option<u32>>>,
 }
 
 impl Parts {
@@ -359,7 +368,8 @@ impl Parts {
             6 => put(&mut self.traces, bytes),
             7 => put(&mut self.watch, bytes),
             8 => put(&mut self.data_traces, bytes),
-            _ => put(&mut self.regions, bytes),
+            9 => put(&mut self.regions, bytes),
+            _ => put(&mut self.read_with, bytes),
         }
     }
 
@@ -393,6 +403,13 @@ impl Parts {
         profile.watch = self.watch.unwrap_or_default();
         profile.data.traces = self.data_traces.unwrap_or_default();
         profile.regions = self.regions.unwrap_or_default();
+        profile.read_with = self.read_with.unwrap_or_default();
+        let events = profile.events.len() as u32;
+        if !profile.read_with.is_empty() && profile.read_with.len() != events as usize
+            || (profile.read_with.iter().flatten()).any(|&leader| leader >= events)
+        {
+            return Err("the event groups (section 10) do not match the events".into());
+        }
         Ok(profile)
     }
 }

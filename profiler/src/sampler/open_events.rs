@@ -1,13 +1,13 @@
 //! The events of a run once opened: one ring buffer per CPU, every other event of that CPU
 //! (other metrics, allocator probes) redirected into it, and each event's kernel id.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use fxhash::FxHashMap;
 use perf_event_open_sys::bindings as sys;
 
 use crate::sampler::capture::event_plan::{Plan, RunError};
-use crate::sampler::capture::events::{EventClass, EventSpec};
+use crate::sampler::capture::events::{EventClass, EventSpec, Grouping};
 use crate::sampler::capture::hold;
 use crate::sampler::capture::perf::{self, AttrOptions};
 use crate::sampler::capture::ring::Ring;
@@ -68,9 +68,19 @@ impl OpenEvents {
         for &cpu in cpus {
             for &task in tasks {
                 let mut side_band = true;
+                // The descriptor of the group leader last opened for this task and CPU.
+                let mut group = -1;
                 for (i, (spec, _)) in plan.specs.iter().enumerate() {
                     let sys_err =
                         |e: std::io::Error| RunError::System(perf::explain_open_error(spec, &e));
+                    if spec.grouping == Grouping::Member {
+                        let attr = perf::attr(spec, &self.opts, false);
+                        let fd = perf::open_under(&attr, task, cpu, group).map_err(sys_err)?;
+                        self.event_of_id
+                            .insert(perf::event_id(&fd).map_err(sys_err)?, i);
+                        self.others.push(fd);
+                        continue;
+                    }
                     for open in perf::event_attrs(spec, &self.opts, side_band) {
                         if !open.covers(cpu) {
                             continue;
@@ -87,6 +97,7 @@ impl OpenEvents {
                             self.event_of_id
                                 .insert(perf::event_id(&fd).map_err(sys_err)?, i);
                             perf::redirect(&fd, self.rings[r].fd()).map_err(sys_err)?;
+                            group = fd.as_raw_fd();
                             self.others.push(fd);
                             self.others.extend(leader);
                             continue;
@@ -102,6 +113,7 @@ impl OpenEvents {
                                 },
                             )?;
                         self.event_of_id.insert(id, i);
+                        group = ring.fd().as_raw_fd();
                         self.ring_of_cpu.insert(cpu, self.rings.len());
                         self.rings.push(ring);
                         self.others.extend(leader);

@@ -12,7 +12,8 @@ use crate::format::openmp::RegionTimeline;
 use crate::format::watchdb::WatchProfile;
 pub use crate::sampler::capture::event_plan::RunError;
 use crate::sampler::capture::event_plan::{plan, Plan};
-use crate::sampler::capture::events::{DataSource, EventClass, EventSpec};
+use crate::sampler::capture::events::{DataSource, EventClass, EventSpec, Grouping};
+use crate::sampler::capture::groups;
 use crate::sampler::capture::hold::{self, Backpressure};
 use crate::sampler::capture::launch::Ended;
 use crate::sampler::capture::ompt::RegionLog;
@@ -76,6 +77,8 @@ pub struct Measurement {
     pub recording: Recording,
     /// Events as actually opened.
     pub events: Vec<EventDesc>,
+    /// Per event, the leader whose samples read it ([`crate::format::db::Profile::read_with`]).
+    pub read_with: Vec<Option<u32>>,
     /// Whether kernel mode was sampled.
     pub kernel: bool,
     /// One-line notices for the user (fallbacks, reduced rings).
@@ -213,6 +216,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         events: (plan.specs.iter())
             .map(|(s, replaced)| s.describe(replaced.as_deref()))
             .collect(),
+        read_with: groups::leaders(plan.specs.iter().map(|(s, _)| s)),
         kernel: plan.kernel,
         notices,
         ended,
@@ -390,6 +394,9 @@ fn event_layouts(plan: &Plan, open: &OpenEvents, data: bool) -> Vec<EventLayout>
             },
             precise: precise_layout(spec, &open.opts),
             off_cpu: spec.event.is_off_cpu(),
+            group_read: (spec.grouping == Grouping::Leader).then(|| {
+                groups::read_block_offset(perf::attr(spec, &open.opts, false).sample_type)
+            }),
         })
         .collect()
 }
@@ -415,5 +422,6 @@ pub fn into_profile(m: Measurement) -> crate::format::db::Profile {
         traces: m.recording.traces,
         watch: m.watch,
         regions: m.regions,
+        read_with: m.read_with,
     }
 }

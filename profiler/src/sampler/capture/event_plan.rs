@@ -3,7 +3,8 @@
 //! PMU, precise memory events as precise as the kernel allows), and why a run could not start.
 
 use crate::format::db::Sampling;
-use crate::sampler::capture::events::{self, EventClass, EventSpec};
+use crate::sampler::capture::events::{self, EventClass, EventSpec, Grouping};
+use crate::sampler::capture::groups;
 use crate::sampler::capture::launch::LaunchError;
 use crate::sampler::capture::perf::{self, AttrOptions, PreciseTuning};
 
@@ -46,6 +47,23 @@ fn try_open(spec: &EventSpec, opts: &AttrOptions, pid: i32, cpu: i32) -> std::io
             .map(|l| perf::open(l, pid, cpu))
             .transpose()?;
         perf::open_in_group(&open.attr, pid, cpu, leader.as_ref())?;
+    }
+    Ok(())
+}
+
+/// Open each group of `specs` once on `pid` and `cpu`, its members under its leader: whether
+/// the kernel reads groups with samples of inherited events.
+fn try_groups(specs: &[EventSpec], opts: &AttrOptions, pid: i32, cpu: i32) -> std::io::Result<()> {
+    let mut leader = None;
+    for spec in specs {
+        let a = perf::attr(spec, opts, false);
+        match spec.grouping {
+            Grouping::Alone => leader = None,
+            Grouping::Leader => leader = Some(perf::open(&a, pid, cpu)?),
+            Grouping::Member => {
+                perf::open_in_group(&a, pid, cpu, leader.as_ref())?;
+            }
+        }
     }
     Ok(())
 }
@@ -116,6 +134,23 @@ pub(crate) fn plan(
             }
         }
         plan.specs.push((spec, replaced));
+    }
+    if groups::has_group(specs) {
+        let opts = AttrOptions {
+            kernel: plan.kernel,
+            ..base
+        };
+        let planned: Vec<EventSpec> = plan.specs.iter().map(|(s, _)| *s).collect();
+        if let Err(e) = try_groups(&planned, &opts, pid, cpu) {
+            plan.notices.push(format!(
+                "this kernel does not read an event group with each sample of every thread \
+                 ({e}; Linux 6.12 does): sampling the group's events independently instead"
+            ));
+            let apart = groups::ungrouped(&planned);
+            for ((spec, _), alone) in plan.specs.iter_mut().zip(apart) {
+                *spec = alone;
+            }
+        }
     }
     if !plan.kernel && specs.iter().any(|s| s.event.is_off_cpu()) {
         return Err(RunError::Permission(

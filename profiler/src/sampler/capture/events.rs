@@ -234,6 +234,23 @@ pub struct EventSpec {
     pub event: &'static KnownEvent,
     /// How to sample it.
     pub sampling: Sampling,
+    /// Its place in an event group (`-e '{LEADER,MEMBER,...}'`, see
+    /// [`crate::sampler::capture::groups`]).
+    pub grouping: Grouping,
+}
+
+/// Where an event stands in an event group: the leader samples, and each of its samples reads
+/// the members' counts, so that their ratios per context come from the same instants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Grouping {
+    /// Sampled on its own.
+    #[default]
+    Alone,
+    /// Sampled, its samples carrying the counts of the members that follow it.
+    Leader,
+    /// Counted, not sampled: what it counted since the leader's previous sample in the same
+    /// thread goes to the context of each leader sample.
+    Member,
 }
 
 /// Why an `-e` argument was rejected.
@@ -253,6 +270,10 @@ pub enum SpecError {
         /// The rate text.
         rate: String,
     },
+    /// An event group (`{LEADER,MEMBER,...}`) that cannot be: its syntax, or an event that
+    /// cannot be in one.
+    #[error("{0}")]
+    Group(String),
     /// A rate was given for `off-cpu`, which samples every switch.
     #[error("'off-cpu' samples every switch away from the CPU: it takes no @rate")]
     OffCpuRate,
@@ -313,7 +334,11 @@ impl EventSpec {
             }
         };
         let EventClass::Memory(op) = event.class else {
-            return Ok(vec![EventSpec { event, sampling }]);
+            return Ok(vec![EventSpec {
+                event,
+                sampling,
+                grouping: Grouping::Alone,
+            }]);
         };
         let refuse =
             |why: Option<&str>| SpecError::PreciseMemory(precise_memory_refusal(name, units, why));
@@ -338,7 +363,11 @@ impl EventSpec {
                     .iter()
                     .find(|e| e.class == EventClass::Memory(op))
                     .expect("every memory operation has an event");
-                Ok(EventSpec { event, sampling })
+                Ok(EventSpec {
+                    event,
+                    sampling,
+                    grouping: Grouping::Alone,
+                })
             })
             .collect()
     }

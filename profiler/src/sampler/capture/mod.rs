@@ -4,6 +4,7 @@
 
 pub(crate) mod event_plan;
 pub mod events;
+pub mod groups;
 pub mod hold;
 pub mod launch;
 pub(crate) mod ompt;

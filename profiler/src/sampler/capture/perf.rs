@@ -8,7 +8,8 @@ use linux_perf_event_reader::{Endianness, PerfEventAttr, RecordParseInfo};
 use perf_event_open_sys::bindings as sys;
 
 use crate::format::db::Sampling;
-use crate::sampler::capture::events::{DataSource, EventClass, EventSpec};
+use crate::sampler::capture::events::{DataSource, EventClass, EventSpec, Grouping};
+use crate::sampler::capture::groups;
 use crate::sampler::capture::pmu::{PreciseUnits, UnitKind};
 
 /// The `sample_regs_user` mask (perf's x86 register numbering) the effective-address recovery (`data::ea`) needs: the 16
@@ -181,6 +182,13 @@ pub fn memory_attrs(
 /// Build the attribute for one event. `side_band` asks for the mmap/comm/task records that only
 /// one event of the run needs to carry.
 pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_event_attr {
+    if spec.grouping == Grouping::Member {
+        let type_ = match spec.event.class {
+            EventClass::Hardware => sys::PERF_TYPE_HARDWARE,
+            _ => sys::PERF_TYPE_SOFTWARE,
+        };
+        return groups::member_attr(type_, spec.event.config, !opts.kernel);
+    }
     let mut a = sys::perf_event_attr {
         size: std::mem::size_of::<sys::perf_event_attr>() as u32,
         ..Default::default()
@@ -209,6 +217,9 @@ pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_
             a.set_freq(1);
             a.sample_type |= sys::PERF_SAMPLE_PERIOD as u64;
         }
+    }
+    if spec.grouping == Grouping::Leader {
+        groups::read_with_samples(&mut a);
     }
     a.sample_regs_user = SAMPLE_REGS_USER;
     if opts.data {
@@ -258,7 +269,16 @@ pub fn attr(spec: &EventSpec, opts: &AttrOptions, side_band: bool) -> sys::perf_
 }
 
 /// What the record parser needs to know about the attribute every ring's records follow.
+///
+/// linux-perf-event-reader 0.10 reads a sample's read block with its two layouts swapped: it
+/// takes a group's (`PERF_FORMAT_GROUP`: the number of events, then their counts) for a single
+/// event's and the other way round. Our group leaders' layout is therefore described to it
+/// without `PERF_FORMAT_GROUP`, so that it steps over the block rightly (the counts themselves
+/// are read by [`groups::group_counts`]).
 pub fn parse_info(attr: &sys::perf_event_attr) -> RecordParseInfo {
+    let mut attr = *attr;
+    attr.read_format &= !(sys::PERF_FORMAT_GROUP as u64);
+    let attr = &attr;
     // SAFETY: perf_event_attr is plain old data; we read exactly its bytes.
     let bytes = unsafe {
         std::slice::from_raw_parts(
@@ -283,8 +303,18 @@ pub fn open_in_group(
     cpu: i32,
     leader: Option<&OwnedFd>,
 ) -> io::Result<OwnedFd> {
+    open_under(attr, pid, cpu, leader.map_or(-1, |l| l.as_raw_fd()))
+}
+
+/// Open an event as [`open`] does, in the group whose leader is open as descriptor `group` (-1:
+/// none).
+pub fn open_under(
+    attr: &sys::perf_event_attr,
+    pid: i32,
+    cpu: i32,
+    group: std::os::fd::RawFd,
+) -> io::Result<OwnedFd> {
     let mut attr = *attr;
-    let group = leader.map_or(-1, |l| l.as_raw_fd());
     // SAFETY: `attr` is a fully initialised attribute owned by this frame.
     let fd = unsafe {
         perf_event_open_sys::perf_event_open(

@@ -140,6 +140,7 @@ fn arm_spe_attributes_carry_its_filters() {
     let spec = EventSpec {
         event: crate::sampler::capture::events::find("mem-loads").unwrap(),
         sampling: Sampling::Frequency(1000),
+        grouping: Default::default(),
     };
     let loads = memory_attrs(&units, &spec, &opts(PreciseTuning::default()), false);
     let sampled = BASE | PERIOD | ADDR | DATA_SRC | WEIGHT_STRUCT;

@@ -9,8 +9,8 @@ use std::borrow::Cow;
 
 use fxhash::{FxHashMap, FxHashSet};
 use linux_perf_event_reader::{
-    CommOrExecRecord, ContextSwitchRecord, CpuMode, EventRecord, ForkOrExitRecord, Mmap2Record,
-    RawEventRecord, RecordParseInfo, RecordType, SampleRecord,
+    ContextSwitchRecord, CpuMode, EventRecord, Mmap2Record, RawEventRecord, RecordParseInfo,
+    RecordType, SampleRecord,
 };
 
 use crate::format::addr::Avma;
@@ -18,6 +18,7 @@ use crate::format::dataref::DataProfile;
 use crate::format::db::{AddrKind, CctNodeId, Frame, ProcessInfo, Stats, ThreadProfile};
 use crate::format::trace::{TraceLog, Traces};
 use crate::sampler::capture::events::DataSource;
+use crate::sampler::capture::groups::GroupReads;
 use crate::sampler::capture::perf::{REG_BP, REG_IP, REG_SP};
 use crate::sampler::capture::pmu::MemOp;
 use crate::sampler::capture::ring::RingRecord;
@@ -29,6 +30,7 @@ use crate::sampler::unwinding::cct::CctBuilder;
 use crate::sampler::unwinding::loadmap::{AddressSpace, MapEvent, ModuleRegistry};
 use crate::sampler::unwinding::stubs::Stubs;
 use crate::sampler::unwinding::unwind::StackSample;
+use processes::read_comm;
 
 /// A frame of a thread's last complete path, kept to complete later truncated paths.
 #[derive(Debug, Clone, Copy)]
@@ -88,6 +90,9 @@ pub struct EventLayout {
     /// Whether its samples are switches away from the CPU, weighed by the time until the
     /// thread runs again (`off-cpu`).
     pub off_cpu: bool,
+    /// For a group leader, where its samples hold the group's counts
+    /// ([`crate::sampler::capture::groups::read_block_offset`]).
+    pub group_read: Option<usize>,
 }
 
 /// How a precise memory event's samples are read (see [`crate::sampler::data::sample`]).
@@ -126,6 +131,8 @@ pub struct Recorder {
     openmp_trace: Option<usize>,
     /// The kernel's symbols, read at the first off-CPU sample (`None` inside: unreadable).
     kernel_symbols: Option<Option<blocking::KernelSymbols>>,
+    /// Each thread's last counts of the group members (`-e '{LEADER,MEMBER}'`).
+    group_reads: GroupReads,
 }
 
 /// What a finished recording holds, ready to be written to `profile.db`.
@@ -167,6 +174,7 @@ impl Recorder {
             trace: None,
             openmp_trace: None,
             kernel_symbols: None,
+            group_reads: GroupReads::default(),
         }
     }
 
@@ -271,11 +279,14 @@ impl Recorder {
             Ok(EventRecord::Sample(s)) => {
                 let precise = self.layouts[event].precise;
                 match precise.map(|p| (p, p.fields.fields(rec.data))) {
-                    None => self.sample(&s, event, None),
+                    None => {
+                        let charged = self.sample(&s, event, None);
+                        self.read_group(rec.data, event, charged);
+                    }
                     // A record shorter than its layout, or an operation not asked for.
                     Some((_, None)) => {}
                     Some((p, Some(f))) if !is_kept(f.data_src.unwrap_or(0), p.keep) => {}
-                    Some((_, Some(f))) => self.sample(&s, event, Some(f)),
+                    Some((_, Some(f))) => _ = self.sample(&s, event, Some(f)),
                 }
             }
             Ok(EventRecord::Mmap2(m)) => self.mmap2(&m),
@@ -289,6 +300,7 @@ impl Recorder {
                 if let Some(t) = self.threads.get_mut(&(e.tid as u32)) {
                     t.last_sp = 0;
                 }
+                self.group_reads.forget(e.tid as u32);
             }
             Ok(EventRecord::Lost(l)) => self.stats.lost += l.count,
             Ok(EventRecord::Throttle(_)) => self.stats.throttled += 1,
@@ -347,40 +359,16 @@ impl Recorder {
         self.process(pid).space = space;
     }
 
-    fn comm(&mut self, c: &CommOrExecRecord<'_>) {
-        let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
-        let (pid, tid) = (c.pid as u32, c.tid as u32);
-        let process = self.process(pid);
-        if c.is_execve {
-            // A new program image: the old mappings and heap are gone.
-            process.space = AddressSpace::default();
-            process.heap = LiveHeap::default();
-            process.stubs = Stubs::default();
-        }
-        if pid == tid {
-            process.comm = name.clone();
-        }
-        if let Some(t) = self.threads.get_mut(&tid) {
-            t.comm = name;
-        }
-    }
-
-    fn fork(&mut self, f: &ForkOrExitRecord) {
-        let (pid, ppid) = (f.pid as u32, f.ppid as u32);
-        if pid == ppid || self.processes.contains_key(&pid) {
-            return; // a new thread, or already known
-        }
-        let child = ProcessState {
-            ppid,
-            ..self.processes.get(&ppid).cloned().unwrap_or_default()
-        };
-        self.processes.insert(pid, child);
-    }
-
     /// Record sample `s` of metric `event`; `precise` holds a precise memory sample's fields.
-    fn sample(&mut self, s: &SampleRecord<'_>, event: usize, precise: Option<SampleFields>) {
+    /// Returns the thread and the context charged.
+    fn sample(
+        &mut self,
+        s: &SampleRecord<'_>,
+        event: usize,
+        precise: Option<SampleFields>,
+    ) -> Option<(u32, CctNodeId)> {
         let (Some(pid), Some(tid)) = (s.pid, s.tid) else {
-            return;
+            return None;
         };
         let (pid, tid) = (pid as u32, tid as u32);
         let period = s.period.or(self.layouts[event].fixed_period).unwrap_or(1);
@@ -461,6 +449,7 @@ impl Recorder {
                 d.charge(&access, leaf, data, event, period, source);
             }
         }
+        Some((tid, node))
     }
 
     /// The data address of a sample of `event` of process `pid`, where `--data` asked for
@@ -583,17 +572,12 @@ fn process_entry(processes: &mut FxHashMap<u32, ProcessState>, pid: u32) -> &mut
     processes.entry(pid).or_default()
 }
 
-/// A thread's command name from `/proc` (empty if it is gone).
-fn read_comm(pid: u32, tid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
-        .map(|s| s.trim_end().to_string())
-        .unwrap_or_default()
-}
-
 mod allocations;
 mod blocking;
+mod grouped;
 mod paths;
 mod probes;
+mod processes;
 pub(crate) use probes::ProbeIds;
 #[cfg(test)]
 #[path = "recorder_tests.rs"]

@@ -45,6 +45,7 @@ fn recorder() -> Recorder {
         data: crate::sampler::capture::events::DataSource::None,
         precise: None,
         off_cpu: false,
+        group_read: None,
     };
     Recorder::new(vec![layout], [(EVENT_ID, 0)].into_iter().collect())
 }
@@ -332,6 +333,7 @@ fn precise_recorder(keep: crate::sampler::capture::pmu::MemOp) -> Recorder {
             keep,
         }),
         off_cpu: false,
+        group_read: None,
     };
     Recorder::new(vec![layout], [(EVENT_ID, 0)].into_iter().collect())
 }

@@ -39,7 +39,15 @@ impl std::fmt::Display for Notice {
 pub fn summary(profile: &Profile, duration_s: f64, output: &str, notes: &[String]) -> String {
     let s = &profile.stats;
     let mut out = String::new();
-    let events: Vec<String> = profile.events.iter().map(describe_event).collect();
+    let events: Vec<String> = (profile.events.iter().enumerate())
+        .map(|(i, e)| {
+            let leader = profile.read_with.get(i).copied().flatten();
+            match leader.and_then(|l| profile.events.get(l as usize)) {
+                Some(l) => format!("{} counted and read with each {} sample", e.name, l.name),
+                None => describe_event(e),
+            }
+        })
+        .collect();
     let partial_pct = if s.samples == 0 {
         0.0
     } else {

@@ -250,6 +250,7 @@ mod tests {
             data: crate::sampler::capture::events::DataSource::Address,
             precise: None,
             off_cpu: false,
+            group_read: None,
         };
         let mut rec = Recorder::new(vec![layout], [(1, 0)].into_iter().collect());
         let probes = POINTS
