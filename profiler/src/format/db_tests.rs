@@ -302,3 +302,26 @@ fn unknown_sections_are_skipped_and_missing_ones_named() {
     cut.truncate(cut.len() - 1);
     assert!(Profile::from_bytes(&cut, p).is_err());
 }
+
+#[test]
+fn event_groups_round_trip_and_must_match_the_events() {
+    let p = Path::new("p.db");
+    let mut grouped = small_profile();
+    grouped
+        .events
+        .push(EventDesc::new("page-faults", Sampling::Period(1), "events"));
+    for t in &mut grouped.threads {
+        for n in &mut t.cct.nodes {
+            n.costs.push(Default::default());
+        }
+    }
+    grouped.read_with = vec![None, Some(0)];
+    let back = Profile::from_bytes(&grouped.to_bytes().unwrap(), p).unwrap();
+    assert_eq!(back.read_with, [None, Some(0)]);
+    for bad in [vec![None], vec![None, Some(2)]] {
+        let mut wrong = grouped.clone();
+        wrong.read_with = bad;
+        let err = Profile::from_bytes(&wrong.to_bytes().unwrap(), p).unwrap_err();
+        assert!(err.to_string().contains("event groups"), "{err}");
+    }
+}
