@@ -15,6 +15,7 @@ mod support;
 mod synthetic_db;
 
 mod alloc_shim;
+mod asm;
 mod bundle;
 mod correlate_data;
 mod correlate_data_alloc;

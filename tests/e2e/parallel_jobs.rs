@@ -109,18 +109,16 @@ fn work_cpu(stdout: &str, who: &str, count: usize) -> Vec<f64> {
         .collect()
 }
 
-/// The index of the largest (`max`) or smallest value of `values`.
-fn extreme_at(values: &[f64], max: bool) -> usize {
-    let better = |a: f64, b: f64| if max { a > b } else { a < b };
+/// The indices of the values as large (`max`) or as small as the extreme of `values`, give or
+/// take a sixth of it: sampling at 1 kHz for a few hundred milliseconds tells ranks apart by
+/// CPU time only where they differ by more than its error (fresh run 41: ranks of 0.213 and
+/// 0.200 CPU seconds, the second sampled higher).
+fn extremes_at(values: &[f64], max: bool) -> Vec<usize> {
+    let fold = if max { f64::max } else { f64::min };
+    let extreme = values.iter().copied().reduce(fold).unwrap();
     (0..values.len())
-        .reduce(|best, i| {
-            if better(values[i], values[best]) {
-                i
-            } else {
-                best
-            }
-        })
-        .unwrap()
+        .filter(|&i| (values[i] - extreme).abs() <= extreme / 6.0)
+        .collect()
 }
 
 /// The coefficient of variation (population) of `values`.
@@ -168,12 +166,13 @@ fn check_rank_split(measurements: &Path, db: &Path, cpu: &[f64]) {
     assert_eq!(groups.len(), 4);
     let row = work_row(&stats);
     let at = |key: &str| &groups[row[key].as_u64().unwrap() as usize];
-    assert_eq!(at("max_at")["rank"], extreme_at(cpu, true), "{row} {cpu:?}");
-    assert_eq!(
-        at("min_at")["rank"],
-        extreme_at(cpu, false),
-        "{row} {cpu:?}"
-    );
+    for (key, max) in [("max_at", true), ("min_at", false)] {
+        let rank = at(key)["rank"].as_u64().unwrap() as usize;
+        assert!(
+            extremes_at(cpu, max).contains(&rank),
+            "{key}: {row} {cpu:?}"
+        );
+    }
     let (sum, max) = (row["sum"].as_f64().unwrap(), row["max"].as_f64().unwrap());
     assert!(
         (sum - total).abs() < 1.0,

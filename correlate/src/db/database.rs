@@ -38,13 +38,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::db::data::DataSection;
 use crate::db::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
+use crate::db::instructions::InstructionCosts;
 use crate::db::label;
 use crate::db::node::{ChildIndex, Node, NodeKey, NodeKind};
 
 /// The sections of a database file: 1 the database, 2 its data section, 3 the profiles' job
-/// places, 4 the traces, 5 the watch results, 6 the data traces. An untagged file of version
-/// `v` (3 to 7) holds the first `v - 1`, one after the other.
-const SECTIONS: usize = 6;
+/// places, 4 the traces, 5 the watch results, 6 the data traces, 7 the instructions' costs, 8
+/// the event groups. An untagged file of version `v` (3 to 7) holds the first `v - 1`.
+const SECTIONS: usize = 8;
 
 /// The first format version whose body is tagged sections.
 const TAGGED_SINCE: u32 = 8;
@@ -96,6 +97,13 @@ pub struct Database {
     /// (format version 6).
     #[serde(skip)]
     pub watch: Vec<WatchProfile>,
+    /// What each sampled instruction cost (section 7; empty in older files).
+    #[serde(skip)]
+    pub instructions: InstructionCosts,
+    /// (member, leader) metrics of event groups: the member counted, read with each sample of
+    /// the leader (section 8; empty in older files and without groups).
+    #[serde(skip)]
+    pub read_with: Vec<(u32, u32)>,
 }
 
 /// The metric hpcprof-rs adds where a profile measured CPU and off-CPU time: their sum.
@@ -234,6 +242,8 @@ impl Database {
             jobs: Vec::new(),
             traces: Traces::default(),
             watch: Vec::new(),
+            instructions: InstructionCosts::default(),
+            read_with: Vec::new(),
         }
     }
 
@@ -356,6 +366,12 @@ impl Database {
         if let Some(why) = self.traces.malformation(nodes_of) {
             return Err(why);
         }
+        if let Some(why) = self.instructions.malformation(modules, metrics) {
+            return Err(why);
+        }
+        if (self.read_with.iter()).any(|&(m, l)| m as usize >= metrics || l as usize >= metrics) {
+            return Err("an event group names a missing metric".into());
+        }
         let accesses = self.data.accesses.len();
         let accesses_of = |t: u32| ((t as usize) < threads).then_some(accesses);
         if let Some(why) = self.data.traces.malformation(accesses_of) {
@@ -424,7 +440,9 @@ impl Database {
             3 => postcard::to_io(&self.jobs, out),
             4 => postcard::to_io(&self.traces, out),
             5 => postcard::to_io(&self.watch, out),
-            _ => postcard::to_io(&self.data.traces, out),
+            6 => postcard::to_io(&self.data.traces, out),
+            7 => postcard::to_io(&self.instructions, out),
+            _ => postcard::to_io(&self.read_with, out),
         }
         .map_err(std::io::Error::other)
     }
@@ -518,6 +536,8 @@ struct Parts {
     traces: Option<Traces>,
     watch: Option<Vec<WatchProfile>>,
     data_traces: Option<Traces>,
+    instructions: Option<InstructionCosts>,
+    read_with: Option<Vec<(u32, u32)>>,
 }
 
 impl Parts {
@@ -531,7 +551,9 @@ impl Parts {
             3 => put(&mut self.jobs, bytes),
             4 => put(&mut self.traces, bytes),
             5 => put(&mut self.watch, bytes),
-            _ => put(&mut self.data_traces, bytes),
+            6 => put(&mut self.data_traces, bytes),
+            7 => put(&mut self.instructions, bytes),
+            _ => put(&mut self.read_with, bytes),
         }
     }
 
@@ -561,6 +583,8 @@ impl Parts {
             db.watch = watch;
         }
         db.data.traces = self.data_traces.unwrap_or_default();
+        db.instructions = self.instructions.unwrap_or_default();
+        db.read_with = self.read_with.unwrap_or_default();
         Ok(db)
     }
 }

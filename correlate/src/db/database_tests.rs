@@ -289,3 +289,39 @@ fn unknown_database_sections_are_skipped_and_a_missing_database_named() {
         "{err}"
     );
 }
+
+#[test]
+fn instruction_costs_and_event_groups_round_trip_and_must_fit() {
+    use crate::db::instructions::{InstructionCost, InstructionCosts};
+    let mut db = sample_db();
+    db.modules.push(ModuleDesc {
+        path: "/app".into(),
+        build_id: None,
+        structure: StructureSource::OnTheFly,
+    });
+    let cost = vec![Cost {
+        samples: 1,
+        value: 10,
+    }];
+    db.instructions = InstructionCosts {
+        entries: vec![InstructionCost {
+            module: DbModuleId(0),
+            address: 0x1234,
+            costs: cost.clone(),
+            kernel: cost,
+        }],
+    };
+    db.read_with = vec![(0, 0)];
+    let path = Path::new("x.hpcdb");
+    let back = Database::from_bytes(&db.to_bytes().unwrap(), path).unwrap();
+    assert_eq!(
+        (&back.instructions, &back.read_with),
+        (&db.instructions, &db.read_with)
+    );
+    let mut bad = db.clone();
+    bad.read_with = vec![(1, 0)];
+    assert!(Database::from_bytes(&bad.to_bytes().unwrap(), path).is_err());
+    let mut bad = db;
+    bad.instructions.entries[0].module = DbModuleId(1);
+    assert!(Database::from_bytes(&bad.to_bytes().unwrap(), path).is_err());
+}

@@ -6,6 +6,7 @@ pub(crate) mod data;
 pub(crate) mod database;
 pub(crate) mod heap_name;
 pub(crate) mod ids;
+pub(crate) mod instructions;
 pub(crate) mod label;
 pub(crate) mod node;
 pub(crate) mod node_costs;

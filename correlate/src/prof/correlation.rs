@@ -270,6 +270,7 @@ fn fill_tables(db: &mut Database, gathered: &profiles::Gathered) {
         db.watch = members.iter().map(|m| m.watch.clone()).collect();
     }
     db.command = gathered.command.clone();
+    db.read_with = gathered.read_with.clone();
     db.stats.samples = gathered.stats.samples;
     db.stats.lost = gathered.stats.lost;
     db.stats.partial = gathered.stats.partial;

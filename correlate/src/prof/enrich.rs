@@ -20,6 +20,7 @@ use structure::{ScopeId, ScopeKind, ScopeTree};
 
 use crate::db::database::{Database, MetricDesc, ModuleDesc, ThreadDesc};
 use crate::db::ids::{DbFileId, DbModuleId, DbNodeId, ThreadIdx};
+use crate::db::instructions::{InstructionCosts, Tally};
 use crate::db::label;
 use crate::db::node::{ChildIndex, NodeKey, NodeKind};
 use crate::prof::jitmap::{JitMaps, JitUse, PythonUse};
@@ -66,6 +67,8 @@ pub(crate) struct Enricher<'a> {
     interpreters: Vec<bool>,
     /// What the Python folding found.
     python: PythonUse,
+    /// What each sampled instruction cost its statement.
+    instructions: Tally,
 }
 
 impl<'a> Enricher<'a> {
@@ -96,6 +99,7 @@ impl<'a> Enricher<'a> {
             jit,
             interpreters,
             python: PythonUse::default(),
+            instructions: Tally::default(),
         }
     }
 
@@ -139,6 +143,9 @@ impl<'a> Enricher<'a> {
                         stats.unknown_samples = stats.unknown_samples.saturating_add(samples);
                     }
                     self.db.add_cost(here, tidx, &costs);
+                    let at = &self.db.nodes[here.index()];
+                    let of = |m: profiler::db::ProfileModuleId| map.modules[m.index()];
+                    (self.instructions).add_node((nodes, i), &costs, (at.kind, at.module), of);
                 }
             }
             maps.nodes.push(fold.placed());
@@ -289,12 +296,21 @@ impl<'a> Enricher<'a> {
     /// The database so far (without totals), the distinct addresses left as `<unknown
     /// procedure>` and what the JIT maps named: what [`crate::prof::shares::Enriched`] merges
     /// and finishes.
-    pub(crate) fn into_parts(self) -> (Database, FxHashSet<UnknownAddress>, JitUse) {
+    pub(crate) fn into_parts(self) -> EnrichedParts {
         let mut used = self.jit.used;
         used.python = self.python;
-        (self.db, self.unknown, used)
+        (self.db, self.unknown, used, self.instructions.finish())
     }
 }
+
+/// What an enricher made: the tree, the unknown addresses, what the JIT maps named, and the
+/// sampled instructions' costs.
+pub(crate) type EnrichedParts = (
+    Database,
+    FxHashSet<UnknownAddress>,
+    JitUse,
+    InstructionCosts,
+);
 
 /// A database module's address outside any structure (an `<unknown procedure>`; no module
 /// when unmapped).
@@ -458,7 +474,7 @@ pub(crate) mod tests {
 
     /// The finished database of `e`.
     pub(crate) fn finished(e: Enricher<'_>) -> Database {
-        let (mut db, unknown, _) = e.into_parts();
+        let (mut db, unknown, _, _) = e.into_parts();
         finish_tree(&mut db, &unknown);
         db
     }

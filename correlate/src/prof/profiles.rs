@@ -138,6 +138,9 @@ pub(crate) struct Gathered {
     pub(crate) members: Vec<Member>,
     /// The union of their events, by name.
     pub(crate) metrics: Vec<MetricDesc>,
+    /// (member, leader) metrics of event groups: each member read with the leader's samples
+    /// (as the first profile that grouped it says).
+    pub(crate) read_with: Vec<(u32, u32)>,
     /// The union of their modules, by path and identity.
     pub(crate) modules: Vec<ModuleInfo>,
     /// Per database module, the distinct addresses sampled in it (lookup addresses, sorted).
@@ -216,12 +219,19 @@ impl Gathered {
     fn absorb(&mut self, path: &Path, profile: &Profile) -> Result<(), CorrelateError> {
         let pids = profile.processes.iter().map(|p| p.pid).collect();
         let identity = (profile.host.clone(), profile.start_ns, profile.end_ns, pids);
-        let metrics = profile
+        let metrics: Vec<usize> = profile
             .events
             .iter()
             .map(|e| self.metric(path, &MetricDesc::new(&e.name, &e.unit, e.sampling)))
             .collect::<Result<_, _>>()?;
         let modules: Vec<DbModuleId> = profile.modules.iter().map(|m| self.module(m)).collect();
+        for (e, leader) in profile.read_with.iter().enumerate() {
+            if let (Some(&m), Some(&l)) =
+                (metrics.get(e), leader.and_then(|l| metrics.get(l as usize)))
+            {
+                self.group(m, l);
+            }
+        }
         self.add_addresses(profile, &modules);
         let counts = DbStats {
             samples: profile.stats.samples,
@@ -257,6 +267,9 @@ impl Gathered {
             .map(|m| self.metric(&first.path, m))
             .collect::<Result<_, _>>()?;
         let modules: Vec<DbModuleId> = later.modules.iter().map(|m| self.module(m)).collect();
+        for &(m, l) in &later.read_with {
+            self.group(metrics[m as usize], metrics[l as usize]);
+        }
         for (m, list) in modules.iter().zip(later.addresses) {
             self.addresses[m.index()].extend(list);
         }
@@ -270,6 +283,14 @@ impl Gathered {
         }
         self.skipped.extend(later.skipped);
         Ok(())
+    }
+
+    /// Note that metric `member` was read with the samples of metric `leader`, unless a group
+    /// said otherwise before.
+    fn group(&mut self, member: usize, leader: usize) {
+        if !self.read_with.iter().any(|&(m, _)| m as usize == member) {
+            self.read_with.push((member as u32, leader as u32));
+        }
     }
 
     /// Number `member` and add it, refusing a measurement seen before; `command` is its

@@ -25,6 +25,7 @@ use structure::ScopeTree;
 
 use crate::db::database::{Database, ModuleDesc};
 use crate::db::ids::{DbFileId, DbNodeId, ThreadIdx};
+use crate::db::instructions::InstructionCosts;
 use crate::db::node::ChildIndex;
 use crate::prof::enrich::{finish_tree, Enricher, UnknownAddress};
 use crate::prof::error::CorrelateError;
@@ -109,6 +110,8 @@ pub struct Enriched {
     pub(crate) jit: JitUse,
     /// The profiles with data references.
     pub(crate) kept: Vec<Kept>,
+    /// What each sampled instruction cost (the database's own field is not serialized).
+    pub(crate) instructions: InstructionCosts,
 }
 
 impl Prepared {
@@ -125,7 +128,7 @@ impl Prepared {
         let mut enricher = Enricher::new(metrics, modules, &trees, stores);
         let mut traces = Traces::default();
         let kept = profiles::enrich(&self.gathered, members, &mut enricher, &mut traces)?;
-        let (db, unknown, jit) = enricher.into_parts();
+        let (db, unknown, jit, instructions) = enricher.into_parts();
         let regions = std::mem::take(&mut traces.regions);
         Ok(Enriched {
             db,
@@ -134,6 +137,7 @@ impl Prepared {
             unknown,
             jit,
             kept,
+            instructions,
         })
     }
 
@@ -178,6 +182,7 @@ impl Share for Enriched {
         self.regions.extend_from(&later.regions, rename);
         self.unknown.extend(later.unknown);
         self.jit.merge(later.jit);
+        self.instructions.merge(later.instructions);
         for mut kept in later.kept {
             let maps = &mut kept.nodes;
             maps.first_thread = ThreadIdx::from_index(maps.first_thread.index() + thread_base);
@@ -253,8 +258,10 @@ impl Enriched {
             unknown,
             jit,
             mut kept,
+            instructions,
         } = self;
         finish_tree(&mut db, &unknown);
+        db.instructions = instructions;
         traces.regions = regions;
         for k in kept.iter_mut().filter(|k| k.profile.is_none()) {
             let path = &gathered.members[k.member].path;

@@ -2,6 +2,7 @@
 //! statistics across ranks, two databases compared, data objects, time). They compute and name;
 //! the outputs only present them.
 
+pub(crate) mod asm;
 pub(crate) mod data;
 pub(crate) mod diff;
 pub(crate) mod formula;

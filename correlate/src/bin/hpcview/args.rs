@@ -11,6 +11,7 @@ Examples:
   hpcview-rs --callers --threshold 5  who calls the expensive procedures
   hpcview-rs --depth 3 --absolute     three levels (hot path in full), with seconds
   hpcview-rs --source app.cc:10-40    lines 10-40 of app.cc with their costs
+  hpcview-rs --asm kernel_loop        its machine code, each instruction's costs, loops and jumps
   hpcview-rs --json | jq '.root.children[0].name'
   hpcview-rs --flamegraph -o app.svg  a flame graph (SVG), no other tool needed
   hpcview-rs --folded | inferno-flamegraph > app.svg
@@ -50,7 +51,7 @@ with --diff --fail-above, a regression.";
 // What to show: at most one of these (see `mode::Mode`).
 #[command(group(ArgGroup::new("mode").args([
     "data", "code_data", "delinquent", "alloc", "stats", "html", "diff", "bindings", "footprint",
-    "timeline", "slices", "memmap",
+    "timeline", "slices", "memmap", "asm",
 ])))]
 // How a view is written: at most one.
 #[command(group(ArgGroup::new("format").args(["json", "csv", "folded", "flamegraph", "source"])))]
@@ -86,6 +87,16 @@ pub(crate) struct Args {
     /// for names and shares); write it with -o FILE.svg
     #[arg(long, conflicts_with = "kind", help_heading = "Output")]
     pub(crate) flamegraph: bool,
+
+    /// Show PROCEDURE's machine code (its name, or a part of it) with each instruction's costs,
+    /// user and kernel mode, grouped by its loops and inlined code, jumps named
+    #[arg(
+        long,
+        value_name = "PROCEDURE",
+        conflicts_with_all = ["kind", "csv", "folded", "flamegraph", "source"],
+        help_heading = "Views"
+    )]
+    pub(crate) asm: Option<String>,
 
     /// Show source lines of FILE (optionally only LINES, `N` or `N-M`) with their costs
     #[arg(

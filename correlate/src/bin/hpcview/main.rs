@@ -4,6 +4,7 @@
 //! the renderer, and turns failures into one-line errors with exit codes scripts can trust.
 
 mod args;
+mod asm;
 mod bindings;
 mod data;
 mod export;
@@ -107,6 +108,7 @@ fn on_database(args: &Args, mode: DbMode) -> Result<String, Failure> {
         DbMode::Bindings => bindings::run(&args.binding, args.json, &db, &path),
         DbMode::Footprint => memory::run(&args.memory, args.json, &db, &path),
         DbMode::Time => time::run(args, &db, &path),
+        DbMode::Asm(procedure) => asm::run(args, &db, &path, procedure),
         DbMode::Stats { kind, over } => ranks::run_stats(args, &db, &metrics, kind, over, &path),
         DbMode::Tree { kind, shown } => {
             let mut view = ViewTree::from_database(&db, kind, &selection);

@@ -33,6 +33,8 @@ pub(crate) enum DbMode<'a> {
     Footprint,
     /// `--timeline`, `--slices` or `--memmap`: costs over time (traced runs).
     Time,
+    /// `--asm PROCEDURE`: a procedure's machine code with its instructions' costs.
+    Asm(&'a str),
     /// `--stats`: a view's scopes across ranks or threads.
     Stats { kind: ViewKind, over: StatsOver },
     /// A tree view (top-down, callers or flat) shown as `shown` says.
@@ -82,6 +84,8 @@ impl<'a> DbMode<'a> {
             DbMode::Footprint
         } else if t.timeline || t.slices || t.memmap {
             DbMode::Time
+        } else if let Some(procedure) = &args.asm {
+            DbMode::Asm(procedure)
         } else if let Some(over) = args.ranks.stats {
             DbMode::Stats { kind, over }
         } else {

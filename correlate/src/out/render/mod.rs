@@ -4,7 +4,8 @@
 //! - [`json`]: the documented JSON contract for scripts;
 //! - [`folded`]: folded stacks for inferno-flamegraph and flamegraph.pl;
 //! - [`flame`]: the same stacks drawn as a flame graph (SVG) with no other tool;
-//! - [`source`]: source lines annotated with their costs;
+//! - [`source`]: source lines annotated with their costs; [`asm`]: a procedure's machine code
+//!   annotated with its instructions' costs;
 //! - [`data`]: the data views' tables (objects, an object's fields);
 //! - [`delinquent`], [`alloc`]: the delinquent instructions (text, CSV, JSON) and the
 //!   allocation sites (text, JSON); [`dhat`]: the allocation sites as a DHAT file;
@@ -24,6 +25,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 pub mod alloc;
+pub mod asm;
 pub mod csv;
 pub mod data;
 pub mod delinquent;
