@@ -48,6 +48,7 @@ mod memory_footprint;
 mod memory_map;
 mod minidebuginfo;
 mod offcpu;
+mod one_truth;
 mod openmp;
 mod parallel_jobs;
 mod parallel_jobs_mpi;
