@@ -469,3 +469,24 @@ fn a_split_type_unit_gives_the_static_its_class() {
         ("[3].cold[2]", 3 * 72 + 8 + 2 * 8)
     );
 }
+
+/// DWARF 4 with type units (`-gdwarf-4 -fdebug-types-section`): the class lives in the
+/// `.debug_types` section, named from `.debug_info` by its signature.
+#[test]
+fn a_dwarf_4_type_unit_gives_the_static_its_class() {
+    let dir = scratch_dir("structure_variables_debug_types");
+    let flags = ["-O1", "-g", "-gdwarf-4", "-fdebug-types-section"];
+    let exe = compile("data_types.cc", &dir, "types", &flags);
+    let sections = run_ok(Command::new("readelf").arg("-SW").arg(&exe));
+    assert!(sections.contains(" .debug_types "), "{sections}");
+    let layout = DataLayout::read(&exe).unwrap();
+    assert!(layout.notes().is_empty(), "{:?}", layout.notes());
+    let grid = static_named(&layout, "grid");
+    let ty = grid.ty.expect("grid has a type");
+    assert_eq!(layout.type_name(ty), "Cell[64]");
+    let at = layout.part_at(ty, 3 * 72 + 8 + 2 * 8).unwrap();
+    assert_eq!(
+        (at.path.as_str(), at.offset),
+        ("[3].cold[2]", 3 * 72 + 8 + 2 * 8)
+    );
+}

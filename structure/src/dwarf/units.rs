@@ -10,9 +10,9 @@
 //! (`-gsplit-dwarf`, module `split`) is joined to it once, on first use, too.
 //!
 //! A type may live in a type unit of its own (`-fdebug-types-section`), named by its 8-byte
-//! signature (`DW_FORM_ref_sig8`): in the module's `.debug_info` (DWARF 5) or, with split
-//! DWARF, in the `.dwo` file beside the split unit that names it. [`DebugUnits::type_unit`]
-//! finds it there.
+//! signature (`DW_FORM_ref_sig8`): in the module's `.debug_info` (DWARF 5), in its
+//! `.debug_types` (DWARF 4) or, with split DWARF, in the `.dwo` file beside the split unit that
+//! names it. [`DebugUnits::type_unit`] finds it there.
 
 use super::split::{SplitDwarf, SplitUnit};
 use super::Slice;
@@ -25,13 +25,21 @@ pub(crate) struct UnitTable<'d> {
 }
 
 impl<'d> UnitTable<'d> {
-    /// The unit headers of `dwarf`; a header that cannot be read ends the list (reported in
-    /// `skipped`).
+    /// The unit headers of `dwarf`'s `.debug_info`; a header that cannot be read ends the
+    /// list (reported in `skipped`).
     fn new(dwarf: &gimli::Dwarf<Slice<'d>>, skipped: &mut Vec<String>) -> UnitTable<'d> {
-        let mut headers = Vec::new();
         let mut iter = dwarf.units();
+        UnitTable::listing(|| iter.next(), skipped)
+    }
+
+    /// The unit headers `next` gives one by one (a `.debug_info` or `.debug_types` section's).
+    fn listing(
+        mut next: impl FnMut() -> gimli::Result<Option<gimli::UnitHeader<Slice<'d>>>>,
+        skipped: &mut Vec<String>,
+    ) -> UnitTable<'d> {
+        let mut headers = Vec::new();
         loop {
-            match iter.next() {
+            match next() {
                 Ok(Some(h)) => headers.push(h),
                 Ok(None) => break,
                 Err(e) => {
@@ -109,6 +117,8 @@ pub(crate) enum Section {
     Main,
     /// The supplementary file's.
     Sup,
+    /// The module's `.debug_types` (DWARF 4 type units).
+    Types,
     /// The split unit (`.dwo`) of the skeleton unit of the same index in `Main`.
     Split,
     /// Unit `k` of the `.dwo` file of the skeleton unit of the same index in `Main` (a type
@@ -129,6 +139,8 @@ pub(crate) struct DebugUnits<'a, 'd> {
     dwarf: &'a gimli::Dwarf<Slice<'d>>,
     main: UnitTable<'d>,
     sup: Option<UnitTable<'d>>,
+    /// The type units of `.debug_types` (DWARF 4).
+    types: UnitTable<'d>,
     split: &'a SplitDwarf<'d>,
     /// The split unit of each unit of `main`, joined on first use (`None`: not a skeleton, or
     /// its split unit was not found).
@@ -147,12 +159,15 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
     ) -> DebugUnits<'a, 'd> {
         let main = UnitTable::new(dwarf, skipped);
         let sup = dwarf.sup().map(|s| UnitTable::new(s, skipped));
+        let mut type_units = dwarf.type_units();
+        let types = UnitTable::listing(|| type_units.next(), skipped);
         let split_units = main.headers.iter().map(|_| OnceLock::new()).collect();
         let split_tables = main.headers.iter().map(|_| OnceLock::new()).collect();
         DebugUnits {
             dwarf,
             main,
             sup,
+            types,
             split,
             split_units,
             split_tables,
@@ -172,7 +187,7 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
     /// The DWARF sections that unit `id` lives in.
     pub(crate) fn dwarf_of(&self, id: UnitId) -> &gimli::Dwarf<Slice<'d>> {
         match id.section {
-            Section::Main => self.dwarf,
+            Section::Main | Section::Types => self.dwarf,
             Section::Sup => self.dwarf.sup().unwrap_or(self.dwarf),
             Section::Split | Section::SplitType(_) => match self.split_unit(id.index) {
                 Ok(Some(s)) => &s.dwarf,
@@ -185,6 +200,7 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
         match section {
             Section::Main => Some(&self.main),
             Section::Sup => self.sup.as_ref(),
+            Section::Types => Some(&self.types),
             Section::Split | Section::SplitType(_) => None,
         }
     }
@@ -222,7 +238,7 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
     pub(crate) fn files_are_skeletons(&self, id: UnitId) -> bool {
         match id.section {
             Section::Main => true,
-            Section::Sup => false,
+            Section::Sup | Section::Types => false,
             Section::Split => self
                 .split_unit(id.index)
                 .is_ok_and(|s| s.is_none_or(|s| s.unit.line_program.is_none())),
@@ -243,7 +259,7 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
 
     /// The type DIE with signature `signature` that a DIE of unit `from` names
     /// (`DW_FORM_ref_sig8`): in the `.dwo` file of a split unit, else in the section `from`
-    /// is in.
+    /// is in or, for the module's own units, in its `.debug_types`.
     pub(crate) fn type_unit(
         &self,
         from: UnitId,
@@ -261,7 +277,13 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
             }
             section => (section, self.table(section)?),
         };
-        let (index, offset) = table.type_unit(signature)?;
+        if let Some((index, offset)) = table.type_unit(signature) {
+            return Some((UnitId { section, index }, offset));
+        }
+        let (index, offset) = (section != Section::Sup)
+            .then(|| self.types.type_unit(signature))
+            .flatten()?;
+        let section = Section::Types;
         Some((UnitId { section, index }, offset))
     }
 

@@ -3,8 +3,8 @@
 //! the reference leads (the unit, another unit, the supplementary file).
 //!
 //! Type units (`DW_FORM_ref_sig8`, `-fdebug-types-section`) are followed into the module's
-//! `.debug_info` and, with split DWARF, into the `.dwo` file of the unit naming them (not
-//! into DWARF 4's `.debug_types` section, nor a `.dwp` package's type units).
+//! `.debug_info` (DWARF 5), its `.debug_types` (DWARF 4) and, with split DWARF, into the `.dwo`
+//! file of the unit naming them (not into a `.dwp` package's type units).
 
 use super::types::{Member, TypeId, TypeShape};
 use crate::dwarf::{DebugUnits, Section, Slice, UnitId};
