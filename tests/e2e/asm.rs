@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
+use crate::support::{compile, json_node as node, run, run_ok, scratch_dir, tool_command};
 
 /// The instructions' start addresses objdump lists between `from` and `to` in `binary`.
 fn objdump_addresses(binary: &str, from: u64, to: u64, dir: &std::path::Path) -> BTreeSet<u64> {
@@ -24,14 +24,6 @@ fn objdump_addresses(binary: &str, from: u64, to: u64, dir: &std::path::Path) ->
         .filter(|l| l.split('\t').count() >= 3)
         .filter_map(|l| u64::from_str_radix(l.split(':').next()?.trim(), 16).ok())
         .collect()
-}
-
-/// The flat view's node named `name` (depth first).
-fn node<'a>(n: &'a Value, name: &str) -> Option<&'a Value> {
-    if n["name"] == name {
-        return Some(n);
-    }
-    (n["children"].as_array().into_iter().flatten()).find_map(|c| node(c, name))
 }
 
 #[test]

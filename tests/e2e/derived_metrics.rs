@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
+use crate::support::{compile, json_node as node, run, run_ok, scratch_dir, tool_command};
 
 /// Faults per CPU millisecond, as the formula computes them.
 const FORMULA: &str = "fpms = page-faults / (cpu-clock / 1e6)";
@@ -17,14 +17,6 @@ fn oracle(stdout: &str, who: &str) -> (f64, f64) {
         .unwrap_or_else(|| panic!("no line for {who} in:\n{stdout}"));
     let words: Vec<&str> = line.split(' ').collect();
     (words[2].parse().unwrap(), words[4].parse().unwrap())
-}
-
-/// The node named `name` in the JSON view (depth first).
-fn node<'a>(n: &'a Value, name: &str) -> Option<&'a Value> {
-    if n["name"] == name {
-        return Some(n);
-    }
-    (n["children"].as_array().into_iter().flatten()).find_map(|c| node(c, name))
 }
 
 #[test]

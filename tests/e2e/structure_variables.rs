@@ -458,16 +458,7 @@ fn a_split_type_unit_gives_the_static_its_class() {
         units, 2,
         "the fixture keeps its type unit apart:\n{sections}"
     );
-    let layout = DataLayout::read(&exe).unwrap();
-    assert!(layout.notes().is_empty(), "{:?}", layout.notes());
-    let grid = static_named(&layout, "grid");
-    let ty = grid.ty.expect("grid has a type");
-    assert_eq!(layout.type_name(ty), "Cell[64]");
-    let at = layout.part_at(ty, 3 * 72 + 8 + 2 * 8).unwrap();
-    assert_eq!(
-        (at.path.as_str(), at.offset),
-        ("[3].cold[2]", 3 * 72 + 8 + 2 * 8)
-    );
+    assert_grid_is_a_cell_array(&exe);
 }
 
 /// DWARF 4 with type units (`-gdwarf-4 -fdebug-types-section`): the class lives in the
@@ -479,7 +470,12 @@ fn a_dwarf_4_type_unit_gives_the_static_its_class() {
     let exe = compile("data_types.cc", &dir, "types", &flags);
     let sections = run_ok(Command::new("readelf").arg("-SW").arg(&exe));
     assert!(sections.contains(" .debug_types "), "{sections}");
-    let layout = DataLayout::read(&exe).unwrap();
+    assert_grid_is_a_cell_array(&exe);
+}
+
+/// The data-types fixture's `grid`, read from `exe`, is an array of 64 `Cell`s, its parts named.
+fn assert_grid_is_a_cell_array(exe: &std::path::Path) {
+    let layout = DataLayout::read(exe).unwrap();
     assert!(layout.notes().is_empty(), "{:?}", layout.notes());
     let grid = static_named(&layout, "grid");
     let ty = grid.ty.expect("grid has a type");

@@ -342,3 +342,11 @@ pub fn as_user(user: &[&str], program: &Path) -> Command {
         }
     }
 }
+
+/// The node named `name` in a JSON view's tree below `n` (depth first).
+pub fn json_node<'a>(n: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    if n["name"] == name {
+        return Some(n);
+    }
+    (n["children"].as_array().into_iter().flatten()).find_map(|c| json_node(c, name))
+}
