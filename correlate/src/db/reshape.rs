@@ -9,8 +9,8 @@ use crate::db::database::{Database, MetricDesc};
 use crate::db::ids::DbNodeId;
 
 impl Database {
-    /// Add metric `desc` after the others, zero everywhere; returns its index. Every node's
-    /// and data access's costs grow by one, so the file stays consistent.
+    /// Add metric `desc` after the others, zero everywhere; returns its index. Every node's,
+    /// data access's and sampled instruction's costs grow by one, so the file stays consistent.
     pub(crate) fn add_metric(&mut self, desc: MetricDesc) -> usize {
         self.metrics.push(desc);
         let width = self.metrics.len();
@@ -19,6 +19,10 @@ impl Database {
         }
         for access in &mut self.data.accesses {
             access.costs.resize(width, Cost::default());
+        }
+        for e in &mut self.instructions.entries {
+            e.costs.resize(width, Cost::default());
+            e.kernel.resize(width, Cost::default());
         }
         width - 1
     }
