@@ -18,6 +18,8 @@ use crate::sampler::record::recorder::ProbeIds;
 pub(crate) struct OpenEvents {
     pub(crate) rings: Vec<Ring>,
     others: Vec<OwnedFd>,
+    /// The event groups' members, with their metric: counted, never sampled.
+    members: Vec<(usize, OwnedFd)>,
     /// The events that stop the command while the copier catches up ([`hold`]).
     tripwires: Vec<OwnedFd>,
     pub(crate) event_of_id: FxHashMap<u64, usize>,
@@ -47,6 +49,7 @@ impl OpenEvents {
         OpenEvents {
             rings: Vec::new(),
             others: Vec::new(),
+            members: Vec::new(),
             tripwires: Vec::new(),
             event_of_id: FxHashMap::default(),
             opts,
@@ -78,7 +81,7 @@ impl OpenEvents {
                         let fd = perf::open_under(&attr, task, cpu, group).map_err(sys_err)?;
                         self.event_of_id
                             .insert(perf::event_id(&fd).map_err(sys_err)?, i);
-                        self.others.push(fd);
+                        self.members.push((i, fd));
                         continue;
                     }
                     for open in perf::event_attrs(spec, &self.opts, side_band) {
@@ -202,7 +205,29 @@ impl OpenEvents {
     pub(crate) fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
         (self.rings.iter().map(Ring::fd))
             .chain(&self.others)
+            .chain(self.members.iter().map(|(_, fd)| fd))
             .chain(&self.tripwires)
+    }
+
+    /// Per metric of `metrics`, what its group members counted over the whole run (their
+    /// threads' and children's counts summed by the kernel as they ended); `None` for a metric
+    /// without members, or one that could not be read.
+    pub(crate) fn member_totals(&self, metrics: usize) -> Vec<Option<u64>> {
+        let mut totals: Vec<Option<u64>> = vec![None; metrics];
+        let mut unreadable = vec![false; metrics];
+        for (metric, fd) in &self.members {
+            match (perf::read_count(fd), totals.get_mut(*metric)) {
+                (Some(count), Some(total)) => *total = Some(total.unwrap_or(0) + count),
+                (None, Some(_)) => unreadable[*metric] = true,
+                (_, None) => {}
+            }
+        }
+        for (total, bad) in totals.iter_mut().zip(unreadable) {
+            if bad {
+                *total = None;
+            }
+        }
+        totals
     }
 }
 

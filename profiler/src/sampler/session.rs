@@ -208,11 +208,18 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     }
     .until_end();
     drop((rings, allocations));
+    let counted = open.member_totals(plan.specs.len());
     let regions = target.regions.take().map(RegionLog::finish);
     let lost = target.heap.tracker.as_ref().map_or(0, |t| t.lost());
     recorder.heap_tracking(target.heap.unavailable, lost);
+    let recording = recorder.finish();
+    notices.extend(groups::unread_counts(
+        &plan.specs,
+        &counted,
+        &recording.threads,
+    ));
     Ok(Measurement {
-        recording: recorder.finish(),
+        recording,
         events: (plan.specs.iter())
             .map(|(s, replaced)| s.describe(replaced.as_deref()))
             .collect(),

@@ -14,7 +14,7 @@ use fxhash::FxHashMap;
 use linux_perf_event_reader::RawData;
 use perf_event_open_sys::bindings as sys;
 
-use crate::format::db::Sampling;
+use crate::format::db::{Sampling, ThreadProfile};
 use crate::sampler::capture::events::{EventClass, EventSpec, Grouping, SpecError};
 
 /// Split the text of `-e` options into event texts at commas outside braces, so that
@@ -120,6 +120,38 @@ pub fn leaders<'a>(specs: impl Iterator<Item = &'a EventSpec>) -> Vec<Option<u32
         true => read_with,
         false => Vec::new(),
     }
+}
+
+/// One line per group member of `specs` whose whole count (`counted`, per metric: what the
+/// kernel counted over the run) is more than its threads' leader samples carried into
+/// `threads`: the rest came after a thread's last sample.
+pub(crate) fn unread_counts(
+    specs: &[(EventSpec, Option<String>)],
+    counted: &[Option<u64>],
+    threads: &[ThreadProfile],
+) -> Vec<String> {
+    let leaders = leaders(specs.iter().map(|(s, _)| s));
+    let mut lines = Vec::new();
+    for (m, leader) in leaders.iter().enumerate() {
+        let (Some(leader), Some(Some(total))) = (leader, counted.get(m)) else {
+            continue;
+        };
+        let read: u64 = (threads.iter())
+            .flat_map(|t| &t.cct.nodes)
+            .filter_map(|n| n.costs.get(m))
+            .map(|c| c.value)
+            .sum();
+        if *total > read {
+            lines.push(format!(
+                "{} of the {total} {} counted came after their thread's last {} sample: not in \
+                 the profile",
+                total - read,
+                specs[m].0.event.name,
+                specs[*leader as usize].0.event.name
+            ));
+        }
+    }
+    lines
 }
 
 /// Whether `specs` hold a group.
@@ -267,6 +299,38 @@ mod tests {
             let err = parse_group(text).unwrap_err().to_string();
             assert!(err.contains(says), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn counts_after_the_last_samples_are_said() {
+        use crate::format::db::{Cct, CctNode, CctNodeId, Cost, Frame};
+        let specs: Vec<(EventSpec, Option<String>)> = (parse_group("{cpu-clock,page-faults}"))
+            .unwrap()
+            .into_iter()
+            .map(|s| (s, None))
+            .collect();
+        let cost = |value| Cost { samples: 1, value };
+        let thread = ThreadProfile {
+            pid: 1,
+            tid: 1,
+            comm: "a".into(),
+            cct: Cct {
+                nodes: vec![CctNode {
+                    parent: CctNodeId::ROOT,
+                    frame: Frame::Root,
+                    costs: vec![cost(1000), cost(90)],
+                }],
+            },
+        };
+        let lines = unread_counts(&specs, &[None, Some(100)], std::slice::from_ref(&thread));
+        assert_eq!(
+            lines,
+            [
+                "10 of the 100 page-faults counted came after their thread's last cpu-clock \
+              sample: not in the profile"
+            ]
+        );
+        assert!(unread_counts(&specs, &[None, Some(90)], &[thread]).is_empty());
     }
 
     #[test]

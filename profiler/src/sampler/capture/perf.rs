@@ -345,6 +345,15 @@ pub fn event_id(fd: &OwnedFd) -> io::Result<u64> {
     }
 }
 
+/// The count of counting event `fd` (opened with `PERF_FORMAT_ID` alone: its value, then its
+/// id), or `None` where it cannot be read.
+pub fn read_count(fd: &OwnedFd) -> Option<u64> {
+    let mut words = [0u64; 2];
+    // SAFETY: `words` is 16 writable bytes; read(2) writes at most that many.
+    let n = unsafe { libc::read(fd.as_raw_fd(), words.as_mut_ptr().cast(), 16) };
+    (n == 16).then_some(words[0])
+}
+
 /// Send the records of `fd` into the ring of `target` (both on the same CPU).
 pub fn redirect(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
     // SAFETY: both are perf event descriptors we own.
