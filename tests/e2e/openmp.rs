@@ -393,9 +393,11 @@ fn with_off_cpu_time_waiting_asleep_is_idle_time_too() {
 #[test]
 fn nested_regions_and_tasks_land_under_their_callers() {
     for tc in toolchains() {
-        for (test, name, under, work) in [
-            ("openmp_nested", "omp_nested", "main", "inner_work"),
-            ("openmp_tasks", "omp_tasks", "spawn", "task_work"),
+        // The callers each fixture's work must run under, outermost first (nested regions:
+        // the inner teams' work under outer()'s region, which is under main's).
+        for (test, name, callers, work) in [
+            ("openmp_nested", "omp_nested", &["main", "outer"][..], "inner_work"),
+            ("openmp_tasks", "omp_tasks", &["spawn"][..], "task_work"),
         ] {
             let m = measure(tc.cc, test, name, "passive", &[]);
             let [_, grafted, bodies, _, _] = grafting(&m.summary);
@@ -408,13 +410,20 @@ fn nested_regions_and_tasks_land_under_their_callers() {
             let view = top_down(&m.dir.join(format!("{name}.hpcdb")));
             let total = view["metrics"][0]["total"].as_f64().unwrap();
             assert_no_worker_paths(&view, total);
+            let under = callers[callers.len() - 1];
             let inside = inclusive(&view, under, 0);
             assert!(
                 inside >= 0.97 * total,
                 "{cc} {name}: {inside} of {total} under {under}"
             );
-            for (path, _) in placed(&view, work) {
-                assert!(path.iter().any(|p| p == under), "{cc} {name}: {path:?}");
+            let work_nodes = placed(&view, work);
+            assert!(!work_nodes.is_empty(), "{cc} {name}: no {work}");
+            for (path, _) in work_nodes {
+                let mut names = path.iter();
+                assert!(
+                    callers.iter().all(|c| names.any(|p| p == c)),
+                    "{cc} {name}: {work} not under {callers:?}: {path:?}"
+                );
             }
         }
     }
