@@ -156,6 +156,112 @@ fn formula_gives_each_loops_rate(
     (dir, stdout, stderr)
 }
 
+/// Evaluate root metric `argv[2]`'s inclusive formula in the metric taxonomy of the HPCToolkit
+/// database `argv[1]` (`metrics/default.yaml`, METRICS.yaml's notation: flow sequences of
+/// operands and operators, `*` and `/` before `+` and `-`; inputs by metric name and scope) on
+/// the values hatchet reads at each function node; prints `{function: value}` where it is a
+/// number (a division by zero is none).
+const TAXONOMY_EVAL: &str = r#"
+import json, math, sys, yaml
+import hatchet as ht
+db, name = sys.argv[1], sys.argv[2]
+tax = yaml.safe_load(open(db + "/metrics/default.yaml"))
+formula = next(r for r in tax["roots"] if r["name"] == name)["variants"]["Sum"]["formula"]["inclusive"]
+def inputs(e):
+    if isinstance(e, dict): return [e["metric"]]
+    if isinstance(e, list): return [m for x in e for m in inputs(x)]
+    return []
+column = lambda m: "time" if m == "CPUTIME (sec)" else m
+used = sorted({column(m) for m in inputs(formula)})
+gf = ht.GraphFrame.from_hpctoolkit_latest(db, exclude_instructions=True, metric_names=used, metric_scopes=["i"])
+def value(e, row):
+    if isinstance(e, dict):
+        assert e["scope"] == "execution", e
+        return float(row[column(e["metric"]) + " (inc)"])
+    if isinstance(e, (int, float)): return float(e)
+    items = [x if isinstance(x, str) else value(x, row) for x in e]
+    terms = [items[0]]
+    for op, v in zip(items[1::2], items[2::2]):
+        if op == "*": terms[-1] *= v
+        elif op == "/": terms[-1] /= v
+        elif op in "+-": terms += [op, v]
+        else: raise ValueError(op)
+    total = terms[0]
+    for op, v in zip(terms[1::2], terms[2::2]):
+        total = total + v if op == "+" else total - v
+    return total
+out = {}
+for node, row in gf.dataframe.iterrows():
+    v = value(formula, row)
+    if row["name"].startswith("function: ") and math.isfinite(v):
+        out[row["name"][len("function: "):]] = v
+print(json.dumps(out))
+"#;
+
+/// The HPCToolkit database carries the formula in its metric taxonomy, for hpcviewer: read
+/// there and evaluated on the numbers hatchet (LLNL's reader) takes from the database, it gives
+/// each loop's rate as hpcview-rs computes it from the same database, and as the fixture's own
+/// counters say.
+#[test]
+fn the_hpctoolkit_database_carries_the_formula_for_hpcviewer() {
+    let Some(python) = crate::hpctoolkit_db::hatchet_python() else {
+        return;
+    };
+    let dir = scratch_dir("derived_metrics_hpctoolkit");
+    compile("derived_faults.c", &dir, "faults", &["-O2", "-g"]);
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args([
+                "-q",
+                "-e",
+                "cpu-clock@f4000",
+                "-e",
+                "page-faults@1",
+                "./faults",
+            ])
+            .current_dir(&dir),
+    );
+    run_ok(
+        tool_command("hpcprof-rs")
+            .args([
+                "profile.db",
+                "--hpctoolkit",
+                "-o",
+                "app.d",
+                "--metric",
+                FORMULA,
+            ])
+            .current_dir(&dir),
+    );
+    let out = run(std::process::Command::new(&python)
+        .args(["-c", TAXONOMY_EVAL, "app.d", "fpms"])
+        .current_dir(&dir));
+    assert!(out.status.success(), "{out:?}");
+    let taxonomy: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = run_ok(
+        tool_command("hpcview-rs")
+            .args(["app.d", "--json", "--threshold", "0", "--metric", FORMULA])
+            .current_dir(&dir),
+    );
+    let view: Value = serde_json::from_str(&json).unwrap();
+    for who in ["dense", "sparse"] {
+        let theirs = taxonomy[who].as_f64().unwrap();
+        let ours = node(&view["root"], who).unwrap()["derived_incl"][0]
+            .as_f64()
+            .unwrap();
+        assert!(
+            (theirs - ours).abs() <= 1e-6 * ours,
+            "{who}: the taxonomy's formula gives {theirs} on hatchet's numbers, hpcview-rs {ours}"
+        );
+        let (faults, ns) = oracle(&stdout, who);
+        let want = faults / (ns / 1e6);
+        assert!(
+            (ours - want).abs() <= 0.05 * want,
+            "{who}: {ours:.2} faults per CPU ms, its own counters say {want:.2}"
+        );
+    }
+}
+
 #[test]
 fn a_bad_formula_is_refused_with_what_is_wrong() {
     let dir = scratch_dir("derived_metrics_bad");
@@ -183,4 +289,13 @@ fn a_bad_formula_is_refused_with_what_is_wrong() {
         assert_eq!(out.status.code(), Some(2), "{formula}: {err}");
         assert!(err.contains(says), "{formula}: {err}");
     }
+    // hpcprof-rs refuses them the same way for an HPCToolkit database, and writes none.
+    let out = run(tool_command("hpcprof-rs")
+        .args(["profile.db", "--hpctoolkit", "-o", "app.d"])
+        .args(["--metric", "r = page-faults / cpu-clock"])
+        .current_dir(&dir));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("'page-faults'"), "{err}");
+    assert!(!dir.join("app.d/meta.db").exists());
 }

@@ -396,7 +396,12 @@ fn nested_regions_and_tasks_land_under_their_callers() {
         // The callers each fixture's work must run under, outermost first (nested regions:
         // the inner teams' work under outer()'s region, which is under main's).
         for (test, name, callers, work) in [
-            ("openmp_nested", "omp_nested", &["main", "outer"][..], "inner_work"),
+            (
+                "openmp_nested",
+                "omp_nested",
+                &["main", "outer"][..],
+                "inner_work",
+            ),
             ("openmp_tasks", "omp_tasks", &["spawn"][..], "task_work"),
         ] {
             let m = measure(tc.cc, test, name, "passive", &[]);

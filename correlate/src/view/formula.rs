@@ -101,6 +101,13 @@ impl Derived {
         Derived::parse(&format!("{name} = {formula}"), metrics).ok()
     }
 
+    /// Every built-in derived metric whose inputs are among `metrics`.
+    pub fn built_ins(metrics: &[String]) -> Vec<Derived> {
+        (BUILT_IN.iter())
+            .filter_map(|(name, _)| Derived::built_in(name, metrics))
+            .collect()
+    }
+
     /// The formula of the built-in derived metric `name`, whatever the database measured.
     pub fn built_in_formula(name: &str) -> Option<&'static str> {
         BUILT_IN.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
@@ -121,6 +128,13 @@ impl Derived {
         Derived::parse(&format!("{} = {}", self.name, self.formula), metrics)
     }
 
+    /// The formula in the notation of HPCToolkit's metric taxonomies (METRICS.yaml, which
+    /// hpcviewer evaluates): each operation a YAML flow sequence `[a, '/', b]`, parenthesised
+    /// as read, a unary minus `[-1, '*', x]`, and metric `i` written as `input(i)`.
+    pub(crate) fn taxonomy_formula(&self, input: &dyn Fn(usize) -> String) -> String {
+        taxonomy(&self.expr, input)
+    }
+
     /// The value for one scope, whose cost of metric `i` is `costs[i]`; `None` where a
     /// division by zero (or an overflow) leaves no number.
     pub fn value(&self, costs: &[Cost]) -> Option<f64> {
@@ -138,6 +152,18 @@ fn collect_inputs(e: &Expr, out: &mut Vec<usize>) {
         Expr::Binary(_, a, b) => {
             collect_inputs(a, out);
             collect_inputs(b, out);
+        }
+    }
+}
+
+fn taxonomy(e: &Expr, input: &dyn Fn(usize) -> String) -> String {
+    match e {
+        // Plain decimals (`1000000`, `0.000001`): YAML 1.1 readers take `1e-6` for a string.
+        Expr::Number(n) => format!("{n}"),
+        Expr::Metric(i) => input(*i),
+        Expr::Negate(x) => format!("[-1, '*', {}]", taxonomy(x, input)),
+        Expr::Binary(op, a, b) => {
+            format!("[{}, '{op}', {}]", taxonomy(a, input), taxonomy(b, input))
         }
     }
 }

@@ -7,8 +7,8 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use correlate::hpctoolkit::{self, HpctoolkitError};
 use correlate::{
-    summary_text, CorrelateError, Database, DatabaseError, InputKind, Options, StructureCache,
-    Summary,
+    summary_text, CorrelateError, Database, DatabaseError, Derived, FormulaError, InputKind,
+    Options, StructureCache, Summary,
 };
 use profiler::addr::Svma;
 
@@ -62,6 +62,18 @@ pub(crate) struct Args {
     /// directory is only reused when it holds nothing but a database hpcprof-rs wrote.
     #[arg(long)]
     hpctoolkit: bool,
+
+    /// With --hpctoolkit: a derived metric, 'NAME = FORMULA' over the measured metrics
+    /// (numbers, metric names, + - * / and parentheses; e.g. 'ipc = instructions / cycles'),
+    /// which hpcviewer computes per context from the database's metric taxonomy
+    /// (metrics/default.yaml); may be given several times. The built-in ones (ipc, cpi,
+    /// cache-miss-ratio, branch-miss-ratio) are added wherever their inputs were measured.
+    #[arg(
+        long = "metric",
+        value_name = "NAME = FORMULA",
+        requires = "hpctoolkit"
+    )]
+    metrics: Vec<String>,
 }
 
 /// The arguments of the tool called `name` (clap exits with status 2 on a usage error, 0 for
@@ -124,12 +136,27 @@ pub(crate) fn write_or_report(
 fn write(args: &Args, name: &str, db: &Database, summary: &Summary) -> anyhow::Result<u8> {
     let output = output(args);
     if args.hpctoolkit {
-        hpctoolkit::write_database(db, &output)?;
+        hpctoolkit::write_database(db, &output, &derived_metrics(args, db)?)?;
     } else {
         db.write_new(&output).map_err(CorrelateError::Database)?;
     }
     correlate::say_line!("{}", summary_text(name, summary, &output));
     Ok(if summary.skipped.is_empty() { 0 } else { 3 })
+}
+
+/// The derived metrics of an HPCToolkit database: those `--metric` defines, then the built-in
+/// ones whose inputs `db` measured (where no metric defined has the name).
+fn derived_metrics(args: &Args, db: &Database) -> Result<Vec<Derived>, FormulaError> {
+    let names: Vec<String> = db.metrics.iter().map(|m| m.name.clone()).collect();
+    let mut derived = (args.metrics.iter())
+        .map(|m| Derived::parse(m, &names))
+        .collect::<Result<Vec<_>, _>>()?;
+    for d in Derived::built_ins(&names) {
+        if derived.iter().all(|x| x.name != d.name) {
+            derived.push(d);
+        }
+    }
+    Ok(derived)
 }
 
 /// Print `e` as one line; its exit status: 2 for bad input, 1 otherwise.
@@ -147,6 +174,7 @@ pub(crate) fn message(e: &anyhow::Error) -> String {
 pub(crate) fn exit_status(e: &anyhow::Error) -> u8 {
     let refused = matches!(e.downcast_ref(), Some(HpctoolkitError::Refused { .. }));
     let bad_input = refused
+        || e.downcast_ref::<FormulaError>().is_some()
         || e.downcast_ref::<CorrelateError>()
             .is_some_and(CorrelateError::is_bad_input);
     if bad_input {

@@ -28,6 +28,7 @@ mod export;
 mod import;
 mod meta;
 mod read;
+mod taxonomy;
 #[cfg(test)]
 mod tests;
 mod trace;
@@ -38,11 +39,18 @@ use std::path::{Path, PathBuf};
 
 use fxhash::FxHashSet;
 
-use crate::Database;
+use crate::{Database, Derived};
 
-/// The entries of a database directory this tool writes: the files, and `src/` with copies of
-/// the source files.
-const ENTRIES: [&str; 5] = ["meta.db", "profile.db", "cct.db", "trace.db", "src"];
+/// The entries of a database directory this tool writes: the files, `src/` with copies of the
+/// source files and `metrics/` with the metric taxonomy.
+const ENTRIES: [&str; 6] = [
+    "meta.db",
+    "profile.db",
+    "cct.db",
+    "trace.db",
+    "src",
+    "metrics",
+];
 
 /// Why an HPCToolkit database could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -173,9 +181,17 @@ pub(crate) struct PointValue {
 /// Write `db` as an HPCToolkit database in directory `dir` (created; an existing directory is
 /// only reused when it holds nothing but a database this tool wrote, whose files are replaced
 /// atomically; a symlink is never followed): `meta.db`, `profile.db`, `cct.db`, `trace.db` when
-/// `db` has traces, and `src/` with a copy of each source file that can be read.
-pub fn write_database(db: &Database, dir: &Path) -> Result<(), HpctoolkitError> {
-    write::write_dir(export::export(db), dir)
+/// `db` has traces, `src/` with a copy of each source file that can be read, and
+/// `metrics/default.yaml`, the taxonomy through which hpcviewer shows the metrics and the
+/// `derived` ones (read against the names of `db`'s metrics), evaluated from their sums.
+pub fn write_database(
+    db: &Database,
+    dir: &Path,
+    derived: &[Derived],
+) -> Result<(), HpctoolkitError> {
+    let ex = export::export(db);
+    let taxonomy = taxonomy::default_yaml(&db.metrics, &ex.metrics, derived);
+    write::write_dir(ex, dir, &taxonomy)
 }
 
 /// Read the HPCToolkit database in directory `dir` (written by HPCToolkit's `hpcprof` or by

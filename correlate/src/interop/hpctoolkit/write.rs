@@ -16,8 +16,13 @@ use super::{Experiment, HpctoolkitError, ENTRIES};
 /// Source files larger than this are not copied (they keep their path).
 const MAX_SOURCE_BYTES: u64 = 16 << 20;
 
-/// Write `ex` into directory `dir` (see [`super::write_database`]).
-pub(crate) fn write_dir(mut ex: Experiment, dir: &Path) -> Result<(), HpctoolkitError> {
+/// Write `ex`, and the metric taxonomy `taxonomy`, into directory `dir` (see
+/// [`super::write_database`]).
+pub(crate) fn write_dir(
+    mut ex: Experiment,
+    dir: &Path,
+    taxonomy: &str,
+) -> Result<(), HpctoolkitError> {
     prepare(dir)?;
     copy_sources(&mut ex, dir)?;
     let planes = planes(&ex);
@@ -34,7 +39,36 @@ pub(crate) fn write_dir(mut ex: Experiment, dir: &Path) -> Result<(), Hpctoolkit
     for (name, bytes) in files {
         write_atomically(&dir.join(name), &bytes, Replace::Allowed)?;
     }
+    let metrics = dir.join("metrics");
+    own_directory(&metrics)?;
+    write_atomically(
+        &metrics.join("default.yaml"),
+        taxonomy.as_bytes(),
+        Replace::Allowed,
+    )?;
     Ok(())
+}
+
+/// Make `dir` a directory of its own: created where missing, refused where it is a symlink or
+/// another kind of file.
+fn own_directory(dir: &Path) -> Result<(), HpctoolkitError> {
+    let refused = |why| HpctoolkitError::Refused {
+        path: dir.to_path_buf(),
+        why,
+    };
+    let io = |source| HpctoolkitError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == ErrorKind::NotFound => fs::create_dir(dir).map_err(io),
+        Err(e) => Err(io(e)),
+        Ok(m) if m.file_type().is_symlink() => Err(refused(
+            "is a symbolic link; give the database's own directory",
+        )),
+        Ok(m) if !m.is_dir() => Err(refused("exists and is not a directory")),
+        Ok(_) => Ok(()),
+    }
 }
 
 /// Copy each source file that can be read into `dir/src/` under its absolute path and refer to
@@ -108,17 +142,7 @@ fn prepare(dir: &Path) -> Result<(), HpctoolkitError> {
         path: dir.to_path_buf(),
         source,
     };
-    match fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == ErrorKind::NotFound => return fs::create_dir(dir).map_err(io),
-        Err(e) => return Err(io(e)),
-        Ok(m) if m.file_type().is_symlink() => {
-            return Err(refused(
-                "is a symbolic link; give the database's own directory",
-            ))
-        }
-        Ok(m) if !m.is_dir() => return Err(refused("exists and is not a directory")),
-        Ok(_) => {}
-    }
+    own_directory(dir)?;
     for entry in fs::read_dir(dir).map_err(io)? {
         let name = entry.map_err(io)?.file_name();
         if !ENTRIES.iter().any(|f| name == *f) {
