@@ -21,9 +21,83 @@ fn oracle(stdout: &str, who: &str) -> (f64, f64) {
 
 #[test]
 fn a_formula_over_two_metrics_gives_each_loops_rate_as_its_clocks_say() {
-    let _ = formula_gives_each_loops_rate(
+    let (dir, _, _) = formula_gives_each_loops_rate(
         "derived_metrics",
         &["-e", "cpu-clock@f4000", "-e", "page-faults@1"],
+    );
+    report_computes_the_formula_per_row(&dir);
+}
+
+/// The HTML report computes the formula per row in the page: in Chromium, the rows shown at
+/// load (the root, main, the hot loop's procedure) show the values `--json` gives, and no value
+/// where it has none (no exclusive CPU time, a division by zero).
+fn report_computes_the_formula_per_row(dir: &std::path::Path) {
+    let Some(chromium) = crate::browser::chromium() else {
+        return;
+    };
+    run_ok(
+        tool_command("hpcview-rs")
+            .args([
+                "profile.hpcdb",
+                "--html",
+                "report.html",
+                "--metric",
+                FORMULA,
+            ])
+            .current_dir(dir),
+    );
+    let json = run_ok(
+        tool_command("hpcview-rs")
+            .args([
+                "profile.hpcdb",
+                "--json",
+                "--threshold",
+                "0",
+                "--metric",
+                FORMULA,
+            ])
+            .current_dir(dir),
+    );
+    let view: Value = serde_json::from_str(&json).unwrap();
+    let mut b = crate::browser::Browser::launch(&chromium, dir, 1400, 900);
+    b.open(
+        &dir.join("report.html"),
+        "document.body.dataset.ready === 'true'",
+    );
+    let head = b.eval(
+        "[...document.querySelectorAll('#tree thead th.derived')].map(t => [t.textContent, t.title])",
+    );
+    assert_eq!(
+        head,
+        serde_json::json!([["fpms (I)", FORMULA], ["fpms (E)", FORMULA]])
+    );
+    let shown = b.eval(
+        "Object.fromEntries([...document.querySelectorAll('#tree tbody tr.row')].map(r => \
+         [r.querySelector('.label').textContent, \
+          [...r.querySelectorAll('td.derived')].map(c => c.textContent)]))",
+    );
+    let root = view["root"]["name"].as_str().unwrap();
+    for who in [root, "main", "sparse"] {
+        let n = node(&view["root"], who).unwrap_or_else(|| panic!("no {who} in --json"));
+        for (k, key) in [(0, "derived_incl"), (1, "derived_excl")] {
+            let cell = shown[who][k]
+                .as_str()
+                .unwrap_or_else(|| panic!("no row {who} in the report: {shown}"));
+            match n[key][0].as_f64() {
+                Some(want) => {
+                    let got: f64 = cell.parse().unwrap_or(f64::NAN);
+                    assert!(
+                        (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                        "{who} {key}: the report shows '{cell}', --json {want}"
+                    );
+                }
+                None => assert_eq!(cell, "", "{who} {key}: no value in --json"),
+            }
+        }
+    }
+    assert!(
+        shown[root][1] == "",
+        "the root has no exclusive CPU time: {shown}"
     );
 }
 

@@ -135,6 +135,13 @@ impl Derived {
         taxonomy(&self.expr, input)
     }
 
+    /// The formula as a tree for a script to evaluate (the HTML report's): a number, `{"m": i}`
+    /// for metric `i`, `{"op": "neg", "a": x}`, or `{"op": "+", "a": x, "b": y}` (and `-`,
+    /// `*`, `/`).
+    pub(crate) fn script_tree(&self) -> serde_json::Value {
+        script(&self.expr)
+    }
+
     /// The value for one scope, whose cost of metric `i` is `costs[i]`; `None` where a
     /// division by zero (or an overflow) leaves no number.
     pub fn value(&self, costs: &[Cost]) -> Option<f64> {
@@ -153,6 +160,16 @@ fn collect_inputs(e: &Expr, out: &mut Vec<usize>) {
             collect_inputs(a, out);
             collect_inputs(b, out);
         }
+    }
+}
+
+fn script(e: &Expr) -> serde_json::Value {
+    use serde_json::json;
+    match e {
+        Expr::Number(n) => json!(n),
+        Expr::Metric(i) => json!({ "m": i }),
+        Expr::Negate(x) => json!({ "op": "neg", "a": script(x) }),
+        Expr::Binary(op, a, b) => json!({ "op": op.to_string(), "a": script(a), "b": script(b) }),
     }
 }
 

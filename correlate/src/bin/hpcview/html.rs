@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
-use correlate::{Database, SourceLimits};
+use correlate::{Database, Derived, SourceLimits};
 use profiler::envelope::{write_atomically_with, Replace};
 
 use crate::Failure;
@@ -19,19 +19,28 @@ pub(crate) struct HtmlArgs {
     pub(crate) html: Option<PathBuf>,
 }
 
-/// Write the report of `db` (database `path`) with the metrics at `metrics` to `file`; returns
-/// the summary line.
+/// Write the report of `db` (database `path`) with the metrics at `metrics` and the `derived`
+/// ones to `file`; returns the summary line.
 pub(crate) fn write_report(
     db: &Database,
     path: &Path,
     metrics: &[usize],
+    derived: &[Derived],
     file: &Path,
 ) -> Result<String, Failure> {
+    let names: Vec<String> = (metrics.iter())
+        .map(|&m| db.metrics[m].name.clone())
+        .collect();
+    let derived = (derived.iter())
+        .map(|d| d.against(&names))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Failure::BadInput(anyhow!(e)))?;
     let mut summary = None;
     write_atomically_with(file, Replace::Allowed, |out| {
         summary = Some(correlate::html_report(
             db,
             metrics,
+            &derived,
             SourceLimits::default(),
             out,
         )?);

@@ -93,16 +93,16 @@ fn on_database(args: &Args, mode: DbMode) -> Result<String, Failure> {
     let selection = thread_selection(&db, &args.threads, &path).map_err(bad)?;
     let selection = ranks::narrow(&db, &args.ranks, &path, selection)?;
     let (metrics, derived) = metric_choice(&db, &args.metrics, &path).map_err(bad)?;
-    if !derived.is_empty() && !matches!(mode, DbMode::Tree { .. }) {
+    if !derived.is_empty() && !matches!(mode, DbMode::Tree { .. } | DbMode::Report(_)) {
         return Err(bad(anyhow::anyhow!(
             "--metric '{} = {}': derived metrics are shown by the tree views (top-down, \
-             --callers, --flat) as text, --json and --csv",
+             --callers, --flat) as text, --json and --csv, and by the HTML report",
             derived[0].name,
             derived[0].formula
         )));
     }
     match mode {
-        DbMode::Report(file) => html::write_report(&db, &path, &metrics, file),
+        DbMode::Report(file) => html::write_report(&db, &path, &metrics, &derived, file),
         DbMode::Data => data::run_data(args, &db, &selection, &metrics, &path),
         DbMode::Sites => data::data_view(args, &db, &path, &selection, &metrics),
         DbMode::Bindings => bindings::run(&args.binding, args.json, &db, &path),

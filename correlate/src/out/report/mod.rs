@@ -16,6 +16,7 @@ use std::io::{self, Write};
 pub use payload::SourceLimits;
 
 use crate::db::database::Database;
+use crate::view::formula::Derived;
 
 const PAGE: &str = include_str!("report.html");
 const STYLE: &str = include_str!("report.css");
@@ -40,14 +41,16 @@ pub struct ReportSummary {
     pub bytes: usize,
 }
 
-/// Write the report of `db` (the metrics at `metrics`, in that order) to `out`.
+/// Write the report of `db` (the metrics at `metrics`, in that order, and the `derived` ones,
+/// read against the names of those) to `out`.
 pub fn render(
     db: &Database,
     metrics: &[usize],
+    derived: &[Derived],
     limits: SourceLimits,
     out: &mut dyn Write,
 ) -> io::Result<ReportSummary> {
-    let data = payload::build(db, metrics, limits);
+    let data = payload::build(db, metrics, derived, limits);
     let mut views = String::new();
     for (i, v) in data.views.iter().enumerate() {
         views.push_str(&format!(

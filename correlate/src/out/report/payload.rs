@@ -18,6 +18,7 @@ use crate::db::node::NodeKind;
 use crate::out::render::json::contract_kind;
 use crate::out::render::printable;
 use crate::out::render::source::{add_line_costs, LineCost};
+use crate::view::formula::Derived;
 use crate::view::tree::{MetricInfo, ViewKind, ViewNode, ViewTree};
 
 /// Procedure names are shortened to this many characters, as in the text view.
@@ -47,6 +48,9 @@ pub(crate) struct Payload {
     /// The measured command line.
     pub(crate) command: String,
     pub(crate) metrics: Vec<MetricInfo>,
+    /// The derived metrics, computed by the page from each row's metric values.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) derived: Vec<DerivedData>,
     /// One label per thread (`tid 123 name`), in the order of the nodes' `th` entries.
     pub(crate) threads: Vec<String>,
     /// Scopes per view.
@@ -64,6 +68,15 @@ pub(crate) struct Payload {
     /// The memory map pane's picture (`hpcrun-rs -t --data`), SVG markup.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) memmap: Option<String>,
+}
+
+/// A derived metric: its name, its formula as written, and the formula as the page's script
+/// evaluates it ([`Derived::script_tree`]).
+#[derive(Serialize)]
+pub(crate) struct DerivedData {
+    name: String,
+    formula: String,
+    expr: serde_json::Value,
 }
 
 /// One view's nodes; node 0 is the root.
@@ -115,8 +128,14 @@ pub(crate) struct SourceFile {
     pub(crate) skipped: Option<String>,
 }
 
-/// The payload of `db` restricted to the metrics at `metrics`.
-pub(crate) fn build(db: &Database, metrics: &[usize], limits: SourceLimits) -> Payload {
+/// The payload of `db` restricted to the metrics at `metrics`, with the `derived` ones (read
+/// against the names of those).
+pub(crate) fn build(
+    db: &Database,
+    metrics: &[usize],
+    derived: &[Derived],
+    limits: SourceLimits,
+) -> Payload {
     let view = |kind| {
         let mut v = ViewTree::from_database(db, kind, &Selection::All);
         v.select_metrics(metrics);
@@ -133,6 +152,13 @@ pub(crate) fn build(db: &Database, metrics: &[usize], limits: SourceLimits) -> P
     Payload {
         command: db.command.join(" "),
         metrics: trees[0].metrics.clone(),
+        derived: (derived.iter())
+            .map(|d| DerivedData {
+                name: d.name.clone(),
+                formula: d.formula.clone(),
+                expr: d.script_tree(),
+            })
+            .collect(),
         threads: db
             .threads
             .iter()

@@ -2,7 +2,7 @@
 // report::payload) as tabs of tree tables, a flame graph, a source pane and a per-thread chart.
 //
 // Data (#data): {command, metrics: [{name, unit, total, samples}], threads: [label],
-//   scopes: [nodes per view], files: [{path, lines: {line: [incl.., excl..]}, text?, skipped?}],
+//   derived?: [{name, formula, expr}], scopes: [nodes per view], files: [{path, lines: {line: [incl.., excl..]}, text?, skipped?}],
 //   objects?: [{n label, k kind, size?, b blocks, s samples per metric, p share per metric}],
 //   timeline?: SVG markup, memmap?: SVG markup} (the last three shown in panes of their own,
 //   when present)
@@ -14,6 +14,7 @@
 
 const D = JSON.parse(document.getElementById('data').textContent);
 const M = D.metrics.length;
+const DERIVED = D.derived || [];
 const $ = (id) => document.getElementById(id);
 
 const state = {
@@ -133,6 +134,35 @@ function cells(tr, incl, excl) {
       tr.append(td(blank ? '' : absolute(v, D.metrics[m].unit), 'abs'));
     }
   }
+  for (const d of DERIVED) {
+    for (const [v, cls] of [[incl, 'derived incl'], [excl, 'derived excl']]) {
+      const r = derive(d.expr, v);
+      tr.append(td(r === null ? '' : derivedNumber(r), cls));
+    }
+  }
+}
+
+/** Derived metric formula `e` (`D.derived[].expr`: a number, {m}, or {op, a, b?}) on the metric
+ *  values `v`; null where it has no value (a division by zero), as in the text view. */
+function derive(e, v) {
+  if (typeof e === 'number') return e;
+  if (e.m !== undefined) return v[e.m];
+  const a = derive(e.a, v);
+  if (a === null) return null;
+  if (e.op === 'neg') return -a;
+  const b = derive(e.b, v);
+  if (b === null) return null;
+  const ops = { '+': () => a + b, '-': () => a - b, '*': () => a * b, '/': () => (b === 0 ? null : a / b) };
+  const r = ops[e.op]();
+  return r !== null && Number.isFinite(r) ? r : null;
+}
+
+/** A derived value as the text view writes it: four decimals, or four significant digits in
+ *  scientific notation outside [0.001, 1e6). */
+function derivedNumber(v) {
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(3).replace('e+', 'e');
+  return fixed(v, 4);
 }
 
 function td(text, cls) {
@@ -207,6 +237,15 @@ function renderHeader() {
       th.textContent = D.metrics[m].name + (excl ? ' (E)' : ' (I)');
       if (state.sort.m === m && state.sort.excl === excl) th.className = 'sorted';
       th.onclick = () => { state.sort = { m, excl }; render(); };
+      head.append(th);
+    }
+  }
+  for (const d of DERIVED) {
+    for (const excl of [false, true]) {
+      const th = document.createElement('th');
+      th.className = 'derived';
+      th.title = d.name + ' = ' + d.formula;
+      th.textContent = d.name + (excl ? ' (E)' : ' (I)');
       head.append(th);
     }
   }
