@@ -116,7 +116,7 @@ pub use db::node::{ChildIndex, Node, NodeKey, NodeKind};
 pub use db::node_costs::{Costs, Entries, NodeCosts, ThreadCost};
 
 // Views: what is computed from a database before it is shown.
-pub use view::asm::{asm, AsmError, AsmInstruction, AsmLine, AsmView};
+pub use view::asm::{asm, bundle_stores, hottest, AsmError, AsmInstruction, AsmLine, AsmView};
 pub use view::data::{
     alloc_notice, alloc_view, code_data, delinquent_notice, delinquent_view, fields, find_objects,
     footprint, memmap, object_tree, objects, AllocRow, AllocView, DelinquentRow, DelinquentView,

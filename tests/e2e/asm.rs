@@ -143,6 +143,7 @@ fn a_procedures_instructions_carry_its_exclusive_cost_on_its_machine_code() {
         "{grouped}"
     );
     assert!(!grouped.contains("a fault names"), "{grouped}");
+    report_lists_the_same_code(&dir, &instructions, &asm);
     // A name that is not there, or names several procedures, is refused (status 2).
     for (name, says) in [("nosuch", "no procedure named"), ("s", "names")] {
         let out = run(tool_command("hpcview-rs")
@@ -152,4 +153,60 @@ fn a_procedures_instructions_carry_its_exclusive_cost_on_its_machine_code() {
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(says), "{err}");
     }
+}
+
+/// The HTML report's machine-code pane, read in Chromium, lists `touch` (among the hottest
+/// procedures) with the instructions of `--asm touch --json` (`asm`, whose instructions are
+/// `instructions`), in order, each with the same shares of the run, and marks three.
+fn report_lists_the_same_code(dir: &std::path::Path, instructions: &[&Value], asm: &Value) {
+    let Some(chromium) = crate::browser::chromium() else {
+        return;
+    };
+    let out = run(tool_command("hpcview-rs")
+        .args(["profile.hpcdb", "--html", "report.html"])
+        .current_dir(dir));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("the machine code of"),
+        "{err}"
+    );
+    let mut b = crate::browser::Browser::launch(&chromium, dir, 1400, 900);
+    b.open(
+        &dir.join("report.html"),
+        "document.body.dataset.ready === 'true'",
+    );
+    b.click(".tab[data-pane='asm']");
+    let chosen = b.eval(
+        "(() => { const c = document.getElementById('asm-procedure'); \
+         const o = [...c.options].find((o) => o.text === 'touch'); if (!o) return false; \
+         c.value = o.value; c.dispatchEvent(new Event('change')); return true; })()",
+    );
+    assert_eq!(chosen, Value::Bool(true), "touch is not among the listings");
+    let rows = b.eval(
+        "[...document.querySelectorAll('#asm tbody tr[data-address]')].map((r) => \
+         [Number(r.dataset.address), r.cells[0].textContent, r.cells[1].textContent, \
+          r.cells[2].textContent])",
+    );
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), instructions.len());
+    let total = asm["run_totals"][0].as_u64().unwrap() as f64;
+    let share = |v: u64| match v {
+        0 => String::new(),
+        v => format!("{:.1}%", v as f64 * 100.0 / total),
+    };
+    for (row, i) in rows.iter().zip(instructions) {
+        assert_eq!(row[0], i["address"]);
+        assert_eq!(
+            row[2],
+            share(i["costs"][0].as_u64().unwrap()).as_str(),
+            "{i}"
+        );
+        assert_eq!(
+            row[3],
+            share(i["kernel"][0].as_u64().unwrap()).as_str(),
+            "{i}"
+        );
+    }
+    let marked = rows.iter().filter(|r| r[1] == ">>").count();
+    assert_eq!(marked, 3, "{rows:?}");
 }

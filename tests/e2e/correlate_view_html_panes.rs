@@ -95,7 +95,10 @@ fn data_objects_and_timeline_panes_in_chromium() {
     let mut b = Browser::launch(&chromium, &dir, 1400, 900);
     b.open(&html, "document.body.dataset.ready === 'true'");
     let hidden = "[...document.querySelectorAll('.tab[data-pane]')].map((t) => t.hidden)";
-    assert_eq!(b.eval(hidden), serde_json::json!([false, false, false]));
+    assert_eq!(
+        b.eval(hidden),
+        serde_json::json!([false, false, false, false])
+    );
 
     // Data objects: the rows of --data --json, most samples first, A leading.
     b.click(".tab[data-pane=\"objects\"]");

@@ -99,43 +99,143 @@ pub enum AsmError {
 /// its binary (at the path measured, else in one of the bundle `stores`).
 pub fn asm(db: &Database, name: &str, stores: &[PathBuf]) -> Result<AsmView, AsmError> {
     let (procedure, module) = find_procedure(db, name)?;
-    let desc = &db.modules[module.index()];
-    let binary = local_binary(&desc.path, desc.build_id.as_deref(), stores)
-        .ok_or_else(|| AsmError::NoBinary(desc.path.clone()))?;
-    let unreadable = |e: String| AsmError::Unreadable(binary.display().to_string(), e);
-    let costs = db.instructions.in_module(module);
-    let tree = structure_of(&binary, costs, &procedure).map_err(unreadable)?;
-    let scope = find_scope(&tree, &procedure)
-        .ok_or_else(|| unreadable(format!("no procedure '{procedure}' in its structure")))?;
-    let bytes = std::fs::read(&binary).map_err(|e| unreadable(e.to_string()))?;
-    let code = decode(&bytes, &tree.get(scope).ranges).map_err(unreadable)?;
-    let metrics = db.metrics.len();
-    let mut view = AsmView {
-        procedure,
-        binary: binary.clone(),
-        metrics: (db.metrics.iter())
-            .map(|m| (m.name.clone(), m.unit.clone()))
-            .collect(),
-        run_totals: db.metrics.iter().map(|m| m.total.value).collect(),
-        read_with: (0..metrics)
-            .map(|m| {
-                let leader = db
-                    .read_with
-                    .iter()
-                    .find(|&&(member, _)| member as usize == m);
-                leader.map(|&(_, l)| db.metrics[l as usize].name.clone())
-            })
-            .collect(),
-        lines: Vec::new(),
-        own: vec![0; metrics],
-        inlined: vec![0; metrics],
-        kernel: vec![0; metrics],
-        loops: (tree.descendants(scope).iter())
-            .filter(|&&s| tree.get(s).kind == ScopeKind::Loop)
-            .count(),
+    ModuleCode::open(db, module, stores, Some(&procedure))?.listing(db, &procedure)
+}
+
+/// The binaries copied into the measurement of `db` (`hpcrun-rs --bundle`), beside its
+/// profiles: where [`asm`] looks for a binary that is not at the path measured.
+pub fn bundle_stores(db: &Database) -> Vec<PathBuf> {
+    (db.profiles.iter())
+        .flat_map(|p| profiler::bundle::stores_of(Path::new(p)))
+        .collect()
+}
+
+/// Listings of procedures with more than this many instructions are not embedded in a report.
+const MAX_LISTED: usize = 20_000;
+
+/// The listings of at most `limit` procedures whose instructions (their own and those inlined
+/// into them, and the kernel below them) cost the most of the first metric, each at least
+/// `min_share` of the run (the HTML
+/// report's machine-code pane), costliest first; a module whose binary cannot be read here, and
+/// a procedure of more than 20,000 instructions, are left out.
+pub fn hottest(db: &Database, limit: usize, min_share: f64) -> Vec<AsmView> {
+    let Some(run) = db.metrics.first().map(|m| m.total.value as f64) else {
+        return Vec::new();
     };
-    annotate(&mut view, &tree, scope, &code, costs);
-    Ok(view)
+    let least = (run * min_share).max(1.0);
+    let stores = bundle_stores(db);
+    let mut opened = Vec::new();
+    let mut candidates = Vec::new();
+    for i in 0..db.modules.len() {
+        let module = DbModuleId::from_index(i);
+        let costs = db.instructions.in_module(module);
+        let spent: u64 = costs.iter().map(first).sum();
+        if (spent as f64) < least {
+            continue;
+        }
+        let Ok(code) = ModuleCode::open(db, module, &stores, None) else {
+            continue;
+        };
+        for p in code.tree.procedures() {
+            let cost = (code.tree.get(p).ranges.iter())
+                .map(|r| in_range(costs, r).iter().map(first).sum::<u64>())
+                .sum::<u64>();
+            if cost as f64 >= least {
+                candidates.push((cost, opened.len(), code.tree.get(p).name.clone()));
+            }
+        }
+        opened.push(code);
+    }
+    candidates.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.2.cmp(&b.2)));
+    (candidates.iter())
+        .filter_map(|(_, at, name)| opened[*at].listing(db, name).ok())
+        .filter(|v| v.lines.len() <= MAX_LISTED)
+        .take(limit)
+        .collect()
+}
+
+/// The first metric's value at instruction `c`, in user and kernel mode.
+fn first(c: &InstructionCost) -> u64 {
+    let value = |costs: &[profiler::db::Cost]| costs.first().map_or(0, |c| c.value);
+    value(&c.costs) + value(&c.kernel)
+}
+
+/// The instruction costs (sorted by address) inside `range`.
+fn in_range<'c>(
+    costs: &'c [InstructionCost],
+    range: &std::ops::Range<u64>,
+) -> &'c [InstructionCost] {
+    let from = costs.partition_point(|c| c.address < range.start);
+    let to = costs.partition_point(|c| c.address < range.end);
+    &costs[from..to]
+}
+
+/// One module's binary and structure, read once for the listings of its procedures.
+struct ModuleCode {
+    module: DbModuleId,
+    binary: PathBuf,
+    bytes: Vec<u8>,
+    tree: ScopeTree,
+}
+
+impl ModuleCode {
+    /// Module `module` of `db` read from its binary (at the path measured, else in one of the
+    /// bundle `stores`), with the structure of its sampled procedures, or of the whole binary
+    /// where `procedure` is not among them (it had no samples of its own).
+    fn open(
+        db: &Database,
+        module: DbModuleId,
+        stores: &[PathBuf],
+        procedure: Option<&str>,
+    ) -> Result<ModuleCode, AsmError> {
+        let desc = &db.modules[module.index()];
+        let (binary, bytes) = local_binary(&desc.path, desc.build_id.as_deref(), stores)
+            .ok_or_else(|| AsmError::NoBinary(desc.path.clone()))?;
+        let costs = db.instructions.in_module(module);
+        let tree = structure_of(&binary, costs, procedure)
+            .map_err(|e| AsmError::Unreadable(binary.display().to_string(), e))?;
+        Ok(ModuleCode {
+            module,
+            binary,
+            bytes,
+            tree,
+        })
+    }
+
+    /// The listing of procedure `procedure`.
+    fn listing(&self, db: &Database, procedure: &str) -> Result<AsmView, AsmError> {
+        let unreadable = |e: String| AsmError::Unreadable(self.binary.display().to_string(), e);
+        let tree = &self.tree;
+        let scope = find_scope(tree, procedure)
+            .ok_or_else(|| unreadable(format!("no procedure '{procedure}' in its structure")))?;
+        let code = decode(&self.bytes, &tree.get(scope).ranges).map_err(unreadable)?;
+        let metrics = db.metrics.len();
+        let mut view = AsmView {
+            procedure: procedure.to_string(),
+            binary: self.binary.clone(),
+            metrics: (db.metrics.iter())
+                .map(|m| (m.name.clone(), m.unit.clone()))
+                .collect(),
+            run_totals: db.metrics.iter().map(|m| m.total.value).collect(),
+            read_with: (0..metrics).map(|m| leader_of(db, m)).collect(),
+            lines: Vec::new(),
+            own: vec![0; metrics],
+            inlined: vec![0; metrics],
+            kernel: vec![0; metrics],
+            loops: (tree.descendants(scope).iter())
+                .filter(|&&s| tree.get(s).kind == ScopeKind::Loop)
+                .count(),
+        };
+        let costs = db.instructions.in_module(self.module);
+        annotate(&mut view, tree, scope, &code, costs);
+        Ok(view)
+    }
+}
+
+/// The name of the metric whose samples read metric `m` (an event group's member), if any.
+fn leader_of(db: &Database, m: usize) -> Option<String> {
+    let leader = (db.read_with.iter()).find(|&&(member, _)| member as usize == m);
+    leader.map(|&(_, l)| db.metrics[l as usize].name.clone())
 }
 
 /// The procedure named `name` (exactly, else by a part of its name) and its module.
@@ -166,23 +266,29 @@ fn find_procedure(db: &Database, name: &str) -> Result<(String, DbModuleId), Asm
 }
 
 /// The binary at `path` where it is a file with the build-id measured, else its copy in one of
-/// the bundle `stores`.
-fn local_binary(path: &str, build_id: Option<&[u8]>, stores: &[PathBuf]) -> Option<PathBuf> {
+/// the bundle `stores`: its path and bytes.
+fn local_binary(
+    path: &str,
+    build_id: Option<&[u8]>,
+    stores: &[PathBuf],
+) -> Option<(PathBuf, Vec<u8>)> {
+    let read = |p: &Path| Some((p.to_path_buf(), std::fs::read(p).ok()?));
     let key = profiler::bundle::key(build_id, None);
     let copy = key.and_then(|k| {
         (stores.iter())
             .map(|s| s.join(&k).join(profiler::debugfiles::EXECUTABLE))
             .find(|p| p.is_file())
     });
-    let same_build = |p: &Path| {
-        let bytes = std::fs::read(p).ok()?;
-        let file = object::File::parse(&*bytes).ok()?;
-        Some(build_id.is_none() || file.build_id().ok()? == build_id)
-    };
-    copy.or_else(|| {
-        let p = Path::new(path);
-        (p.is_file() && same_build(p) == Some(true)).then(|| p.to_path_buf())
-    })
+    if let Some(found) = copy.and_then(|p| read(&p)) {
+        return Some(found);
+    }
+    // Only a regular file is read (a FIFO at the path would never end).
+    let (p, bytes) = Some(Path::new(path))
+        .filter(|p| p.is_file())
+        .and_then(read)?;
+    let file = object::File::parse(&*bytes).ok()?;
+    let same_build = build_id.is_none() || file.build_id().ok()? == build_id;
+    same_build.then_some((p, bytes))
 }
 
 /// The structure of `binary`: of the procedures holding the sampled instructions (`costs`),
@@ -190,14 +296,14 @@ fn local_binary(path: &str, build_id: Option<&[u8]>, stores: &[PathBuf]) -> Opti
 fn structure_of(
     binary: &Path,
     costs: &[InstructionCost],
-    procedure: &str,
+    procedure: Option<&str>,
 ) -> Result<ScopeTree, String> {
     let options = structure::Options::default();
     let addresses: Vec<Svma> = costs.iter().map(|c| Svma(c.address)).collect();
     if !addresses.is_empty() {
         let focused = structure::analyze_focused(binary, &addresses, &options);
         let tree = focused.map_err(|e| e.to_string())?.tree;
-        if find_scope(&tree, procedure).is_some() {
+        if procedure.is_none_or(|p| find_scope(&tree, p).is_some()) {
             return Ok(tree);
         }
     }
@@ -255,9 +361,9 @@ fn annotate(
             view.lines.push(AsmLine::Scope { depth, label });
         }
         open = chain;
-        let line = inner.and_then(|s| position(tree, s));
-        let line = (line != last_line).then(|| line.clone()).flatten();
-        last_line = inner.and_then(|s| position(tree, s));
+        let here = inner.and_then(|s| position(tree, s));
+        let line = (here != last_line).then(|| here.clone()).flatten();
+        last_line = here;
         let at = costs.binary_search_by_key(&address, |c| c.address).ok();
         let values = |k: bool| -> Vec<u64> {
             let entry = at.map(|i| if k { &costs[i].kernel } else { &costs[i].costs });

@@ -11,11 +11,7 @@ use crate::{bad, output, Failure};
 
 /// Print procedure `name`'s code from database `db` (at `path`); returns the summary line.
 pub(crate) fn run(args: &Args, db: &Database, path: &Path, name: &str) -> Result<String, Failure> {
-    // The binaries copied into the measurement (`hpcrun-rs --bundle`), beside its profiles.
-    let stores: Vec<_> = (db.profiles.iter())
-        .flat_map(|p| profiler::bundle::stores_of(Path::new(p)))
-        .collect();
-    let view = correlate::asm(db, name, &stores).map_err(|e| match e {
+    let view = correlate::asm(db, name, &correlate::bundle_stores(db)).map_err(|e| match e {
         AsmError::Unknown(_) | AsmError::Ambiguous(..) => bad(e),
         _ => Failure::Other(e.into()),
     })?;

@@ -58,6 +58,10 @@ pub(crate) fn write_report(
     if s.memmap {
         panes += ", a memory map";
     }
+    if s.listings > 0 {
+        let plural = if s.listings == 1 { "" } else { "s" };
+        panes += &format!(", the machine code of {} procedure{plural}", s.listings);
+    }
     Ok(format!(
         "report of {} in {}: {} scopes in 3 views{panes}, {} of {} source files embedded, {:.1} MiB",
         path.display(),

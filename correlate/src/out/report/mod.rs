@@ -21,6 +21,7 @@ use crate::view::formula::Derived;
 const PAGE: &str = include_str!("report.html");
 const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
+const ASM_SCRIPT: &str = include_str!("asm.js");
 
 /// What a report holds, for the tool's summary line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,6 +38,8 @@ pub struct ReportSummary {
     pub timeline: bool,
     /// Whether the memory map pane is there.
     pub memmap: bool,
+    /// Procedures whose machine code the report lists.
+    pub listings: usize,
     /// Bytes written.
     pub bytes: usize,
 }
@@ -65,6 +68,7 @@ pub fn render(
             ("{{DATA}}", &script_json(&data)?),
             ("{{VIEWS}}", &views),
             ("/*SCRIPT*/", SCRIPT),
+            ("/*ASM*/", ASM_SCRIPT),
         ],
     )?;
     out.write_all(page.as_bytes())?;
@@ -75,6 +79,7 @@ pub fn render(
         objects: data.objects.as_ref().map_or(0, Vec::len),
         timeline: data.timeline.is_some(),
         memmap: data.memmap.is_some(),
+        listings: data.asm.len(),
         bytes: page.len(),
     })
 }
@@ -137,7 +142,13 @@ mod tests {
 
     #[test]
     fn the_template_holds_each_mark_once_in_order() {
-        let marks = ["/*STYLE*/", "{{DATA}}", "{{VIEWS}}", "/*SCRIPT*/"];
+        let marks = [
+            "/*STYLE*/",
+            "{{DATA}}",
+            "{{VIEWS}}",
+            "/*SCRIPT*/",
+            "/*ASM*/",
+        ];
         let at: Vec<usize> = marks.iter().map(|m| PAGE.find(m).unwrap()).collect();
         assert!(at.windows(2).all(|w| w[0] < w[1]), "{at:?}");
         assert!(marks.iter().all(|m| PAGE.matches(m).count() == 1));

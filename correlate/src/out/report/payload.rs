@@ -18,6 +18,7 @@ use crate::db::node::NodeKind;
 use crate::out::render::json::contract_kind;
 use crate::out::render::printable;
 use crate::out::render::source::{add_line_costs, LineCost};
+use crate::view::asm::{hottest, AsmView};
 use crate::view::formula::Derived;
 use crate::view::tree::{MetricInfo, ViewKind, ViewNode, ViewTree};
 
@@ -68,7 +69,16 @@ pub(crate) struct Payload {
     /// The memory map pane's picture (`hpcrun-rs -t --data`), SVG markup.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) memmap: Option<String>,
+    /// The machine-code pane's listings (`hpcview-rs --asm`'s, as `--json` writes them) of the
+    /// hottest procedures whose binaries are here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) asm: Vec<AsmView>,
 }
+
+/// Procedures whose machine code a report embeds, at most.
+const LISTINGS: usize = 8;
+/// The least share of the first metric a procedure's instructions must hold to be listed.
+const LISTED_SHARE: f64 = 0.01;
 
 /// A derived metric: its name, its formula as written, and the formula as the page's script
 /// evaluates it ([`Derived::script_tree`]).
@@ -170,6 +180,7 @@ pub(crate) fn build(
         objects: object_rows(db, metrics),
         timeline: timeline_svg(db),
         memmap: memmap_svg(db),
+        asm: hottest(db, LISTINGS, LISTED_SHARE),
     }
 }
 

@@ -4,8 +4,8 @@
 // Data (#data): {command, metrics: [{name, unit, total, samples}], threads: [label],
 //   derived?: [{name, formula, expr}], scopes: [nodes per view], files: [{path, lines: {line: [incl.., excl..]}, text?, skipped?}],
 //   objects?: [{n label, k kind, size?, b blocks, s samples per metric, p share per metric}],
-//   timeline?: SVG markup, memmap?: SVG markup} (the last three shown in panes of their own,
-//   when present)
+//   timeline?: SVG markup, memmap?: SVG markup, asm?: [listing as `hpcview-rs --asm --json`]}
+//   (the last four shown in panes of their own, when present; asm.js draws the last)
 // and one element per view (#view-0 top-down, #view-1 callers, #view-2 flat), parsed when the
 // view is first shown: {name, nodes: [{k kind, n label, full?, s call site?, f file?, l line?,
 //   i incl per metric, e excl per metric, c children, th? [[thread, incl.., excl..]]}]}.
@@ -364,7 +364,7 @@ function markTabs() {
     : state.pane === null && Number(b.dataset.view) === state.view));
 }
 
-/** Show pane `name` ('objects', 'timeline' or 'memmap') in place of the views, or the views
+/** Show pane `name` ('objects', 'timeline', 'memmap' or 'asm') in place of the views, or the views
  *  (null). */
 function showPane(name) {
   state.pane = name;
@@ -372,6 +372,7 @@ function showPane(name) {
   document.querySelector('main').hidden = name !== null;
   document.querySelectorAll('.pane').forEach((p) => { p.hidden = p.id !== name + '-pane'; });
   if (name === 'objects') renderObjects();
+  if (name === 'asm') renderAsm();
   const picture = name === 'timeline' || name === 'memmap' ? $(name + '-pane') : null;
   if (picture && !picture.firstChild) picture.innerHTML = D[name];
   markTabs();
