@@ -461,6 +461,41 @@ fn a_split_type_unit_gives_the_static_its_class() {
     assert_grid_is_a_cell_array(&exe);
 }
 
+/// DWARF 4's split type units (`-gdwarf-4 -gsplit-dwarf -fdebug-types-section`): the class
+/// lives in the `.dwo`'s `.debug_types.dwo`; then, packed into a `.dwp` (binutils' `dwp`, which
+/// packs DWARF 4 only) with the `.dwo` gone, the package's type unit index finds it by its
+/// signature.
+#[test]
+fn a_dwarf_4_split_type_unit_gives_the_static_its_class_from_a_dwo_and_a_dwp() {
+    let dir = scratch_dir("structure_variables_dwp_type_units");
+    let flags = [
+        "-O1",
+        "-g",
+        "-gdwarf-4",
+        "-gsplit-dwarf",
+        "-fdebug-types-section",
+    ];
+    let exe = compile("data_types.cc", &dir, "types", &flags);
+    let dwo = dir.join("types-data_types.dwo");
+    let sections = run_ok(Command::new("readelf").arg("-SW").arg(&dwo));
+    assert!(sections.contains(" .debug_types.dwo "), "{sections}");
+    assert_grid_is_a_cell_array(&exe);
+    run_ok(
+        Command::new("dwp")
+            .arg("-o")
+            .arg(dir.join("types.dwp"))
+            .arg(&dwo),
+    );
+    std::fs::remove_file(&dwo).unwrap();
+    let sections = run_ok(
+        Command::new("readelf")
+            .arg("-SW")
+            .arg(dir.join("types.dwp")),
+    );
+    assert!(sections.contains(" .debug_tu_index "), "{sections}");
+    assert_grid_is_a_cell_array(&exe);
+}
+
 /// DWARF 4 with type units (`-gdwarf-4 -fdebug-types-section`): the class lives in the
 /// `.debug_types` section, named from `.debug_info` by its signature.
 #[test]

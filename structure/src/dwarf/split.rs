@@ -76,6 +76,45 @@ impl<'d> SplitDwarf<'d> {
         Ok(Some(SplitUnit { dwarf, unit }))
     }
 
+    /// The number of rows of the package's type unit index, row 0 (unused) included; 0 without
+    /// a package.
+    pub(crate) fn package_type_rows(&self) -> usize {
+        (self.package.as_ref()).map_or(0, |p| p.tu_index.unit_count() as usize + 1)
+    }
+
+    /// The row of the package's type unit index that holds the type unit with `signature`.
+    pub(crate) fn package_type_row(&self, signature: gimli::DebugTypeSignature) -> Option<u32> {
+        self.package.as_ref()?.tu_index.find(signature.0)
+    }
+
+    /// The package's type unit at `row` of its index (for units of `parent`), as it reads by
+    /// itself, and the offset of its type's entry: in `.debug_info.dwo` (DWARF 5) or
+    /// `.debug_types.dwo` (DWARF 4).
+    pub(crate) fn package_type_unit(
+        &self,
+        parent: &gimli::Dwarf<Slice<'d>>,
+        row: u32,
+    ) -> gimli::Result<Option<(SplitUnit<'d>, gimli::UnitOffset)>> {
+        let Some(package) = &self.package else {
+            return Ok(None);
+        };
+        let dwarf = package.tu_sections(row, parent)?;
+        let header = match dwarf.units().next()? {
+            Some(h) => Some(h),
+            None => dwarf.type_units().next()?,
+        };
+        let Some(header) = header else {
+            return Ok(None);
+        };
+        let (gimli::UnitType::Type { type_offset, .. }
+        | gimli::UnitType::SplitType { type_offset, .. }) = header.type_()
+        else {
+            return Ok(None);
+        };
+        let unit = dwarf.unit(header)?;
+        Ok(Some((SplitUnit { dwarf, unit }, type_offset)))
+    }
+
     /// The split unit with DWO id `id`, as it reads by itself (package first, as gdb does).
     fn find(
         &self,

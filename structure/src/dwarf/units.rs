@@ -12,7 +12,8 @@
 //! A type may live in a type unit of its own (`-fdebug-types-section`), named by its 8-byte
 //! signature (`DW_FORM_ref_sig8`): in the module's `.debug_info` (DWARF 5), in its
 //! `.debug_types` (DWARF 4) or, with split DWARF, in the `.dwo` file beside the split unit that
-//! names it. [`DebugUnits::type_unit`] finds it there.
+//! names it (either section) or in the `.dwp` package (its type unit index).
+//! [`DebugUnits::type_unit`] finds it there.
 
 use super::split::{SplitDwarf, SplitUnit};
 use super::Slice;
@@ -122,8 +123,11 @@ pub(crate) enum Section {
     /// The split unit (`.dwo`) of the skeleton unit of the same index in `Main`.
     Split,
     /// Unit `k` of the `.dwo` file of the skeleton unit of the same index in `Main` (a type
-    /// unit beside its split unit).
+    /// unit beside its split unit: its `.debug_info.dwo`'s units, then its
+    /// `.debug_types.dwo`'s).
     SplitType(usize),
+    /// The type unit at this row of the split DWARF package's type unit index.
+    PackageType(u32),
 }
 
 /// A unit: which section, and its index there.
@@ -147,6 +151,9 @@ pub(crate) struct DebugUnits<'a, 'd> {
     split_units: Vec<OnceLock<gimli::Result<Option<SplitUnit<'d>>>>>,
     /// The units of each split unit's `.dwo` file (its type units), listed on first use.
     split_tables: Vec<OnceLock<Option<UnitTable<'d>>>>,
+    /// The type units of the split DWARF package, by their row in its index, read on first
+    /// use.
+    package_types: Vec<OnceLock<Option<(SplitUnit<'d>, gimli::UnitOffset)>>>,
 }
 
 impl<'a, 'd> DebugUnits<'a, 'd> {
@@ -163,6 +170,9 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
         let types = UnitTable::listing(|| type_units.next(), skipped);
         let split_units = main.headers.iter().map(|_| OnceLock::new()).collect();
         let split_tables = main.headers.iter().map(|_| OnceLock::new()).collect();
+        let package_types = (0..split.package_type_rows())
+            .map(|_| OnceLock::new())
+            .collect();
         DebugUnits {
             dwarf,
             main,
@@ -171,6 +181,7 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
             split,
             split_units,
             split_tables,
+            package_types,
         }
     }
 
@@ -193,6 +204,7 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
                 Ok(Some(s)) => &s.dwarf,
                 _ => self.dwarf,
             },
+            Section::PackageType(row) => self.package_type(row).map_or(self.dwarf, |t| &t.0.dwarf),
         }
     }
 
@@ -201,7 +213,7 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
             Section::Main => Some(&self.main),
             Section::Sup => self.sup.as_ref(),
             Section::Types => Some(&self.types),
-            Section::Split | Section::SplitType(_) => None,
+            Section::Split | Section::SplitType(_) | Section::PackageType(_) => None,
         }
     }
 
@@ -210,6 +222,10 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
         if id.section == Section::Split {
             let split = self.split_unit(id.index)?;
             return split.map(|s| &s.unit).ok_or(gimli::Error::MissingUnitDie);
+        }
+        if let Section::PackageType(row) = id.section {
+            let found = self.package_type(row);
+            return found.map(|t| &t.0.unit).ok_or(gimli::Error::MissingUnitDie);
         }
         if let Section::SplitType(k) = id.section {
             let table = self
@@ -242,7 +258,7 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
             Section::Split => self
                 .split_unit(id.index)
                 .is_ok_and(|s| s.is_none_or(|s| s.unit.line_program.is_none())),
-            Section::SplitType(_) => false,
+            Section::SplitType(_) | Section::PackageType(_) => false,
         }
     }
 
@@ -252,28 +268,34 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
         let cell = self.split_tables.get(index)?;
         cell.get_or_init(|| {
             let split = self.split_unit(index).ok().flatten()?;
-            Some(UnitTable::new(&split.dwarf, &mut Vec::new()))
+            let (mut info, mut types) = (split.dwarf.units(), split.dwarf.type_units());
+            let next = || match info.next()? {
+                Some(h) => Ok(Some(h)),
+                None => types.next(),
+            };
+            Some(UnitTable::listing(next, &mut Vec::new()))
         })
         .as_ref()
     }
 
+    /// The split DWARF package's type unit at `row` of its index, read on first use.
+    fn package_type(&self, row: u32) -> Option<&(SplitUnit<'d>, gimli::UnitOffset)> {
+        let cell = self.package_types.get(row as usize)?;
+        cell.get_or_init(|| self.split.package_type_unit(self.dwarf, row).ok().flatten())
+            .as_ref()
+    }
+
     /// The type DIE with signature `signature` that a DIE of unit `from` names
-    /// (`DW_FORM_ref_sig8`): in the `.dwo` file of a split unit, else in the section `from`
-    /// is in or, for the module's own units, in its `.debug_types`.
+    /// (`DW_FORM_ref_sig8`): in the `.dwo` file of a split unit or in the split DWARF package,
+    /// else in the section `from` is in or, for the module's own units, in its `.debug_types`.
     pub(crate) fn type_unit(
         &self,
         from: UnitId,
         signature: gimli::DebugTypeSignature,
     ) -> Option<(UnitId, gimli::UnitOffset)> {
         let (section, table) = match from.section {
-            Section::Split | Section::SplitType(_) => {
-                let table = self.split_table(from.index)?;
-                let (k, offset) = table.type_unit(signature)?;
-                let id = UnitId {
-                    section: Section::SplitType(k),
-                    index: from.index,
-                };
-                return Some((id, offset));
+            Section::Split | Section::SplitType(_) | Section::PackageType(_) => {
+                return self.split_type_unit(from.index, signature);
             }
             section => (section, self.table(section)?),
         };
@@ -285,6 +307,24 @@ impl<'a, 'd> DebugUnits<'a, 'd> {
             .flatten()?;
         let section = Section::Types;
         Some((UnitId { section, index }, offset))
+    }
+
+    /// The type DIE with signature `signature` named from the split unit of skeleton unit
+    /// `index` (or a type unit beside it): in its `.dwo` file, else in the package.
+    fn split_type_unit(
+        &self,
+        index: usize,
+        signature: gimli::DebugTypeSignature,
+    ) -> Option<(UnitId, gimli::UnitOffset)> {
+        let beside = self.split_table(index).and_then(|t| t.type_unit(signature));
+        if let Some((k, offset)) = beside {
+            let section = Section::SplitType(k);
+            return Some((UnitId { section, index }, offset));
+        }
+        let row = self.split.package_type_row(signature)?;
+        let (_, offset) = self.package_type(row)?;
+        let section = Section::PackageType(row);
+        Some((UnitId { section, index }, *offset))
     }
 
     /// The split unit of unit `index` of the module, joined on first use.
