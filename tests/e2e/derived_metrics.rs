@@ -125,6 +125,20 @@ fn a_group_read_with_each_sample_gives_each_loops_rate_as_its_clocks_say() {
     let metrics = view["metrics"].as_array().unwrap();
     let samples = |m: usize| metrics[m]["samples"].as_u64().unwrap();
     assert!(samples(1) <= samples(0), "{metrics:?}");
+    // The views say so: the member is counted and read with the leader's samples, not sampled.
+    assert_eq!(metrics[1]["read_with"], "cpu-clock", "{metrics:?}");
+    assert!(metrics[0].get("read_with").is_none(), "{metrics:?}");
+    let text = run_ok(
+        tool_command("hpcview-rs")
+            .args(["profile.hpcdb", "--flat"])
+            .current_dir(&dir),
+    );
+    let said = text
+        .lines()
+        .find(|l| l.starts_with("page-faults: "))
+        .unwrap_or_default();
+    let read = format!(" counted, read with {} cpu-clock samples", samples(1));
+    assert!(said.ends_with(&read), "{said}");
     for (who, within) in [("dense", 0.02), ("sparse", 0.05)] {
         let (want, _) = oracle(&stdout, who);
         let got = node(&view["root"], who).unwrap()["incl"][1]

@@ -16,6 +16,7 @@ use crate::db::database::Database;
 use crate::db::ids::DbModuleId;
 use crate::db::instructions::InstructionCost;
 use crate::db::node::NodeKind;
+use crate::view::tree::leader_of;
 
 /// A procedure's annotated machine code (`--json` writes it as it is).
 #[derive(Debug, Serialize)]
@@ -230,12 +231,6 @@ impl ModuleCode {
         annotate(&mut view, tree, scope, &code, costs);
         Ok(view)
     }
-}
-
-/// The name of the metric whose samples read metric `m` (an event group's member), if any.
-fn leader_of(db: &Database, m: usize) -> Option<String> {
-    let leader = (db.read_with.iter()).find(|&&(member, _)| member as usize == m);
-    leader.map(|&(_, l)| db.metrics[l as usize].name.clone())
 }
 
 /// The procedure named `name` (exactly, else by a part of its name) and its module.

@@ -197,6 +197,7 @@ mod tests {
             period: None,
             total: 10,
             samples: 10,
+            read_with: None,
         };
         let mut t = ViewTree::new(ViewKind::TopDown, vec![metric], node("root", 10, 0));
         let a = t.push(0, node("a", 6, 1));

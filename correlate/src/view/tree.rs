@@ -17,7 +17,7 @@ use profiler::db::{Cost, Sampling};
 use crate::view::formula::Derived;
 use serde::Serialize;
 
-use crate::db::database::MetricDesc;
+use crate::db::database::{Database, MetricDesc};
 use crate::db::label;
 use crate::db::node::NodeKind;
 
@@ -61,6 +61,10 @@ pub struct MetricInfo {
     pub total: u64,
     /// The number of samples behind `total`.
     pub samples: u64,
+    /// For an event group's member: the metric whose samples read it (it is counted, not
+    /// sampled; `samples` are those of the leader that carried some of it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_with: Option<String>,
 }
 
 impl MetricInfo {
@@ -77,8 +81,24 @@ impl MetricInfo {
             },
             total: total.value,
             samples: total.samples,
+            read_with: None,
         }
     }
+
+    /// [`MetricInfo::of`] for metric `m` of `db`, with the metric whose samples read it, if any.
+    pub(crate) fn of_metric(db: &Database, m: usize, total: Cost) -> MetricInfo {
+        MetricInfo {
+            read_with: leader_of(db, m),
+            ..MetricInfo::of(&db.metrics[m], total)
+        }
+    }
+}
+
+/// The name of the metric whose samples read metric `m` of `db` (an event group's member), if
+/// any.
+pub(crate) fn leader_of(db: &Database, m: usize) -> Option<String> {
+    let leader = (db.read_with.iter()).find(|&&(member, _)| member as usize == m);
+    leader.map(|&(_, l)| db.metrics[l as usize].name.clone())
 }
 
 /// One row of a view: a scope with its costs and its children.
@@ -296,6 +316,7 @@ pub(crate) mod tests {
             period: None,
             total: 0,
             samples: 0,
+            read_with: None,
         };
         let mut t = ViewTree::new(
             ViewKind::Flat,

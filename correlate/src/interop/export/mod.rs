@@ -108,6 +108,7 @@ pub(crate) mod tests {
             period: Some(10),
             total: 60,
             samples: 6,
+            read_with: None,
         }];
         let root = ViewNode::new(NodeKind::Root, "<program root>", 1);
         let mut view = ViewTree::new(ViewKind::TopDown, metrics, root);

@@ -342,6 +342,7 @@ mod tests {
                 period: Some(1),
                 total: 0,
                 samples: 0,
+                read_with: None,
             };
             let root = ViewNode::new(NodeKind::Root, "<program root>", 1);
             let mut view = ViewTree::new(ViewKind::TopDown, vec![metric], root);

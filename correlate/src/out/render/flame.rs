@@ -216,6 +216,7 @@ mod tests {
             period: Some(1),
             total: samples,
             samples,
+            read_with: None,
         }];
         let root = with_own(NodeKind::Root, "<program root>", 0);
         ViewTree::new(ViewKind::TopDown, metrics, root)

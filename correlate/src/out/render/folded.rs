@@ -222,6 +222,7 @@ mod tests {
             period: Some(10),
             total: 100,
             samples: 10,
+            read_with: None,
         }];
         let root = with_own(NodeKind::Root, "<program root>", 0);
         let mut view = ViewTree::new(ViewKind::TopDown, metrics, root);

@@ -194,6 +194,7 @@ mod tests {
             period: None,
             total: 7,
             samples: 1,
+            read_with: None,
         }];
         let mut view = ViewTree::new(ViewKind::Flat, metrics, root);
         let mut f = ViewNode::new(NodeKind::Procedure, "f", 1);

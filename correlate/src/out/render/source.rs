@@ -336,6 +336,7 @@ mod tests {
             period: Some(1),
             total: 100,
             samples: 100,
+            read_with: None,
         }];
         let mut v = ViewTree::new(ViewKind::Flat, metrics, root);
         let f = v.push(0, ViewNode::new(NodeKind::Procedure, "f", 1));

@@ -333,6 +333,15 @@ fn values(costs: &[Cost]) -> Vec<u64> {
 /// One line saying what a metric adds up to, e.g.
 /// `cpu-clock: 4.123s in 4123 samples (period 1.000ms)`.
 pub(crate) fn metric_summary(m: &MetricInfo) -> String {
+    if let Some(leader) = &m.read_with {
+        return format!(
+            "{}: {} counted, read with {} {} samples",
+            printable(&m.name),
+            format_value(m.total, &m.unit),
+            m.samples,
+            printable(leader)
+        );
+    }
     let sampling = match m.period {
         _ if m.name == profiler::db::OFF_CPU_EVENT => "every switch away from the CPU".to_string(),
         _ if m.name == crate::db::database::WALL_METRIC => "on and off the CPU".to_string(),
@@ -466,6 +475,7 @@ mod tests {
             period: Some(1_000_000),
             total: 1000,
             samples: 1000,
+            read_with: None,
         }];
         let root = node(NodeKind::Root, "<program root>", 1000, 0);
         let mut view = ViewTree::new(ViewKind::TopDown, metrics, root);

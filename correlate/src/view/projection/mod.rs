@@ -94,10 +94,9 @@ pub(crate) fn node_metrics(db: &Database, selection: &Selection) -> NodeMetrics 
 impl NodeMetrics {
     /// The metrics of a view of this selection; their totals are the root's inclusive costs.
     fn infos(&self, db: &Database) -> Vec<MetricInfo> {
-        db.metrics
-            .iter()
-            .zip(&self.incl[0])
-            .map(|(desc, &total)| MetricInfo::of(desc, total))
+        (self.incl[0].iter().enumerate())
+            .take(db.metrics.len())
+            .map(|(m, &total)| MetricInfo::of_metric(db, m, total))
             .collect()
     }
 
