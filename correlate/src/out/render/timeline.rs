@@ -156,17 +156,43 @@ pub struct Layout {
     pub gap: u32,
 }
 
+/// The most pixels the lanes take together, gaps included, once they are more than 40: hundreds
+/// of threads or ranks share them, down to two pixels a lane.
+const LANES_HEIGHT: u32 = 1200;
+
+/// The least distance between two lane labels' baselines (12-pixel type).
+const LABEL_PITCH: u32 = 14;
+
 impl Layout {
     /// The layout for a timeline of `lanes` threads computed with `columns` columns: a few
-    /// threads get tall lanes (up to 60 pixels), many get 24 pixels each.
+    /// threads get tall lanes (up to 60 pixels), up to 40 get 24 pixels each, more share 1200
+    /// pixels (at least 2 each, the gap shrinking with them).
     pub fn new(columns: usize, lanes: usize) -> Layout {
+        let n = lanes.max(1) as u32;
+        let (lane_height, gap) = match n {
+            ..=40 => ((240 / n).clamp(24, 60), 6),
+            _ => {
+                let pitch = (LANES_HEIGHT / n).max(2);
+                let gap = match pitch {
+                    12.. => 2,
+                    4.. => 1,
+                    _ => 0,
+                };
+                (pitch - gap, gap)
+            }
+        };
         Layout {
             left: 200,
             top: 20,
             plot_width: columns as u32,
-            lane_height: (240 / lanes.max(1) as u32).clamp(24, 60),
-            gap: 6,
+            lane_height,
+            gap,
         }
+    }
+
+    /// The distance from one lane's top to the next's.
+    fn pitch(&self) -> u32 {
+        self.lane_height + self.gap
     }
 
     /// The top of lane `i`.
@@ -181,14 +207,6 @@ pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
     let shown = shown_procedures(t);
     for (i, lane) in t.lanes.iter().enumerate() {
         let y = layout.lane_top(i);
-        let text = printable(&lane.label).into_owned();
-        let baseline = y + layout.lane_height * 2 / 3;
-        shapes.push(Shape::Text {
-            x: 8,
-            y: baseline,
-            text,
-            centred: false,
-        });
         // Runs of equal cells as one rectangle each.
         let mut x = 0;
         while x < lane.cells.len() {
@@ -209,6 +227,7 @@ pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
             x += run;
         }
     }
+    lane_labels(t, layout, &mut shapes);
     let axis = layout.lane_top(t.lanes.len());
     let span = t.end_ns - t.start_ns;
     time_axis(&mut shapes, (layout.left, axis), layout.plot_width, span);
@@ -244,6 +263,71 @@ pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
     let height = legend + rows as u32 * 20 + 10;
     (shapes, (layout.left + layout.plot_width + 40, height))
 }
+
+/// The lanes' labels (`pid/tid comm`), each lane's where there is room; where lanes are too
+/// thin for that, the first lane of each process (`pid comm: N threads`, a line above it
+/// between processes), then the other lanes' wherever a label fits between those.
+fn lane_labels(t: &Timeline, layout: &Layout, shapes: &mut Vec<Shape>) {
+    // Inside a lane tall enough, else just below the lane's top.
+    let baseline =
+        |i: usize| layout.lane_top(i) + (layout.lane_height * 2 / 3).max(LABEL_PITCH - 4);
+    let mut label = |i: usize, text: String| {
+        shapes.push(Shape::Text {
+            x: 8,
+            y: baseline(i),
+            text: printable(&text).into_owned(),
+            centred: false,
+        })
+    };
+    let lanes = &t.lanes;
+    if layout.pitch() >= LABEL_PITCH {
+        lanes
+            .iter()
+            .enumerate()
+            .for_each(|(i, l)| label(i, l.label.clone()));
+        return;
+    }
+    let starts: Vec<usize> = (0..lanes.len())
+        .filter(|&i| i == 0 || lanes[i - 1].pid != lanes[i].pid)
+        .collect();
+    let mut taken: Vec<u32> = Vec::new();
+    let mut lines = Vec::new();
+    for &i in &starts {
+        if i > 0 {
+            lines.push(layout.lane_top(i) - layout.gap.min(1));
+        }
+        if taken.last().is_none_or(|&l| baseline(i) >= l + LABEL_PITCH) {
+            let threads = lanes[i..]
+                .iter()
+                .take_while(|l| l.pid == lanes[i].pid)
+                .count();
+            let comm = lanes[i].label.split_once(' ').map_or("", |(_, c)| c);
+            label(i, format!("{} {comm}: {threads} threads", lanes[i].pid));
+            taken.push(baseline(i));
+        }
+    }
+    for i in (0..lanes.len()).filter(|i| !starts.contains(i)) {
+        if taken
+            .iter()
+            .all(|&l| l.abs_diff(baseline(i)) >= LABEL_PITCH)
+        {
+            label(i, lanes[i].label.clone());
+            taken.push(baseline(i));
+        }
+    }
+    for y in lines {
+        shapes.push(Shape::Rect {
+            x: 8,
+            y,
+            w: layout.left + layout.plot_width - 8,
+            h: 1,
+            rgb: PROCESS_LINE,
+        });
+    }
+}
+
+/// The colour of the line between two processes' lanes.
+const PROCESS_LINE: [u8; 3] = [0x60, 0x60, 0x60];
 
 /// How many procedures, the first ones (most samples first), get a colour and a legend line
 /// of their own: those with at least 1% of the samples, at most twelve, at
@@ -366,9 +450,91 @@ mod tests {
             lanes: vec![Lane {
                 thread: ThreadIdx::from_index(0),
                 label: "1/1 app".into(),
+                pid: 1,
                 samples: Vec::new(),
                 cells,
             }],
+        }
+    }
+
+    /// `processes` processes of `threads` threads each, every lane in procedure 0.
+    fn many_lanes(processes: u32, threads: u32) -> Timeline {
+        let lanes = (0..processes * threads)
+            .map(|k| Lane {
+                thread: ThreadIdx::from_index(k as usize),
+                label: format!("{}/{} rank", 100 + k / threads, 1000 + k),
+                pid: 100 + k / threads,
+                samples: Vec::new(),
+                cells: vec![Some(0); 20],
+            })
+            .collect();
+        Timeline {
+            lanes,
+            ..timeline()
+        }
+    }
+
+    fn labels(shapes: &[Shape]) -> Vec<(u32, &str)> {
+        (shapes.iter())
+            .filter_map(|s| match s {
+                Shape::Text { x: 8, y, text, .. } => Some((*y, text.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hundreds_of_lanes_fit_in_a_screen_with_their_processes_named() {
+        let t = many_lanes(4, 64);
+        let layout = Layout::new(20, t.lanes.len());
+        let (shapes, (_, height)) = draw(&t, &layout);
+        assert_eq!((layout.lane_height, layout.gap), (3, 1));
+        assert!(layout.lane_top(255) + 3 <= 20 + LANES_HEIGHT, "{layout:?}");
+        assert!(height < 1400, "{height}");
+        // Every lane drawn in its own band.
+        let bands: Vec<u32> = (shapes.iter())
+            .filter_map(|s| match s {
+                Shape::Rect { y, h: 3, rgb, .. } if *rgb == colour(0) => Some(*y),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            bands,
+            (0..256).map(|i| layout.lane_top(i)).collect::<Vec<_>>()
+        );
+        // Each process named at its first lane, a line between processes, labels apart.
+        let labels = labels(&shapes);
+        for p in 0..4 {
+            let first = layout.lane_top(64 * p as usize);
+            let named = format!("{} rank: 64 threads", 100 + p);
+            assert!(
+                labels
+                    .iter()
+                    .any(|&(y, text)| text == named && y > first && y < first + 14),
+                "{named}: {labels:?}"
+            );
+        }
+        let mut ys: Vec<u32> = labels.iter().map(|l| l.0).collect();
+        ys.sort_unstable();
+        assert!(ys.windows(2).all(|w| w[1] - w[0] >= LABEL_PITCH), "{ys:?}");
+        assert!(
+            labels.len() > 8,
+            "threads named between the processes: {labels:?}"
+        );
+        let lines = (shapes.iter())
+            .filter(|s| matches!(s, Shape::Rect { rgb, .. } if *rgb == PROCESS_LINE))
+            .count();
+        assert_eq!(lines, 3);
+    }
+
+    #[test]
+    fn up_to_forty_lanes_each_have_a_label() {
+        for n in [1, 4, 20, 40] {
+            let t = many_lanes(1, n);
+            let layout = Layout::new(20, t.lanes.len());
+            let (shapes, _) = draw(&t, &layout);
+            assert!(layout.lane_height >= 24, "{n}: {layout:?}");
+            assert_eq!(labels(&shapes).len(), n as usize, "{n}");
         }
     }
 

@@ -45,6 +45,8 @@ pub struct Lane {
     pub thread: ThreadIdx,
     /// `pid/tid comm`.
     pub label: String,
+    /// The process it belongs to (lanes of one process, an MPI rank, are drawn together).
+    pub pid: u32,
     /// Every sample as (time ns, index into [`Timeline::procedures`]), in trace order.
     pub samples: Vec<(u64, usize)>,
     /// Per column, the procedure shown (`None`: the thread was not running then).
@@ -78,6 +80,7 @@ pub fn timeline(db: &Database, options: &TimelineOptions) -> Option<Timeline> {
         lanes.push(Lane {
             thread,
             label,
+            pid: t.pid,
             samples,
             cells: Vec::new(),
         });
