@@ -10,7 +10,9 @@ use std::process::Command;
 use crate::correlate_data::view_json;
 use profiler::db::Profile;
 
-use crate::support::{build_id, compile, run, run_ok, scratch_dir, tool_command};
+use crate::support::{
+    as_user, build_id, compile, run, run_ok, scratch_dir, tool_command, world_dir, NOBODY,
+};
 
 /// Pages of static array B in `data_touch.c` (A has three times as many).
 const NP: u64 = 256;
@@ -217,6 +219,67 @@ fn a_program_in_another_mount_namespace_is_read_from_its_own_files() {
             .arg("--flat"),
     );
     assert!(!flat.contains("run_spin.c"), "{flat}");
+}
+
+/// The same in a bubblewrap sandbox (`bwrap`, which needs no privilege: a user namespace of
+/// its own), measured by an unprivileged user (`nobody`, where the tests run as root): the
+/// sandbox binds another program over the host's at the same path, and the profile names the
+/// sandbox's, read through the process's own root while it ran.
+#[test]
+fn a_program_in_a_bubblewrap_sandbox_is_read_from_its_own_files() {
+    let user: &[&str] = match crate::hpcrun::is_root() {
+        true => NOBODY,
+        false => &[],
+    };
+    let (dir, hpcrun) = world_dir("bundle-bwrap");
+    let app = compile("run_spin.c", &dir, "app", &["-O2", "-g"]);
+    let theirs = compile("run_callers.c", &dir, "theirs", &["-O2", "-g"]);
+    // bwrap's arguments: the host's tree, with `theirs` at `app`'s path.
+    let binds = |cmd: &mut Command| {
+        cmd.args(["--dev-bind", "/", "/", "--bind"])
+            .args([&theirs, &app])
+            .arg("--");
+    };
+    // A kernel (or a container) that gives this user no namespaces of its own cannot run it.
+    match Command::new("bwrap").arg("--version").output() {
+        Ok(_) => {}
+        Err(_) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("skipped: bwrap is not installed (apt-get install bubblewrap)");
+            return;
+        }
+        Err(e) => panic!("bwrap: {e} (scripts/test installs bubblewrap)"),
+    }
+    let mut probe = as_user(user, Path::new("bwrap"));
+    binds(&mut probe);
+    let probe = run(probe.arg("/bin/true").current_dir(&dir));
+    if !probe.status.success() {
+        eprintln!(
+            "skipped: bwrap cannot make a sandbox here: {}",
+            String::from_utf8_lossy(&probe.stderr)
+        );
+        return;
+    }
+    let mut measured = as_user(user, &hpcrun);
+    measured.args(["-e", "cpu-clock", "--bundle", "-o", "run/", "--", "bwrap"]);
+    binds(&mut measured);
+    let out = run(measured.arg(&app).arg("600").current_dir(&dir));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    run_ok(
+        tool_command("hpcprof-rs")
+            .current_dir(&dir)
+            .args(["run", "-o", "sandbox.hpcdb"]),
+    );
+    let flat = run_ok(
+        tool_command("hpcview-rs")
+            .arg(dir.join("sandbox.hpcdb"))
+            .arg("--flat"),
+    );
+    assert!(
+        flat.contains("run_callers.c") && !flat.contains("run_spin.c"),
+        "{flat}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
