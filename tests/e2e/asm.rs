@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::support::{compile, json_node as node, run, run_ok, scratch_dir, tool_command};
+use crate::support::{json_node as node, run, run_ok, scratch_dir, tool_command};
 
 /// The instructions' start addresses objdump lists between `from` and `to` in `binary`.
 fn objdump_addresses(binary: &str, from: u64, to: u64, dir: &std::path::Path) -> BTreeSet<u64> {
@@ -29,19 +29,7 @@ fn objdump_addresses(binary: &str, from: u64, to: u64, dir: &std::path::Path) ->
 #[test]
 fn a_procedures_instructions_carry_its_exclusive_cost_on_its_machine_code() {
     let dir = scratch_dir("asm");
-    compile("derived_faults.c", &dir, "faults", &["-O2", "-g"]);
-    run_ok(
-        tool_command("hpcrun-rs")
-            .args([
-                "-q",
-                "-e",
-                "cpu-clock@f4000",
-                "-e",
-                "page-faults@1",
-                "./faults",
-            ])
-            .current_dir(&dir),
-    );
+    crate::derived_metrics::measure_faults(&dir);
     run_ok(
         tool_command("hpcprof-rs")
             .arg("profile.db")

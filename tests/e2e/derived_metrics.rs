@@ -10,6 +10,28 @@ use crate::support::{compile, json_node as node, run, run_ok, scratch_dir, tool_
 /// Faults per CPU millisecond, as the formula computes them.
 const FORMULA: &str = "fpms = page-faults / (cpu-clock / 1e6)";
 
+/// The faults fixture built in `dir` and measured there with `cpu-clock@f4000` and
+/// `page-faults@1` into `profile.db`; what it printed (each loop's own counters).
+pub(crate) fn measure_faults(dir: &std::path::Path) -> String {
+    compile("derived_faults.c", dir, "faults", &["-O2", "-g"]);
+    run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock@f4000", "-e", "page-faults@1"])
+            .arg("./faults")
+            .current_dir(dir),
+    )
+}
+
+/// The top-down `--json` view of database `db` (in `dir`), every scope, with [`FORMULA`].
+fn view_with_formula(dir: &std::path::Path, db: &str) -> Value {
+    let json = run_ok(
+        tool_command("hpcview-rs")
+            .args([db, "--json", "--threshold", "0", "--metric", FORMULA])
+            .current_dir(dir),
+    );
+    serde_json::from_str(&json).unwrap()
+}
+
 /// (faults, CPU ns) that the fixture printed for `who` ("dense faults N cpu-ns M").
 fn oracle(stdout: &str, who: &str) -> (f64, f64) {
     let line = (stdout.lines())
@@ -46,19 +68,7 @@ fn report_computes_the_formula_per_row(dir: &std::path::Path) {
             ])
             .current_dir(dir),
     );
-    let json = run_ok(
-        tool_command("hpcview-rs")
-            .args([
-                "profile.hpcdb",
-                "--json",
-                "--threshold",
-                "0",
-                "--metric",
-                FORMULA,
-            ])
-            .current_dir(dir),
-    );
-    let view: Value = serde_json::from_str(&json).unwrap();
+    let view = view_with_formula(dir, "profile.hpcdb");
     let mut b = crate::browser::Browser::launch(&chromium, dir, 1400, 900);
     b.open(
         &dir.join("report.html"),
@@ -171,19 +181,7 @@ fn formula_gives_each_loops_rate(
             .arg("profile.db")
             .current_dir(&dir),
     );
-    let json = run_ok(
-        tool_command("hpcview-rs")
-            .args([
-                "profile.hpcdb",
-                "--json",
-                "--threshold",
-                "0",
-                "--metric",
-                FORMULA,
-            ])
-            .current_dir(&dir),
-    );
-    let view: Value = serde_json::from_str(&json).unwrap();
+    let view = view_with_formula(&dir, "profile.hpcdb");
     assert_eq!(view["derived"][0]["name"], "fpms");
     let names: Vec<&str> = (view["metrics"].as_array().unwrap().iter())
         .map(|m| m["name"].as_str().unwrap())
@@ -296,19 +294,7 @@ fn the_hpctoolkit_database_carries_the_formula_for_hpcviewer() {
         return;
     };
     let dir = scratch_dir("derived_metrics_hpctoolkit");
-    compile("derived_faults.c", &dir, "faults", &["-O2", "-g"]);
-    let stdout = run_ok(
-        tool_command("hpcrun-rs")
-            .args([
-                "-q",
-                "-e",
-                "cpu-clock@f4000",
-                "-e",
-                "page-faults@1",
-                "./faults",
-            ])
-            .current_dir(&dir),
-    );
+    let stdout = measure_faults(&dir);
     run_ok(
         tool_command("hpcprof-rs")
             .args([
@@ -326,12 +312,7 @@ fn the_hpctoolkit_database_carries_the_formula_for_hpcviewer() {
         .current_dir(&dir));
     assert!(out.status.success(), "{out:?}");
     let taxonomy: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let json = run_ok(
-        tool_command("hpcview-rs")
-            .args(["app.d", "--json", "--threshold", "0", "--metric", FORMULA])
-            .current_dir(&dir),
-    );
-    let view: Value = serde_json::from_str(&json).unwrap();
+    let view = view_with_formula(&dir, "app.d");
     for who in ["dense", "sparse"] {
         let theirs = taxonomy[who].as_f64().unwrap();
         let ours = node(&view["root"], who).unwrap()["derived_incl"][0]

@@ -49,17 +49,26 @@ pub(crate) fn write_dir(
     Ok(())
 }
 
+/// The error refusing `dir` for a reason.
+fn refused_at(dir: &Path) -> impl Fn(&'static str) -> HpctoolkitError + Copy + '_ {
+    |why| HpctoolkitError::Refused {
+        path: dir.to_path_buf(),
+        why,
+    }
+}
+
+/// The error of an I/O operation on `dir`.
+fn io_at(dir: &Path) -> impl Fn(std::io::Error) -> HpctoolkitError + Copy + '_ {
+    |source| HpctoolkitError::Io {
+        path: dir.to_path_buf(),
+        source,
+    }
+}
+
 /// Make `dir` a directory of its own: created where missing, refused where it is a symlink or
 /// another kind of file.
 fn own_directory(dir: &Path) -> Result<(), HpctoolkitError> {
-    let refused = |why| HpctoolkitError::Refused {
-        path: dir.to_path_buf(),
-        why,
-    };
-    let io = |source| HpctoolkitError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
+    let (refused, io) = (refused_at(dir), io_at(dir));
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == ErrorKind::NotFound => fs::create_dir(dir).map_err(io),
         Err(e) => Err(io(e)),
@@ -134,14 +143,7 @@ fn remove_entry(path: &Path) -> Result<(), HpctoolkitError> {
 /// Create `dir`, or accept it if it is a directory (not a symlink) that is empty or holds only
 /// a database this tool wrote.
 fn prepare(dir: &Path) -> Result<(), HpctoolkitError> {
-    let refused = |why| HpctoolkitError::Refused {
-        path: dir.to_path_buf(),
-        why,
-    };
-    let io = |source| HpctoolkitError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
+    let (refused, io) = (refused_at(dir), io_at(dir));
     own_directory(dir)?;
     for entry in fs::read_dir(dir).map_err(io)? {
         let name = entry.map_err(io)?.file_name();
