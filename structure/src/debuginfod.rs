@@ -7,9 +7,9 @@
 //! `$XDG_CACHE_HOME/debuginfod_client`, else `~/.cache/debuginfod_client`, then
 //! `BUILDID/debuginfo`), so gdb, perf and `debuginfod-find` share it both ways. Each request
 //! has a time-out (`$DEBUGINFOD_TIMEOUT` seconds, default 90) and one line on stderr says what
-//! is being fetched. Plain `http://` servers are spoken to directly; `https://` needs TLS,
-//! which this build does not carry: such a server is skipped with a note, and a file
-//! `debuginfod-find debuginfo BUILDID` put in the cache is used.
+//! is being fetched. `http://` and `https://` servers are spoken to (TLS by rustls, the server
+//! checked against the system's certificate authorities, or those of the PEM file
+//! `$SSL_CERT_FILE` names); a server named otherwise is skipped with a note.
 
 use std::fs;
 use std::io::{self, Write};
@@ -85,9 +85,9 @@ fn artifact(
     }
     for server in servers {
         let server = server.trim_end_matches('/');
-        if !server.starts_with("http://") {
+        if !server.starts_with("http://") && !server.starts_with("https://") {
             notes.push(format!(
-                "debuginfod: {server} not asked (only http:// servers are spoken to; \
+                "debuginfod: {server} not asked (http:// and https:// servers are spoken to; \
                  `debuginfod-find {} {hex}` fills the same cache)",
                 kind.name()
             ));

@@ -170,14 +170,142 @@ fn a_stripped_program_gets_its_lines_and_inlined_code_from_a_debuginfod_server()
     assert!(view.contains("[I] now"), "{view}");
 }
 
+/// A static HTTPS server (Python's `http.server` in an `ssl` context) over `argv[1]`, with
+/// certificate `argv[2]` and key `argv[3]`, on a free loopback port it writes to `argv[4]`.
+const HTTPS_SERVER: &str = r#"
+import functools, http.server, ssl, sys
+root, cert, key, port_file = sys.argv[1:5]
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=root)
+handler.log_message = lambda *a: None
+server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(cert, key)
+server.socket = context.wrap_socket(server.socket, server_side=True)
+with open(port_file + ".tmp", "w") as f:
+    f.write(str(server.server_address[1]))
+__import__("os").rename(port_file + ".tmp", port_file)
+server.serve_forever()
+"#;
+
+/// A certificate authority and a certificate for `localhost` it signed, made by `openssl` in
+/// `dir`: (the authority's PEM, the server's certificate, its key).
+fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let openssl = |args: &[&str]| run_ok(Command::new("openssl").args(args).current_dir(dir));
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=hpctoolkit-rs test authority",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    )
+}
+
+/// An `https://` server is spoken to over TLS and checked: with its authority trusted
+/// (`SSL_CERT_FILE`), the stripped program gets the unstripped one's structure; with only the
+/// system's authorities, the fetch is refused with a note and nothing is cached.
+#[test]
+fn an_https_server_is_used_when_its_certificate_is_trusted() {
+    let dir = scratch_dir("debuginfod_https");
+    let (full, stripped) = stripped_program(&dir, &dir.join("full"));
+    let id = build_id(&stripped);
+    let served = dir.join("served").join("buildid").join(&id);
+    std::fs::create_dir_all(&served).unwrap();
+    std::fs::copy(&full, served.join("debuginfo")).unwrap();
+    let (ca, cert, key) = certificates(&dir);
+    let port_file = dir.join("port");
+    let child = Command::new("python3")
+        .args(["-c", HTTPS_SERVER])
+        .arg(dir.join("served"))
+        .args([&cert, &key, &port_file])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !port_file.exists() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let port = std::fs::read_to_string(&port_file).expect("the server's port");
+    let server = Server {
+        child,
+        url: format!("https://localhost:{port}"),
+    };
+    let urls = PathBuf::from(&server.url);
+    let cache = dir.join("cache");
+    let mut env = vec![
+        ("DEBUGINFOD_URLS", urls.as_path()),
+        ("DEBUGINFOD_CACHE_PATH", cache.as_path()),
+    ];
+    let (untrusted, stderr) = structure(&dir, &stripped, &env);
+    assert!(!untrusted.contains("<A "), "{stderr}");
+    assert!(stderr.contains("debuginfod: no debug file for"), "{stderr}");
+    assert!(!cache.join(&id).join("debuginfo").exists());
+    env.push(("SSL_CERT_FILE", ca.as_path()));
+    let (fetched, stderr) = structure(&dir, &stripped, &env);
+    let (original, _) = structure(&dir, &full, &[]);
+    assert!(
+        stderr.contains("debuginfod: fetching the debug file"),
+        "{stderr}"
+    );
+    assert_eq!(fetched, original, "the structure of the unstripped program");
+    assert!(cache.join(&id).join("debuginfo").is_file());
+}
+
 #[test]
 fn a_server_that_does_not_answer_is_a_note() {
     let dir = scratch_dir("debuginfod_silent");
     let (_, stripped) = stripped_program(&dir, &dir.join("full"));
-    // A port nothing listens on, and a server this build cannot speak to.
+    // A port nothing listens on, a server whose name does not resolve, and one named by a
+    // scheme no debuginfod client speaks.
     let port = free_port();
     let urls = PathBuf::from(format!(
-        "http://127.0.0.1:{port} https://debuginfod.invalid"
+        "http://127.0.0.1:{port} https://debuginfod.invalid ftp://debuginfod.invalid"
     ));
     let cache = dir.join("cache");
     let env = [
@@ -188,7 +316,12 @@ fn a_server_that_does_not_answer_is_a_note() {
     assert!(text.contains("<P "), "the symbols still give procedures");
     assert!(stderr.contains("debuginfod: no debug file for"), "{stderr}");
     assert!(
-        stderr.contains("only http:// servers are spoken to"),
+        stderr.contains("ftp://debuginfod.invalid not asked (http:// and https:// servers"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("debuginfod: no debug file for").count(),
+        2,
         "{stderr}"
     );
     assert!(!cache.join(build_id(&stripped)).join("debuginfo").exists());
