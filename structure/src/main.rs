@@ -15,8 +15,10 @@ use structure::{
 /// that hpcprof-rs and HPCToolkit's hpcprof read.
 ///
 /// Debug information is taken from the binary, from a separate file named by .gnu_debuglink,
-/// or from /usr/lib/debug/.build-id/; split DWARF (-gsplit-dwarf) from the .dwo files its
-/// skeleton units name, or from BINARY.dwp. Without it, procedures come from the symbol table and
+/// or from /usr/lib/debug/.build-id/, else, where DEBUGINFOD_URLS names debuginfod servers
+/// (http:// or https://), fetched from them by build-id into elfutils' cache; split DWARF
+/// (-gsplit-dwarf) from the .dwo files its skeleton units name, or from BINARY.dwp. Without
+/// it, procedures come from the symbol table and
 /// loops from the code, with unknown lines. With line tables but no inline records, inlined
 /// code is inferred from procedure bounds and the line map.
 #[derive(Parser)]
