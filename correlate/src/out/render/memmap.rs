@@ -12,7 +12,7 @@ use super::timeline::{colour, hex, seconds, time_axis, Shape};
 use fxhash::FxHashMap;
 
 use crate::db::database::Database;
-use crate::out::render::{printable, shortened};
+use crate::out::render::{printable, shortened, whole_if_cut};
 use crate::view::data::{MapObject, MapRow, MemMap};
 
 /// Characters of the text rendering's page bar.
@@ -245,13 +245,18 @@ pub fn draw(map: &MemMap, layout: &MapLayout) -> (Vec<Shape>, (u32, u32)) {
         let pages = o
             .pages
             .map_or(String::new(), |(lo, hi)| format!(", pages {lo} to {hi}"));
-        let name = shortened(&printable(&o.label), LEGEND_CHARS);
-        let text = format!("{name}  ({} samples{pages})", o.samples);
+        let name = printable(&o.label);
+        let text = format!(
+            "{}  ({} samples{pages})",
+            shortened(&name, LEGEND_CHARS),
+            o.samples
+        );
         shapes.push(Shape::Text {
             x: layout.left + 22,
             y: y + 12,
             text,
             centred: false,
+            full: whole_if_cut(&name, LEGEND_CHARS),
         });
     }
     let mut height = legend + drawn as u32 * 20 + 10;
@@ -264,6 +269,7 @@ pub fn draw(map: &MemMap, layout: &MapLayout) -> (Vec<Shape>, (u32, u32)) {
             y: height + 4,
             text,
             centred: false,
+            full: None,
         });
         height += 20;
     }
@@ -287,12 +293,13 @@ const BAND_CHARS: usize = 30;
 
 /// The band's label: the object's name (shortened) and its kind.
 fn label(shapes: &mut Vec<Shape>, o: &MapObject, x: u32, y: u32) {
-    let name = shortened(&printable(&o.label), BAND_CHARS);
+    let name = printable(&o.label);
     shapes.push(Shape::Text {
         x,
         y: y + 26,
-        text: name,
+        text: shortened(&name, BAND_CHARS),
         centred: false,
+        full: whole_if_cut(&name, BAND_CHARS),
     });
     let text = format!("{} ({} samples)", o.kind.name(), o.samples);
     shapes.push(Shape::Text {
@@ -300,6 +307,7 @@ fn label(shapes: &mut Vec<Shape>, o: &MapObject, x: u32, y: u32) {
         y: y + 44,
         text,
         centred: false,
+        full: None,
     });
 }
 

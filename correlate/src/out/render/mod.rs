@@ -61,6 +61,12 @@ pub(crate) fn shortened(text: &str, chars: usize) -> String {
     }
 }
 
+/// The whole of `text` where [`shortened`] to `chars` characters cuts it (a picture's tooltip),
+/// else `None`.
+pub(crate) fn whole_if_cut(text: &str, chars: usize) -> Option<String> {
+    (text.chars().count() > chars).then(|| text.to_string())
+}
+
 /// `text` with control characters (escape sequences, line breaks, ...) spelled out as `\x1b` or
 /// `\u{85}`, so that a name from a profiled program cannot drive the reader's terminal.
 pub(crate) fn printable(text: &str) -> Cow<'_, str> {

@@ -48,6 +48,7 @@ pub fn raster(shapes: &[Shape], size: (u32, u32), font: Option<&Font>) -> Vec<u8
                     y,
                     text,
                     centred,
+                    ..
                 },
                 Some(font),
             ) => {
@@ -146,6 +147,7 @@ mod tests {
                 y: 14,
                 text: "Wy".into(),
                 centred: false,
+                full: None,
             },
         ];
         let plain = raster(&shapes, (20, 20), None);

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::out::render::{printable, shortened};
+use crate::out::render::{printable, shortened, whole_if_cut};
 use crate::view::time::Timeline;
 
 /// Colours for the first procedures (most samples first): Tableau's ten, then eight more.
@@ -138,6 +138,8 @@ pub enum Shape {
         text: String,
         /// Whether `x` is the middle.
         centred: bool,
+        /// The whole text where `text` is shortened (the SVG shows it on hover).
+        full: Option<String>,
     },
 }
 
@@ -250,13 +252,17 @@ pub fn draw(t: &Timeline, layout: &Layout) -> (Vec<Shape>, (u32, u32)) {
             rgb: if i < shown { colour(i) } else { OTHERS },
         });
         let share = 100.0 * *samples as f64 / total as f64;
-        let name = shortened(&printable(name), LEGEND_CHARS);
-        let text = format!("{name}  ({samples} samples, {share:.1}%)");
+        let name = printable(name);
+        let text = format!(
+            "{}  ({samples} samples, {share:.1}%)",
+            shortened(&name, LEGEND_CHARS)
+        );
         shapes.push(Shape::Text {
             x: layout.left + 22,
             y: y + 12,
             text,
             centred: false,
+            full: whole_if_cut(&name, LEGEND_CHARS),
         });
     }
     let rows = shown + usize::from(folded.is_some());
@@ -277,6 +283,7 @@ fn lane_labels(t: &Timeline, layout: &Layout, shapes: &mut Vec<Shape>) {
             y: baseline(i),
             text: printable(&text).into_owned(),
             centred: false,
+            full: None,
         })
     };
     let lanes = &t.lanes;
@@ -383,6 +390,7 @@ pub(crate) fn time_axis(shapes: &mut Vec<Shape>, at: (u32, u32), width: u32, spa
             y: y + 20,
             text,
             centred: true,
+            full: None,
         });
     }
 }
@@ -410,6 +418,7 @@ pub fn write_svg(shapes: &[Shape], size: (u32, u32), out: &mut dyn Write) -> io:
                 y,
                 text,
                 centred,
+                full,
             } => {
                 let anchor = if *centred {
                     r#" text-anchor="middle""#
@@ -417,7 +426,11 @@ pub fn write_svg(shapes: &[Shape], size: (u32, u32), out: &mut dyn Write) -> io:
                     ""
                 };
                 let text = xml_escape(text);
-                let _ = writeln!(s, r#"<text x="{x}" y="{y}"{anchor}>{text}</text>"#);
+                // The whole text of a shortened label shows on hover.
+                let title = (full.as_deref()).map_or(String::new(), |f| {
+                    format!("<title>{}</title>", xml_escape(f))
+                });
+                let _ = writeln!(s, r#"<text x="{x}" y="{y}"{anchor}>{text}{title}</text>"#);
             }
         }
     }
@@ -525,6 +538,23 @@ mod tests {
             .filter(|s| matches!(s, Shape::Rect { rgb, .. } if *rgb == PROCESS_LINE))
             .count();
         assert_eq!(lines, 3);
+    }
+
+    #[test]
+    fn a_long_name_is_cut_in_the_legend_and_whole_on_hover() {
+        let long = format!("ns::Solver<{}>::step(double)", "T, ".repeat(40));
+        let mut t = timeline();
+        t.procedures[0].0 = long.clone();
+        let (shapes, size) = draw(&t, &Layout::new(20, 1));
+        let mut svg = Vec::new();
+        write_svg(&shapes, size, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        let line = svg.lines().find(|l| l.contains("ns::Solver")).unwrap();
+        let (shown, title) = line.split_once("<title>").unwrap();
+        assert!(shown.contains("…  (1000 samples, 55.0%)"), "{line}");
+        assert_eq!(title, format!("{}</title></text>", xml_escape(&long)));
+        let short = svg.lines().find(|l| l.contains(">warm")).unwrap();
+        assert!(!short.contains("<title>"), "{short}");
     }
 
     #[test]
