@@ -41,6 +41,25 @@ pub(crate) fn is_wait(name: &str) -> bool {
     WAITS.contains(&name)
 }
 
+/// Entry points that create explicit tasks, in GCC's `libgomp` and LLVM's `libomp`: the thread
+/// that creates a task may run it at once, inside the call.
+const TASK_CREATION: &[&str] = &[
+    "GOMP_task",
+    "GOMP_taskloop",
+    "GOMP_taskloop_ull",
+    "__kmpc_omp_task",
+    "__kmpc_omp_task_with_deps",
+    "__kmpc_omp_task_begin_if0",
+    "__kmpc_taskloop",
+    "__kmpc_taskloop_5",
+];
+
+/// Whether the runtime entry point `name` creates tasks or waits: a program's code run inside
+/// it is a task, run there by the thread that made it or waits, not a parallel region's body.
+pub(crate) fn runs_tasks(name: &str) -> bool {
+    TASK_CREATION.contains(&name) || is_wait(name)
+}
+
 /// Whether the module at `path` is a system library a thread starts in (the C library and
 /// the dynamic loader): frames of these above a runtime frame mean a worker thread's start.
 /// Below a runtime frame, they are the runtime's work, never a body: so are GCC's support
@@ -75,6 +94,8 @@ mod tests {
         assert!(is_wait("__kmpc_barrier"));
         assert!(!is_wait("GOMP_parallel"));
         assert!(!is_wait("GOMP_loop_nonmonotonic_dynamic_next"));
+        assert!(runs_tasks("GOMP_task") && runs_tasks("__kmpc_omp_task"));
+        assert!(runs_tasks("GOMP_barrier") && !runs_tasks("GOMP_parallel"));
         assert!(is_system("/usr/lib/x86_64-linux-gnu/libc.so.6"));
         assert!(is_system("/lib64/ld-linux-x86-64.so.2"));
         assert!(!is_system("/usr/lib/x86_64-linux-gnu/libgomp.so.1"));

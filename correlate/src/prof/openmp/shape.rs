@@ -157,7 +157,6 @@ impl Shape {
         let spinning = spin::spinning(db, runtime_module, binaries);
         let mut places: Vec<Place> = Vec::with_capacity(db.nodes.len());
         let mut entries_of: BTreeMap<Body, Vec<(DbNodeId, DbNodeId)>> = BTreeMap::new();
-        let mut region = vec![false; db.nodes.len()];
         for (i, node) in db.nodes.iter().enumerate() {
             let id = DbNodeId::from_index(i);
             let above = match i {
@@ -166,13 +165,27 @@ impl Shape {
             };
             let (place, entered_by) = step(db, runtime_module, above, id);
             if let Some(e) = entered_by {
-                region[e.index()] = true;
                 let list = entries_of.entry(Body::of(db, id)).or_default();
                 if list.iter().all(|&(other, _)| other != e) {
                     list.push((e, id));
                 }
             }
             places.push(place);
+        }
+        // A body that a master also ran inside a task's creation or a wait (a task run at once
+        // by the thread that made it, or while that thread waited) is, on the workers, the
+        // work of the parallel region around it: where another entry runs it, those go.
+        for list in entries_of.values_mut() {
+            let regions: Vec<_> = (list.iter().copied())
+                .filter(|&(e, _)| !runtime::runs_tasks(&db.nodes[e.index()].name))
+                .collect();
+            if !regions.is_empty() && regions.len() < list.len() {
+                *list = regions;
+            }
+        }
+        let mut region = vec![false; db.nodes.len()];
+        for &(e, _) in entries_of.values().flatten() {
+            region[e.index()] = true;
         }
         Shape {
             places,
