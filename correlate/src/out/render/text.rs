@@ -333,14 +333,14 @@ fn values(costs: &[Cost]) -> Vec<u64> {
 /// One line saying what a metric adds up to, e.g.
 /// `cpu-clock: 4.123s in 4123 samples (period 1.000ms)`.
 pub(crate) fn metric_summary(m: &MetricInfo) -> String {
+    let (name, total, n) = (
+        printable(&m.name),
+        format_value(m.total, &m.unit),
+        m.samples,
+    );
     if let Some(leader) = &m.read_with {
-        return format!(
-            "{}: {} counted, read with {} {} samples",
-            printable(&m.name),
-            format_value(m.total, &m.unit),
-            m.samples,
-            printable(leader)
-        );
+        let leader = printable(leader);
+        return format!("{name}: {total} counted, read with {n} {leader} samples");
     }
     let sampling = match m.period {
         _ if m.name == profiler::db::OFF_CPU_EVENT => "every switch away from the CPU".to_string(),
@@ -348,12 +348,7 @@ pub(crate) fn metric_summary(m: &MetricInfo) -> String {
         Some(p) => format!("period {}", format_value(p, &m.unit)),
         None => "frequency-sampled".to_string(),
     };
-    format!(
-        "{}: {} in {} samples ({sampling})",
-        printable(&m.name),
-        format_value(m.total, &m.unit),
-        m.samples
-    )
+    format!("{name}: {total} in {n} samples ({sampling})")
 }
 
 /// Two heading lines for the metric columns: metric names over their column groups, then
