@@ -142,14 +142,14 @@ pub fn hottest(db: &Database, limit: usize, min_share: f64) -> Vec<AsmView> {
                 .map(|r| in_range(costs, r).iter().map(first).sum::<u64>())
                 .sum::<u64>();
             if cost as f64 >= least {
-                candidates.push((cost, opened.len(), code.tree.get(p).name.clone()));
+                candidates.push((cost, opened.len(), code.tree.get(p).name.clone(), p));
             }
         }
         opened.push(code);
     }
     candidates.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.2.cmp(&b.2)));
     (candidates.iter())
-        .filter_map(|(_, at, name)| opened[*at].listing(db, name).ok())
+        .filter_map(|&(_, at, _, scope)| opened[at].listing_of(db, scope).ok())
         .filter(|v| v.lines.len() <= MAX_LISTED)
         .take(limit)
         .collect()
@@ -205,14 +205,22 @@ impl ModuleCode {
 
     /// The listing of procedure `procedure`.
     fn listing(&self, db: &Database, procedure: &str) -> Result<AsmView, AsmError> {
+        let scope = find_scope(&self.tree, procedure).ok_or_else(|| {
+            let why = format!("no procedure '{procedure}' in its structure");
+            AsmError::Unreadable(self.binary.display().to_string(), why)
+        })?;
+        self.listing_of(db, scope)
+    }
+
+    /// The listing of the procedure at `scope` of the module's structure.
+    fn listing_of(&self, db: &Database, scope: ScopeId) -> Result<AsmView, AsmError> {
         let unreadable = |e: String| AsmError::Unreadable(self.binary.display().to_string(), e);
         let tree = &self.tree;
-        let scope = find_scope(tree, procedure)
-            .ok_or_else(|| unreadable(format!("no procedure '{procedure}' in its structure")))?;
+        let procedure = &tree.get(scope).name;
         let code = decode(&self.bytes, &tree.get(scope).ranges).map_err(unreadable)?;
         let metrics = db.metrics.len();
         let mut view = AsmView {
-            procedure: procedure.to_string(),
+            procedure: procedure.clone(),
             binary: self.binary.clone(),
             metrics: (db.metrics.iter())
                 .map(|m| (m.name.clone(), m.unit.clone()))
