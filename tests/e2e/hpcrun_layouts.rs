@@ -259,7 +259,9 @@ fn a_dlopened_library_linked_by_lld() {
     let share = in_lib as f64 / (in_lib + in_main).max(1) as f64;
     assert!(
         (share - truth).abs() <= 0.05,
-        "work_in_lib share {share:.3}, the program's own {truth:.3}; leaves {:?}",
-        top_leaves(&s)
+        "work_in_lib share {share:.3}, the program's own {truth:.3} ({clocks:?}); leaves {:?}; \
+         run {:?}",
+        top_leaves(&s),
+        profile.stats
     );
 }
