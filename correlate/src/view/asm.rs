@@ -111,14 +111,14 @@ pub fn bundle_stores(db: &Database) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Listings of procedures with more than this many instructions are not embedded in a report.
+/// Listings of more than this many lines (instructions and the loops and inlined calls around
+/// them) are not embedded in a report.
 const MAX_LISTED: usize = 20_000;
 
 /// The listings of at most `limit` procedures whose instructions (their own and those inlined
 /// into them, and the kernel below them) cost the most of the first metric, each at least
-/// `min_share` of the run (the HTML
-/// report's machine-code pane), costliest first; a module whose binary cannot be read here, and
-/// a procedure of more than 20,000 instructions, are left out.
+/// `min_share` of the run (the HTML report's machine-code pane), costliest first; a module
+/// whose binary cannot be read here, and a listing of more than 20,000 lines, are left out.
 pub fn hottest(db: &Database, limit: usize, min_share: f64) -> Vec<AsmView> {
     let Some(run) = db.metrics.first().map(|m| m.total.value as f64) else {
         return Vec::new();
