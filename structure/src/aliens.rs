@@ -70,8 +70,10 @@ impl<'s> SourceBounds<'s> {
             .iter()
             .zip(&own)
             .map(|(p, b)| {
-                let base = clone_base(link_name(p)).and_then(|n| by_link.get(n));
-                match base.and_then(|&i| own[i]) {
+                let base = clone_base(link_name(p))
+                    .and_then(|n| by_link.get(n).copied())
+                    .or_else(|| wrapped_program(plans, p));
+                match base.and_then(|i| own[i]) {
                     Some(base) => Some(Begin {
                         clone: true,
                         ..base
@@ -215,6 +217,18 @@ fn add_piece(call: &mut InlineCall, piece: Range<u64>, line: u32) {
         Some(last) if last.end == piece.start => last.end = piece.end,
         _ => call.ranges.push(piece),
     }
+}
+
+/// The program body that `plan` wraps when it is a compiler's `main` around a program of its
+/// file (gfortran declares its `main` at a line inside the program): such a wrapper takes the
+/// program's begin and does not bound it, or the program's own lines would turn alien.
+fn wrapped_program(plans: &[ProcPlan], plan: &ProcPlan) -> Option<usize> {
+    if !plan.from_dwarf || plan.main_program || link_name(plan) != "main" {
+        return None;
+    }
+    plans
+        .iter()
+        .position(|p| p.main_program && p.file.is_some() && p.file == plan.file)
 }
 
 fn link_name(plan: &ProcPlan) -> &str {

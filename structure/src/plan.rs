@@ -110,6 +110,7 @@ pub(crate) fn plan_procedures(
             inlines: Vec::new(),
             unit_has_inlines: false,
             from_dwarf: false,
+            main_program: false,
             noreturn_callees: Arc::default(),
         });
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::structure_support::loops_below;
 use crate::support::{compile, marker, scratch_dir};
 use structure::loops::LOOP_BEGIN_TOLERANCE;
-use structure::{analyze_file, Options};
+use structure::{analyze_file, Options, ScopeId};
 
 /// Analyse `exe`, find procedure `name`, check its link name with `link_ok`, and check that it
 /// has a loop at each (depth, marker) of `nest`, within the thesis's tolerance.
@@ -59,7 +59,27 @@ fn fortran_module_procedure_and_do_loop_nest() {
             |l| l == "__kernels_MOD_matmul_naive",
             &[(1, "outer"), (2, "middle"), (3, "inner")],
         );
+        let tree = analyze_file(&exe, &Options::default()).unwrap().tree;
+        let unnamed: Vec<&str> = tree
+            .descendants(ScopeId(0))
+            .into_iter()
+            .map(|s| &*tree.get(s).name)
+            .filter(|n| n.starts_with("<inlined from"))
+            .collect();
+        assert!(
+            unnamed.is_empty(),
+            "{level}: unnamed inlined code {unnamed:?}"
+        );
     }
+    // Unoptimised, the program body is a procedure of its own, named by its `program` statement
+    // and holding its loop directly.
+    assert_procedure_loops(
+        &dir.join("f-O0"),
+        "struct_fortran.f90",
+        "driver",
+        |l| l.is_empty() || l == "MAIN__",
+        &[(1, "program")],
+    );
 }
 
 #[test]

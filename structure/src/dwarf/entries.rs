@@ -145,6 +145,8 @@ impl<'d> Walk<'_, '_, 'd> {
             inlines: Vec::new(),
             unit_has_inlines: false,
             from_dwarf: true,
+            main_program: entry.attr_value(gimli::DW_AT_main_subprogram)
+                == Some(AttributeValue::Flag(true)),
             noreturn_callees: Arc::default(),
         });
     }

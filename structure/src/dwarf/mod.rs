@@ -118,6 +118,9 @@ pub struct ProcPlan {
     pub unit_has_inlines: bool,
     /// Whether it came from DWARF (else from the symbol table only).
     pub from_dwarf: bool,
+    /// Whether DWARF marks it a program's main body (`DW_AT_main_subprogram`: a Fortran
+    /// `program`, gfortran's `MAIN__`), which the compiler's own `main` wraps.
+    pub main_program: bool,
     /// The functions its unit declares never to return: calls to them end a block.
     pub noreturn_callees: Arc<NoReturn>,
 }
