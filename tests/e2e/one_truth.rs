@@ -1,20 +1,24 @@
 //! One truth in every output (issue 35): the same database read through the flat view's JSON
-//! (the reference), its CSV, pprof's own `go tool pprof -top` and speedscope's own importer must
+//! (the reference), its CSV, pprof's own `go tool pprof -top`, speedscope's own importer, the
+//! HPCToolkit database as LLNL's hatchet reads it and the HTML report as Chromium shows it must
 //! give the same procedures the same exclusive and inclusive shares, inlined code and the
-//! `<kernel>` pseudo-procedure included, metric by metric. Two databases: the STL map program
-//! (`Mp::add` and the std::map code inlined into its loop) and the three-thread program measured
-//! with two events (clock and page faults, whose handler's time is kernel time).
+//! `<kernel>` pseudo-procedure included, metric by metric (hatchet reads only the time metric).
+//! Two databases: the STL map program (`Mp::add` and the std::map code inlined into its loop)
+//! and the three-thread program measured with two events (clock and page faults, whose
+//! handler's time is kernel time).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
 
+use crate::browser::{chromium, Browser};
 use crate::export_support::correlate as correlate_profiles;
 use crate::export_support::{
     available, go_available, go_pprof, measure_events, speedscope_import, speedscope_package,
 };
-use crate::support::{compile, run_ok, scratch_dir, tool_command};
+use crate::hpctoolkit_db::hatchet_python;
+use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
 
 /// Per frame name, (exclusive, inclusive) cost of one metric.
 type Shares = BTreeMap<String, (u64, u64)>;
@@ -23,7 +27,13 @@ type Shares = BTreeMap<String, (u64, u64)>;
 struct Truth {
     scopes: Shares,
     frames: Shares,
+    /// Per procedure or inlined function, by its name as hatchet shortens it: its exclusive cost
+    /// less the code inlined into it (HPCToolkit's function scope), and its inclusive cost. Only
+    /// names that one scope of the view has.
+    functions: Shares,
     inlined: Vec<String>,
+    /// Per frame name, the name as the view gives it (what a user types to search for it).
+    names: BTreeMap<String, String>,
     total: u64,
 }
 
@@ -43,8 +53,10 @@ fn flat_truth(db: &Path, m: usize) -> Truth {
     let view: Value = serde_json::from_str(&json).unwrap();
     let is_frame =
         |n: &Value| ["procedure", "inlined", "loop"].contains(&n["kind"].as_str().unwrap());
-    let (mut scopes, mut frames) = (Shares::new(), Shares::new());
+    let (mut scopes, mut frames, mut functions) = (Shares::new(), Shares::new(), Shares::new());
     let mut count: BTreeMap<String, usize> = BTreeMap::new();
+    let mut short_count: BTreeMap<String, usize> = BTreeMap::new();
+    let mut names = BTreeMap::new();
     let mut inlined = Vec::new();
     let mut stack = vec![&view["root"]];
     while let Some(n) = stack.pop() {
@@ -54,6 +66,7 @@ fn flat_truth(db: &Path, m: usize) -> Truth {
         }
         let name = frame_name(n["name"].as_str().unwrap());
         *count.entry(name.clone()).or_default() += 1;
+        names.insert(name.clone(), n["name"].as_str().unwrap().to_string());
         if n["kind"] == "inlined" {
             inlined.push(name.clone());
         }
@@ -63,15 +76,14 @@ fn flat_truth(db: &Path, m: usize) -> Truth {
         );
         scopes.insert(name.clone(), (excl, incl));
         // The frames right inside it: below it through statements only.
-        let mut inner = 0;
-        let mut below: Vec<&Value> = n["children"].as_array().into_iter().flatten().collect();
-        while let Some(c) = below.pop() {
-            match is_frame(c) {
-                true => inner += c["excl"][m].as_u64().unwrap(),
-                false => below.extend(c["children"].as_array().into_iter().flatten()),
-            }
+        let inner = inner_excl(n, m, is_frame);
+        frames.insert(name.clone(), (excl - inner, incl));
+        if n["kind"] != "loop" {
+            let short = hatchet_name(n["name"].as_str().unwrap().trim_start_matches("[I] "));
+            *short_count.entry(short.clone()).or_default() += 1;
+            let inlined = inner_excl(n, m, |c: &Value| c["kind"] == "inlined");
+            functions.insert(short, (excl - inlined, incl));
         }
-        frames.insert(name, (excl - inner, incl));
     }
     for (name, n) in count {
         if n > 1 {
@@ -79,13 +91,29 @@ fn flat_truth(db: &Path, m: usize) -> Truth {
             frames.remove(&name);
         }
     }
+    functions.retain(|name, _| short_count[name] == 1);
     let total = view["metrics"][m]["total"].as_u64().unwrap();
     Truth {
         scopes,
         frames,
+        functions,
         inlined,
+        names,
         total,
     }
+}
+
+/// The exclusive cost of metric `m` in the outermost scopes below `n` that `stop` picks.
+fn inner_excl(n: &Value, m: usize, stop: impl Fn(&Value) -> bool) -> u64 {
+    let mut inner = 0;
+    let mut below: Vec<&Value> = n["children"].as_array().into_iter().flatten().collect();
+    while let Some(c) = below.pop() {
+        match stop(c) {
+            true => inner += c["excl"][m].as_u64().unwrap(),
+            false => below.extend(c["children"].as_array().into_iter().flatten()),
+        }
+    }
+    inner
 }
 
 /// A frame's name as every output spells it: without the views' `[I] ` mark of inlined code,
@@ -232,12 +260,164 @@ fn speedscope_shares(package: &Path, dir: &Path, db: &Path, metric: &str) -> Sha
     shares
 }
 
-/// Check every output of `db` (in `dir`) against its flat view, for each of `metrics`; returns
-/// how many inlined frames were compared.
+/// Per function as hatchet names it, in the HPCToolkit database at `argv[1]`: its exclusive time
+/// (its own lines and loops, not the functions inlined into it) summed over its nodes, and its
+/// inclusive time over the nodes with no node of the same name above them.
+const HATCHET_FUNCTIONS: &str = r#"
+import json, math, sys
+import hatchet as ht
+gf = ht.GraphFrame.from_hpctoolkit_latest(sys.argv[1], exclude_instructions=True)
+df = gf.dataframe
+num = lambda v: 0.0 if math.isnan(v) else float(v)
+out = {}
+def walk(node, above):
+    name, kind = node.frame["name"], node.frame.get("type")
+    if kind == "function":
+        e = out.setdefault(name, [0.0, 0.0])
+        e[0] += num(df.loc[node]["time"])
+        if name not in above:
+            e[1] += num(df.loc[node]["time (inc)"])
+        above = above | {name}
+    for child in node.children:
+        walk(child, above)
+for root in gf.graph.roots:
+    walk(root, frozenset())
+print(json.dumps(out))
+"#;
+
+/// A function's name as hatchet shortens it: at the first ` [`, `.`, `@`, `(` or `<` that does
+/// not start it.
+fn hatchet_name(name: &str) -> String {
+    let mut name = name.to_string();
+    for cut in [" [", ".", "@", "(", "<"] {
+        if let Some(i) = name.find(cut).filter(|&i| i > 0) {
+            name.truncate(i);
+        }
+    }
+    format!("function: {name}")
+}
+
+/// The names of the top-down view of `db` that occur under `<partial call paths>`, which hatchet
+/// does not read (it reads the main entry point only).
+fn partial_names(db: &Path) -> Vec<String> {
+    let json = run_ok(
+        tool_command("hpcview-rs")
+            .arg(db)
+            .args(["--json", "--threshold", "0"]),
+    );
+    let view: Value = serde_json::from_str(&json).unwrap();
+    let children = |n: &Value| n["children"].as_array().cloned().unwrap_or_default();
+    let mut stack: Vec<Value> = children(&view["root"])
+        .into_iter()
+        .filter(|c| c["name"] == "<partial call paths>")
+        .collect();
+    let mut names = Vec::new();
+    while let Some(n) = stack.pop() {
+        names.extend(
+            n["name"]
+                .as_str()
+                .map(|n| hatchet_name(n.trim_start_matches("[I] "))),
+        );
+        stack.extend(children(&n));
+    }
+    names
+}
+
+/// hatchet on the HPCToolkit database of `db`: each notable function of the time metric (0, in
+/// ns) has the flat view's exclusive and inclusive time. Returns how many were compared.
+fn check_hatchet(python: &Path, dir: &Path, db: &Path, truth: &Truth) -> usize {
+    let hpctoolkit = dir.join(format!(
+        "{}.hpctoolkit",
+        db.file_stem().unwrap().to_string_lossy()
+    ));
+    let args = ["--hpctoolkit", "--no-cache", "-o"];
+    run_ok(
+        tool_command("hpcprof-rs")
+            .args(args)
+            .arg(&hpctoolkit)
+            .arg(db.with_extension("db")),
+    );
+    let out = run(std::process::Command::new(python)
+        .args(["-c", HATCHET_FUNCTIONS])
+        .arg(&hpctoolkit));
+    assert!(
+        out.status.success(),
+        "hatchet: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: BTreeMap<String, (f64, f64)> = serde_json::from_slice(&out.stdout).unwrap();
+    let partial = partial_names(db);
+    let mut compared = 0;
+    for (name, &(e, i)) in notable(&truth.functions, truth.total) {
+        if partial.contains(name) {
+            continue;
+        }
+        let got = theirs
+            .get(name)
+            .unwrap_or_else(|| panic!("hatchet: no {name} in {theirs:?}"));
+        let near = |a: f64, b: u64| (a - b as f64 / 1e9).abs() <= 1e-9 + 1e-9 * a;
+        assert!(
+            near(got.0, e) && near(got.1, i),
+            "hatchet: {name} {got:?} s, the flat view says {e} and {i} ns"
+        );
+        compared += 1;
+    }
+    compared
+}
+
+/// The HTML report of `db` in Chromium: in its flat view, found with its search box, each
+/// notable scope of each metric shows the flat view's inclusive and exclusive shares.
+fn check_report(chromium: &Path, dir: &Path, db: &Path, truths: &[Truth]) {
+    let html = dir.join(format!(
+        "{}.html",
+        db.file_stem().unwrap().to_string_lossy()
+    ));
+    run_ok(tool_command("hpcview-rs").arg(db).arg("--html").arg(&html));
+    let mut b = Browser::launch(chromium, dir, 1400, 900);
+    b.open(&html, "document.body.dataset.ready === 'true'");
+    b.click(".tab[data-view=\"2\"]");
+    let pct = |v: u64, t: u64| format!("{:.1}%", v as f64 * 100.0 / t as f64);
+    let names: std::collections::BTreeSet<&String> = truths
+        .iter()
+        .flat_map(|t| notable(&t.scopes, t.total).into_iter().map(|(n, _)| n))
+        .filter(|n| truths.iter().all(|t| t.scopes.contains_key(*n)))
+        .collect();
+    assert!(names.len() >= 3, "{names:?}");
+    for name in names {
+        b.eval("document.getElementById('search').value = ''");
+        b.type_into("#search", &truths[0].names[name]);
+        let rows = b.eval(
+            "[...document.querySelectorAll('#tree tbody tr.row.match')].map(r => \
+             [r.querySelector('td.name').title || r.querySelector('.label').textContent, \
+             [...r.querySelectorAll('td.incl')].map(c => c.textContent), \
+             [...r.querySelectorAll('td.excl')].map(c => c.textContent)])",
+        );
+        let rows: Vec<(String, Vec<String>, Vec<String>)> = serde_json::from_value(rows).unwrap();
+        let shown: Vec<_> = rows.iter().filter(|r| frame_name(&r.0) == *name).collect();
+        assert_eq!(shown.len(), 1, "the report's flat view, {name}: {rows:?}");
+        for (m, t) in truths.iter().enumerate() {
+            let (e, i) = t.scopes[name];
+            let excl = if e == 0 {
+                String::new()
+            } else {
+                pct(e, t.total)
+            };
+            assert_eq!(
+                (&shown[0].1[m], &shown[0].2[m]),
+                (&pct(i, t.total), &excl),
+                "the report's flat view, metric {m}: {name}"
+            );
+        }
+    }
+}
+
+/// Check every output of `db` (in `dir`) against its flat view, for each of `metrics` (the first
+/// a clock, in ns); returns how many inlined frames were compared.
 fn one_truth(dir: &Path, db: &Path, metrics: &[&str]) -> usize {
     let mut inlined = 0;
     let package = speedscope_package();
     let go = go_available();
+    let mut truths = Vec::new();
     for (m, metric) in metrics.iter().enumerate() {
         let truth = flat_truth(db, m);
         let total = truth.total;
@@ -283,6 +463,14 @@ fn one_truth(dir: &Path, db: &Path, metrics: &[&str]) -> usize {
                 available("the speedscope npm package", false);
             }
         }
+        truths.push(truth);
+    }
+    if let Some(python) = hatchet_python() {
+        let compared = check_hatchet(&python, dir, db, &truths[0]);
+        assert!(compared >= 3, "hatchet: {compared} functions compared");
+    }
+    if let Some(chromium) = chromium() {
+        check_report(&chromium, dir, db, &truths);
     }
     inlined
 }
