@@ -161,23 +161,9 @@ fn a_program_in_another_mount_namespace_is_read_from_its_own_files() {
     // The host's `app` and the file the namespace sees at the same path are other programs.
     let app = compile("run_spin.c", &dir, "app", &["-O2", "-g"]);
     let theirs = compile("run_callers.c", &dir, "theirs", &["-O2", "-g"]);
-    let script = format!(
-        "mount --bind {} {} && exec {} 600",
-        theirs.display(),
-        app.display(),
-        app.display()
-    );
     let out = run(tool_command("hpcrun-rs")
         .args(["-e", "cpu-clock", "--bundle", "-o", "run/", "--"])
-        .args([
-            "unshare",
-            "-m",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            &script,
-        ])
+        .args(in_namespace(&app, &theirs, 600))
         .current_dir(&dir));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -192,20 +178,7 @@ fn a_program_in_another_mount_namespace_is_read_from_its_own_files() {
         "the module is the file the namespace mapped, not ours at its path"
     );
     // Correlated from the bundle: the namespace's program, by its own source.
-    run_ok(
-        tool_command("hpcprof-rs")
-            .current_dir(&dir)
-            .args(["run", "-o", "ns.hpcdb"]),
-    );
-    let flat = run_ok(
-        tool_command("hpcview-rs")
-            .arg(dir.join("ns.hpcdb"))
-            .arg("--flat"),
-    );
-    assert!(
-        flat.contains("run_callers.c") && !flat.contains("run_spin.c"),
-        "{flat}"
-    );
+    assert_theirs_from_the_bundle(&dir, "ns.hpcdb");
     // Without it, the host's file at that path is another build: refused, never used.
     std::fs::remove_dir_all(dir.join("run").join("modules")).unwrap();
     let out = run(tool_command("hpcprof-rs")
@@ -219,6 +192,75 @@ fn a_program_in_another_mount_namespace_is_read_from_its_own_files() {
             .arg("--flat"),
     );
     assert!(!flat.contains("run_spin.c"), "{flat}");
+}
+
+/// The arguments that run `app ROUNDS` in a mount namespace of its own (as root) where `theirs`,
+/// another program, is bound at `app`'s path; the process that runs it is the one started
+/// (`unshare` and the shell exec).
+fn in_namespace(app: &Path, theirs: &Path, rounds: u32) -> Vec<String> {
+    let script = format!(
+        "mount --bind {} {} && exec {} {rounds}",
+        theirs.display(),
+        app.display(),
+        app.display()
+    );
+    [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Correlate measurement directory `dir/run` into `dir/NAME`: the program named is
+/// `run_callers.c`'s (bound into the namespace), not `run_spin.c`'s (the host's at that path).
+fn assert_theirs_from_the_bundle(dir: &Path, name: &str) {
+    run_ok(
+        tool_command("hpcprof-rs")
+            .current_dir(dir)
+            .args(["run", "-o", name]),
+    );
+    let flat = run_ok(tool_command("hpcview-rs").arg(dir.join(name)).arg("--flat"));
+    assert!(
+        flat.contains("run_callers.c") && !flat.contains("run_spin.c"),
+        "{flat}"
+    );
+}
+
+/// Attached to with `-p`, a process of another mount namespace is read the same way: its
+/// modules through its own root, the host's file at the same path never used.
+#[test]
+fn a_program_attached_to_in_another_mount_namespace_is_read_from_its_own_files() {
+    if !crate::hpcrun::is_root() {
+        return; // a mount namespace of one's own needs root (unshare -m, mount --bind)
+    }
+    let dir = scratch_dir("bundle_namespace_attach");
+    let app = compile("run_spin.c", &dir, "app", &["-O2", "-g"]);
+    let theirs = compile("run_callers.c", &dir, "theirs", &["-O2", "-g"]);
+    let hpcrun = crate::support::tool("hpcrun-rs"); // built before the target starts
+    let args = in_namespace(&app, &theirs, 4000);
+    let mut target = Command::new(&args[0]).args(&args[1..]).spawn().unwrap();
+    // Attach once the shell has bound the file and become the program.
+    let comm = format!("/proc/{}/comm", target.id());
+    for _ in 0..500 {
+        if std::fs::read_to_string(&comm).is_ok_and(|c| c.trim() == "app") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = run(Command::new(hpcrun)
+        .args(["-e", "cpu-clock", "--bundle", "-o", "run/", "-p"])
+        .arg(target.id().to_string())
+        .current_dir(&dir));
+    let status = target.wait().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && status.success(), "{stderr}");
+    assert_theirs_from_the_bundle(&dir, "attached.hpcdb");
 }
 
 /// The same in a bubblewrap sandbox (`bwrap`, which needs no privilege: a user namespace of
@@ -265,20 +307,7 @@ fn a_program_in_a_bubblewrap_sandbox_is_read_from_its_own_files() {
     let out = run(measured.arg(&app).arg("600").current_dir(&dir));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    run_ok(
-        tool_command("hpcprof-rs")
-            .current_dir(&dir)
-            .args(["run", "-o", "sandbox.hpcdb"]),
-    );
-    let flat = run_ok(
-        tool_command("hpcview-rs")
-            .arg(dir.join("sandbox.hpcdb"))
-            .arg("--flat"),
-    );
-    assert!(
-        flat.contains("run_callers.c") && !flat.contains("run_spin.c"),
-        "{flat}"
-    );
+    assert_theirs_from_the_bundle(&dir, "sandbox.hpcdb");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
