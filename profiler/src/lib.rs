@@ -45,6 +45,7 @@
 //!     watch: None,
 //!     backpressure: Default::default(),
 //!     python: true,
+//!     java: true,
 //! };
 //! let measurement = session::run(&opts).expect("measured");
 //! let profile = session::into_profile(measurement);
@@ -70,7 +71,7 @@ pub use format::{
 mod sampler;
 #[cfg(feature = "sampler")]
 pub use sampler::{
-    capture::{events, groups, hold, launch, perf, pmu, python},
+    capture::{events, groups, hold, java, launch, perf, pmu, python},
     data::{alloc, sample},
     results::{bundling, measurements, output, report, report_data},
     session, watch,

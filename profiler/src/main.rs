@@ -111,8 +111,15 @@ struct Cli {
     /// shows each Python function in the calling context between the native frames, and copies
     /// 32 KiB of stack per sample where the command is a Python interpreter or script (a
     /// Python call takes about 500 bytes of native stack); `off` leaves both alone
-    #[arg(long, value_name = "WHEN", value_enum, default_value_t = PythonArg::Auto)]
-    python: PythonArg,
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = AutoOff::Auto)]
+    python: AutoOff,
+
+    /// Java programs (HotSpot JVMs, OpenJDK 17 and later): `auto` adds -XX:+DumpPerfMapAtExit
+    /// and -XX:+PreserveFramePointer to JAVA_TOOL_OPTIONS in the command's environment, so that
+    /// each JVM names its compiled methods in /tmp/perf-PID.map when it exits and hpcprof-rs
+    /// shows them in the calling context, with paths through them; `off` leaves it alone
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = AutoOff::Auto)]
+    java: AutoOff,
 
     /// Copy every binary the profile names (executable, libraries, the vDSO) and the separate
     /// debug files found for them into the measurement (PROFILE.modules/ beside a profile,
@@ -142,9 +149,9 @@ struct Cli {
     command: Vec<OsString>,
 }
 
-/// `--python`'s values.
+/// `--python`'s and `--java`'s values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum PythonArg {
+enum AutoOff {
     Auto,
     Off,
 }
@@ -240,7 +247,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let events = parse_events(&cli.events, cli.off_cpu).map_err(usage)?;
     let watch =
         profiler::watch::WatchRequest::parse(&cli.watch).map_err(|e| usage(anyhow::anyhow!(e)))?;
-    let python = cli.python == PythonArg::Auto;
+    let python = cli.python == AutoOff::Auto;
     let stack_size = cli
         .stack_size
         .unwrap_or_else(|| default_stack_size(&cli.command, python));
@@ -281,6 +288,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         watch,
         backpressure: cli.backpressure.into(),
         python,
+        java: cli.java == AutoOff::Auto,
     };
     let measurement = session::run(&opts).map_err(|e| match e {
         RunError::Launch(l) => Failure {

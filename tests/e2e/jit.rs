@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use crate::correlate_view_support::labels::text_rows;
 use crate::hpcrun::is_root;
 use crate::support::{compile, run, run_ok, scratch_dir, tool_command, work_clocks};
 
@@ -175,4 +176,132 @@ fn a_bundled_measurement_carries_its_perf_map_and_jitdump() {
         let view = run_ok(tool_command("hpcview-rs").arg(dir.join("there.hpcdb")));
         assert!(view.contains(name), "{how}: {view}");
     }
+}
+
+/// `javac` and `java`, or `None` (with the reason printed) where they are missing and the run is
+/// not CI's, which must have them (`scripts/test` installs openjdk-17-jdk-headless).
+fn java_tools() -> Option<()> {
+    let found = ["javac", "java"].iter().all(|t| {
+        std::process::Command::new(t)
+            .arg("-version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if !found {
+        let why = "javac or java is missing (apt-get install openjdk-17-jdk-headless)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        eprintln!("skipped: {why}");
+    }
+    found.then_some(())
+}
+
+/// Measure `JavaWork` (compiled into `dir`) with `java_flag` (`auto` or `off`) and correlate it
+/// into `NAME.hpcdb`: its stdout, the correlation's summary and the perf map it named code by.
+fn measure_java(
+    dir: &std::path::Path,
+    java_flag: &str,
+    name: &str,
+) -> (String, String, Option<MapFile>) {
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock@f2000", "--java", java_flag])
+            .args([
+                "-o",
+                &format!("{name}.db"),
+                "java",
+                "-cp",
+                ".",
+                "JavaWork",
+                "60",
+            ])
+            .current_dir(dir),
+    );
+    let out = run(tool_command("hpcprof-rs")
+        .args([&format!("{name}.db"), "-o", &format!("{name}.hpcdb")])
+        .current_dir(dir));
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{summary}");
+    let map = (summary.lines())
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("JIT code: ")?
+                .split(" named by ")
+                .nth(1)
+        })
+        .map(|p| MapFile(PathBuf::from(p)));
+    (stdout, summary, map)
+}
+
+/// A Java program: hpcrun-rs asks the JVM for a perf map of its compiled code and for frame
+/// pointers in it, so hpcprof-rs names the methods, with the time their thread's clock gives
+/// them, on paths through the JVM's native frames (no partial paths); with `--java off` the
+/// JVM writes no map and the methods stay unnamed.
+#[test]
+fn java_methods_are_named_by_the_jvms_perf_map_on_whole_paths() {
+    if java_tools().is_none() {
+        return;
+    }
+    let dir = scratch_dir("jit_java");
+    let source = crate::support::workspace_root().join("tests/fixtures/JavaWork.java");
+    run_ok(
+        std::process::Command::new("javac")
+            .arg("-d")
+            .arg(&dir)
+            .arg(source),
+    );
+    let (stdout, summary, map) = measure_java(&dir, "auto", "java");
+    assert!(map.is_some(), "no perf map named code: {summary}");
+    let view = |args: &[&str]| {
+        run_ok(
+            tool_command("hpcview-rs")
+                .arg("java.hpcdb")
+                .args(args)
+                .current_dir(&dir),
+        )
+    };
+    // The flat view holds each method once (fib's recursion nests deeper than a JSON reader
+    // goes); the top-down text view gives every path.
+    let flat: Value =
+        serde_json::from_str(&view(&["--flat", "--json", "--threshold", "0"])).unwrap();
+    let rows = text_rows(&view(&["--threshold", "0"]));
+    let clocks = work_clocks(&stdout);
+    for (method, who) in [
+        ("long JavaWork.fib(int)", "fib"),
+        ("long JavaWork.sumSquares(int)", "sumSquares"),
+    ] {
+        let mut found = Vec::new();
+        find(&flat["root"], method, &mut Vec::new(), &mut found);
+        assert_eq!(
+            found.len(),
+            1,
+            "{method} named once in the flat view: {summary}"
+        );
+        let own = found[0].1["incl"][0].as_f64().unwrap();
+        let want = clocks[who] * 1e9;
+        assert!(
+            (own - want).abs() <= 0.07 * want + 10e6,
+            "{method}: {:.1} ms in the profile, its thread's clock says {:.1} ms",
+            own / 1e6,
+            want / 1e6
+        );
+        // Every path to it comes from the JVM's launcher thread, none is partial.
+        let mut above: Vec<&str> = Vec::new();
+        let mut paths = 0;
+        for (depth, label) in &rows {
+            above.truncate(*depth);
+            if label.starts_with(method) && !above.iter().any(|a| a.starts_with(method)) {
+                paths += 1;
+                assert!(
+                    above.contains(&"JavaMain") && !above.iter().any(|a| a.contains("partial")),
+                    "{method}: {above:?}"
+                );
+            }
+            above.push(label);
+        }
+        assert!(paths >= 1, "{method}: no path in the top-down view");
+    }
+    let (_, summary, map) = measure_java(&dir, "off", "plain");
+    assert!(map.is_none(), "{summary}");
+    let view = run_ok(tool_command("hpcview-rs").arg(dir.join("plain.hpcdb")));
+    assert!(!view.contains("JavaWork."), "{view}");
 }

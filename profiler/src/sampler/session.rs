@@ -69,6 +69,9 @@ pub struct Options {
     /// Turn CPython's perf trampolines on in a launched command's environment
     /// ([`crate::sampler::capture::python`]).
     pub python: bool,
+    /// Ask JVMs for a perf map of their compiled code and frame pointers in it, in a launched
+    /// command's environment ([`crate::sampler::capture::java`]).
+    pub java: bool,
 }
 
 /// A finished measurement.

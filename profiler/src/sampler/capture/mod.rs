@@ -6,6 +6,7 @@ pub(crate) mod event_plan;
 pub mod events;
 pub mod groups;
 pub mod hold;
+pub mod java;
 pub mod launch;
 pub(crate) mod ompt;
 pub mod perf;

@@ -8,7 +8,7 @@ use super::{threads_of, Options, Target};
 use crate::sampler::capture::event_plan::RunError;
 use crate::sampler::capture::launch::{self, Blocked};
 use crate::sampler::capture::ompt::RegionLog;
-use crate::sampler::capture::python;
+use crate::sampler::capture::{java, python};
 use crate::sampler::data::alloc::AllocTracker;
 use crate::sampler::data::tracking::{self, HeapSource};
 use crate::sampler::data::uprobes::Probe;
@@ -118,6 +118,7 @@ fn launched(argv: &[std::ffi::OsString], opts: &Options, data: bool) -> Result<P
         None => (Vec::new(), Vec::new()),
     };
     env.extend(opts.python.then(python::perf_support_env).flatten());
+    env.extend(opts.java.then(java::tool_options_env));
     if let Some(log) = &regions {
         env.extend(log.child_env());
         keep.push(log.fd_to_keep());
