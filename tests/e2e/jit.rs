@@ -141,6 +141,46 @@ fn jit_code_is_named_by_its_perf_map_or_jitdump_and_paths_reach_its_caller() {
     assert!(summary.contains("in <unknown procedure>"), "{summary}");
 }
 
+/// JIT code that keeps no frame pointer is unwound by the unwinding-info record its jitdump
+/// gives before the code-load record (hpcrun-rs reads the dump as the program writes it); the
+/// same code without that record has no way back to its caller, and its path is partial.
+#[test]
+fn jit_code_without_a_frame_pointer_is_unwound_by_its_jitdumps_records() {
+    let dir = scratch_dir("jit_unwind");
+    compile("jit_loop.c", &dir, "jit", &["-O2", "-g"]);
+    drop(named(&dir, "unwind", "jit_unwound"));
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock@f2000", "-o", "bare.db"])
+            .args(["./jit", "300000000", "bare"])
+            .current_dir(&dir),
+    );
+    let _dump = MapFile(PathBuf::from(
+        stdout.split_whitespace().nth(1).expect("the dump's path"),
+    ));
+    run_ok(
+        tool_command("hpcprof-rs")
+            .args(["bare.db", "-o", "bare.hpcdb"])
+            .current_dir(&dir),
+    );
+    let view: Value = serde_json::from_str(&run_ok(
+        tool_command("hpcview-rs")
+            .args(["bare.hpcdb", "--json", "--threshold", "0"])
+            .current_dir(&dir),
+    ))
+    .unwrap();
+    let mut found = Vec::new();
+    find(&view["root"], "jit_unwound", &mut Vec::new(), &mut found);
+    assert!(!found.is_empty(), "{view}");
+    for (path, _) in found {
+        assert!(
+            path.iter().any(|p| p == "<partial call paths>")
+                && !path.iter().any(|p| p == "run_jit"),
+            "without its unwinding record: {path:?}"
+        );
+    }
+}
+
 #[test]
 fn a_bundled_measurement_carries_its_perf_map_and_jitdump() {
     let dir = scratch_dir("jit_bundle");

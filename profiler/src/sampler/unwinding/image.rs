@@ -19,6 +19,13 @@ pub struct SectionBytes {
     range: Range<usize>,
 }
 
+impl SectionBytes {
+    /// The bytes `range` of `owner`.
+    pub(crate) fn new(owner: Arc<dyn AsRef<[u8]> + Send + Sync>, range: Range<usize>) -> Self {
+        SectionBytes { owner, range }
+    }
+}
+
 impl Deref for SectionBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

@@ -13,6 +13,7 @@ use crate::format::dataref::MappingKind;
 use crate::format::db::{ModuleInfo, ProfileModuleId};
 use crate::format::vdso::own_vdso;
 use crate::sampler::unwinding::image::{Image, SectionBytes};
+use crate::sampler::unwinding::jitcode::{self, JitDump};
 use crate::sampler::unwinding::namespaces::{self, Seen};
 
 /// The framehop unwinder type used for every process.
@@ -175,6 +176,8 @@ pub struct AddressSpace {
     mappings: Vec<Mapping>,
     statics: Vec<StaticRange>,
     data_mappings: Vec<DataMapping>,
+    /// The jitdumps the process mapped, whose unwinding records framehop is given on demand.
+    jitdumps: Vec<JitDump>,
     /// framehop's view of the same mappings.
     pub unwinder: ProcessUnwinder,
 }
@@ -194,6 +197,12 @@ impl AddressSpace {
         }
         let end = ev.start.saturating_add(ev.len);
         self.unmap(ev.start, end);
+        if jitcode::is_jitdump(ev.path) {
+            self.jitdumps
+                .push(JitDump::new(match namespaces::seen_by(ev.pid, ev.path) {
+                    Seen::Here(file) | Seen::Elsewhere { path: file, .. } => file,
+                }));
+        }
         let (module, image) = modules.get(ev.path, ev.pid);
         let svma_start = image
             .as_ref()
@@ -242,6 +251,30 @@ impl AddressSpace {
         let i = self.mappings.partition_point(|m| m.start <= avma.0);
         let m = self.mappings.get(i.checked_sub(1)?)?;
         (avma.0 < m.end).then(|| (m, Svma(avma.0.wrapping_sub(m.bias))))
+    }
+
+    /// Whether JIT code at `avma` (in no mapping) may be unwound by records its jitdumps have
+    /// not given yet: the process mapped a jitdump, and none covers the address so far.
+    pub(crate) fn may_learn_jit(&self, avma: u64) -> bool {
+        !self.jitdumps.is_empty()
+            && self.mapping_of(Avma(avma)).is_none()
+            && !self.jitdumps.iter().any(|j| j.covers(avma))
+    }
+
+    /// Give framehop the JIT code its jitdumps described since the last call; whether any was
+    /// new.
+    pub(crate) fn learn_jit(&mut self) -> bool {
+        let mut learned = false;
+        for dump in &mut self.jitdumps {
+            for (module, replaced) in dump.take_new() {
+                for start in replaced {
+                    self.unwinder.remove_module(start);
+                }
+                self.unwinder.add_module(module);
+                learned = true;
+            }
+        }
+        learned
     }
 
     /// The module and link-time address of a runtime address, if it is mapped.

@@ -4,6 +4,7 @@
 
 pub(crate) mod cct;
 pub(crate) mod image;
+pub(crate) mod jitcode;
 pub(crate) mod loadmap;
 pub(crate) mod namespaces;
 pub(crate) mod stubs;

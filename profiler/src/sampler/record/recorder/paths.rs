@@ -7,7 +7,7 @@ use framehop::x86_64::CacheX86_64;
 use crate::format::addr::Avma;
 use crate::format::db::{AddrKind, CctNodeId, Frame};
 use crate::sampler::unwinding::loadmap::AddressSpace;
-use crate::sampler::unwinding::unwind::{walk, RawFrame, StackSample, WalkEnd};
+use crate::sampler::unwinding::unwind::{walk, RawFrame, StackSample, Walk, WalkEnd};
 
 use super::{process_entry, PathEntry, PathOutcome, Recorder, ThreadState};
 
@@ -45,6 +45,26 @@ impl Recorder {
         leaf: AddrKind,
     ) -> (CctNodeId, PathOutcome) {
         let mut frames = std::mem::take(&mut self.walk.frames);
+        let mut walked = self.walk_stack(pid, sample, &mut frames);
+        // JIT code whose unwinding records its jitdump has added since: walked again with them.
+        let space = &mut process_entry(&mut self.processes, pid).space;
+        if frames.iter().any(|f| space.may_learn_jit(f.avma)) && space.learn_jit() {
+            walked = self.walk_stack(pid, sample, &mut frames);
+        }
+        self.walk.outer_cfa = walked.outer_cfa;
+        frames[0].kind = leaf;
+        let inserted = self.insert_frames(pid, tid, &frames, walked.end);
+        self.walk.frames = frames;
+        inserted
+    }
+
+    /// Walk `sample`'s stack in process `pid` into `frames` (cleared first).
+    fn walk_stack(
+        &mut self,
+        pid: u32,
+        sample: &StackSample<'_>,
+        frames: &mut Vec<RawFrame>,
+    ) -> Walk {
         frames.clear();
         let process = process_entry(&mut self.processes, pid);
         let (space, stubs) = (&process.space, &mut process.stubs);
@@ -52,18 +72,13 @@ impl Recorder {
             Some(_) => None,
             None => stubs.rule(pid, ra),
         };
-        let walked = walk(
+        walk(
             &space.unwinder,
             &mut self.walk.cache,
             sample,
-            &mut frames,
+            frames,
             &mut stub,
-        );
-        self.walk.outer_cfa = walked.outer_cfa;
-        frames[0].kind = leaf;
-        let inserted = self.insert_frames(pid, tid, &frames, walked.end);
-        self.walk.frames = frames;
-        inserted
+        )
     }
 
     fn frame_of(space: &AddressSpace, f: &RawFrame) -> Frame {
