@@ -7,7 +7,7 @@ use anyhow::anyhow;
 use correlate::{Database, Derived, SourceLimits};
 use profiler::envelope::{write_atomically_with, Replace};
 
-use crate::Failure;
+use crate::{inputs, Failure};
 
 /// The report's flag.
 #[derive(Debug, clap::Args)]
@@ -28,13 +28,7 @@ pub(crate) fn write_report(
     derived: &[Derived],
     file: &Path,
 ) -> Result<String, Failure> {
-    let names: Vec<String> = (metrics.iter())
-        .map(|&m| db.metrics[m].name.clone())
-        .collect();
-    let derived = (derived.iter())
-        .map(|d| d.against(&names))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Failure::BadInput(anyhow!(e)))?;
+    let derived = inputs::derived_over(db, metrics, derived).map_err(Failure::BadInput)?;
     let mut summary = None;
     write_atomically_with(file, Replace::Allowed, |out| {
         summary = Some(correlate::html_report(

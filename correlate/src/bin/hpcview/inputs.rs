@@ -115,6 +115,20 @@ pub(crate) fn metric_choice(
     Ok((shown, derived))
 }
 
+/// `derived` read against the metrics shown (`shown`: indices of `db`'s metrics, in the order
+/// the view shows them), whose columns their formulas then name.
+pub(crate) fn derived_over(
+    db: &Database,
+    shown: &[usize],
+    derived: &[Derived],
+) -> anyhow::Result<Vec<Derived>> {
+    let names: Vec<String> = (shown.iter())
+        .map(|&m| db.metrics[m].name.clone())
+        .collect();
+    let read = derived.iter().map(|d| d.against(&names));
+    Ok(read.collect::<Result<Vec<_>, _>>()?)
+}
+
 /// At most ten items joined by `, `, then how many more.
 pub(crate) fn list(items: impl Iterator<Item = String>) -> String {
     let items: Vec<String> = items.collect();

@@ -113,11 +113,7 @@ fn on_database(args: &Args, mode: DbMode) -> Result<String, Failure> {
         DbMode::Tree { kind, shown } => {
             let mut view = ViewTree::from_database(&db, kind, &selection);
             view.select_metrics(&metrics);
-            let names: Vec<String> = view.metrics.iter().map(|m| m.name.clone()).collect();
-            view.derived = (derived.iter())
-                .map(|d| d.against(&names))
-                .collect::<Result<_, _>>()
-                .map_err(|e| bad(anyhow::Error::from(e)))?;
+            view.derived = inputs::derived_over(&db, &metrics, &derived).map_err(bad)?;
             shape::apply(&args.shape, &mut view)?;
             show_tree(args, &view, &path, shown)
         }
