@@ -92,7 +92,8 @@ macro_rules! say_line {
 
 pub use prof::cache::StructureCache;
 pub use prof::correlation::{
-    correlate, finish_enriched, gather_share, prepare, summary_text, Options, Partial, Summary,
+    correlate, finish_enriched, gather_share, prepare, summary_text, summary_warnings, Options,
+    Partial, Summary,
 };
 pub use prof::error::CorrelateError;
 pub use prof::inputs::{classify, InputKind};

@@ -137,6 +137,12 @@ fn own_structure_file_matches_on_the_fly_analysis() {
         a.nodes, b.nodes,
         "same tree from the file and from the binary"
     );
+    // Quiet (-q): the same tree, and nothing said on success.
+    let quiet = dir.join("quiet.hpcdb");
+    let o = hpcprof(&dir, &[&profile], &["-q", "-o", quiet.to_str().unwrap()]);
+    assert!(o.status.success() && o.stderr.is_empty(), "{}", stderr(&o));
+    let quiet = Database::read(&quiet).unwrap();
+    assert_eq!(top_down(&quiet, &Selection::All).nodes, a.nodes);
 }
 
 #[test]

@@ -344,11 +344,18 @@ pub fn summary_text(tool: &str, summary: &Summary, output: &Path) -> String {
     for line in &summary.jit {
         text.push_str(&format!("\n  {line}"));
     }
-    for w in &summary.warnings {
-        text.push_str(&format!("\nwarning: {w}"));
-    }
-    for s in &summary.skipped {
-        text.push_str(&format!("\nwarning: skipped {s}"));
+    for w in summary_warnings(summary) {
+        text.push_str(&format!("\n{w}"));
     }
     text
+}
+
+/// The summary's warnings, one line each (what `hpcprof-rs -q` still prints).
+pub fn summary_warnings(summary: &Summary) -> Vec<String> {
+    let warnings = summary.warnings.iter().map(|w| format!("warning: {w}"));
+    let skipped = summary
+        .skipped
+        .iter()
+        .map(|s| format!("warning: skipped {s}"));
+    warnings.chain(skipped).collect()
 }

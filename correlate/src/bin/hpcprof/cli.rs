@@ -7,8 +7,8 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use correlate::hpctoolkit::{self, HpctoolkitError};
 use correlate::{
-    summary_text, CorrelateError, Database, DatabaseError, Derived, FormulaError, InputKind,
-    Options, StructureCache, Summary,
+    summary_text, summary_warnings, CorrelateError, Database, DatabaseError, Derived, FormulaError,
+    InputKind, Options, StructureCache, Summary,
 };
 use profiler::addr::Svma;
 
@@ -74,6 +74,10 @@ pub(crate) struct Args {
         requires = "hpctoolkit"
     )]
     metrics: Vec<String>,
+
+    /// No summary: only warnings and errors are printed.
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 /// The arguments of the tool called `name` (clap exits with status 2 on a usage error, 0 for
@@ -140,7 +144,12 @@ fn write(args: &Args, name: &str, db: &Database, summary: &Summary) -> anyhow::R
     } else {
         db.write_new(&output).map_err(CorrelateError::Database)?;
     }
-    correlate::say_line!("{}", summary_text(name, summary, &output));
+    match args.quiet {
+        true => summary_warnings(summary)
+            .iter()
+            .for_each(|w| correlate::say_line!("{w}")),
+        false => correlate::say_line!("{}", summary_text(name, summary, &output)),
+    }
     Ok(if summary.skipped.is_empty() { 0 } else { 3 })
 }
 
