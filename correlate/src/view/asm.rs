@@ -125,8 +125,9 @@ pub fn hottest(db: &Database, limit: usize, min_share: f64) -> Vec<AsmView> {
     };
     let least = (run * min_share).max(1.0);
     let stores = bundle_stores(db);
-    let mut opened = Vec::new();
-    let mut candidates = Vec::new();
+    // Each module's costliest listings (no more than `limit`), made before the next module's
+    // binary is read, so that one binary at a time is in memory.
+    let mut listed: Vec<(u64, AsmView)> = Vec::new();
     for i in 0..db.modules.len() {
         let module = DbModuleId::from_index(i);
         let costs = db.instructions.in_module(module);
@@ -137,22 +138,27 @@ pub fn hottest(db: &Database, limit: usize, min_share: f64) -> Vec<AsmView> {
         let Ok(code) = ModuleCode::open(db, module, &stores, None) else {
             continue;
         };
+        let mut candidates = Vec::new();
         for p in code.tree.procedures() {
             let cost = (code.tree.get(p).ranges.iter())
                 .map(|r| in_range(costs, r).iter().map(first).sum::<u64>())
                 .sum::<u64>();
             if cost as f64 >= least {
-                candidates.push((cost, opened.len(), code.tree.get(p).name.clone(), p));
+                candidates.push((cost, code.tree.get(p).name.clone(), p));
             }
         }
-        opened.push(code);
+        candidates.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let views = (candidates.into_iter())
+            .filter_map(|(cost, _, scope)| Some((cost, code.listing_of(db, scope).ok()?)))
+            .filter(|(_, v)| v.lines.len() <= MAX_LISTED)
+            .take(limit);
+        listed.extend(views);
     }
-    candidates.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.2.cmp(&b.2)));
-    (candidates.iter())
-        .filter_map(|&(_, at, _, scope)| opened[at].listing_of(db, scope).ok())
-        .filter(|v| v.lines.len() <= MAX_LISTED)
-        .take(limit)
-        .collect()
+    listed.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then_with(|| a.1.procedure.cmp(&b.1.procedure))
+    });
+    listed.into_iter().take(limit).map(|(_, v)| v).collect()
 }
 
 /// The first metric's value at instruction `c`, in user and kernel mode.
