@@ -175,8 +175,10 @@ fn jit_code_without_a_frame_pointer_is_unwound_by_its_jitdumps_records() {
     for (path, _) in found {
         assert!(
             path.iter().any(|p| p == "<partial call paths>")
-                && !path.iter().any(|p| p == "run_jit"),
-            "without its unwinding record: {path:?}"
+                && !path
+                    .iter()
+                    .any(|p| p == "run_jit" || p.contains("[unmapped]")),
+            "without its unwinding record, nothing taken for its caller: {path:?}"
         );
     }
 }

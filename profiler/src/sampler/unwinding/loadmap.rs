@@ -178,6 +178,9 @@ pub struct AddressSpace {
     data_mappings: Vec<DataMapping>,
     /// The jitdumps the process mapped, whose unwinding records framehop is given on demand.
     jitdumps: Vec<JitDump>,
+    /// Executable memory of no file (JIT code, trampolines): where a return address may also
+    /// point.
+    anonymous_code: Vec<std::ops::Range<u64>>,
     /// framehop's view of the same mappings.
     pub unwinder: ProcessUnwinder,
 }
@@ -187,12 +190,15 @@ impl AddressSpace {
     /// unmap records). Anonymous mappings and kernel pseudo-mappings other than `[vdso]` are
     /// ignored: their addresses stay unmapped.
     pub fn map(&mut self, ev: MapEvent<'_>, modules: &mut ModuleRegistry) {
-        if ev.len == 0 || ev.path.is_empty() || ev.path.starts_with("//anon") {
+        if ev.len == 0 {
             return;
         }
-        if ev.path.starts_with('[') && ev.path != "[vdso]" {
-            // `[vsyscall]`, `[uprobes]`, `[anon:...]`: no file to unwind through or name code
-            // with; their addresses stay unmapped like anonymous code.
+        let anonymous = ev.path.is_empty() || ev.path.starts_with("//anon");
+        if anonymous || (ev.path.starts_with('[') && ev.path != "[vdso]") {
+            // JIT code, `[vsyscall]`, `[uprobes]`, `[anon:...]`: no file to unwind through or
+            // name code with; their addresses stay unmapped, but are code.
+            self.anonymous_code
+                .push(ev.start..ev.start.saturating_add(ev.len));
             return;
         }
         let end = ev.start.saturating_add(ev.len);
@@ -251,6 +257,15 @@ impl AddressSpace {
         let i = self.mappings.partition_point(|m| m.start <= avma.0);
         let m = self.mappings.get(i.checked_sub(1)?)?;
         (avma.0 < m.end).then(|| (m, Svma(avma.0.wrapping_sub(m.bias))))
+    }
+
+    /// Whether `avma` is in executable memory the process mapped (a module or anonymous
+    /// code): where a return address can point. A frame-pointer step through code without
+    /// unwind information may read any data as a return address; one outside the code is no
+    /// caller.
+    pub(crate) fn is_code(&self, avma: u64) -> bool {
+        self.mapping_of(Avma(avma)).is_some()
+            || self.anonymous_code.iter().any(|r| r.contains(&avma))
     }
 
     /// Whether JIT code at `avma` (in no mapping) may be unwound by records its jitdumps have
@@ -371,6 +386,29 @@ mod tests {
         space.map_data(0x5800, 0x1000, "[stack]");
         assert_eq!(kind(&space, 0x5000), None, "the overlapped mapping is gone");
         assert_eq!(kind(&space, 0x5800), Some(MappingKind::Stack));
+    }
+
+    #[test]
+    fn return_addresses_may_point_into_modules_and_anonymous_code_only() {
+        let mut modules = ModuleRegistry::default();
+        let mut space = AddressSpace::default();
+        space.load_proc_maps(std::process::id(), &mut modules);
+        assert!(space.is_code(libc::getpid as *const () as u64), "libc");
+        let jit = |start| MapEvent {
+            start,
+            len: 0x1000,
+            pgoff: 0,
+            path: "//anon",
+            pid: 1,
+        };
+        space.map(jit(0x7000_0000), &mut modules);
+        assert!(
+            space.is_code(0x7000_0ff8),
+            "anonymous executable memory: JIT code"
+        );
+        assert!(!space.is_code(0x7000_1000));
+        let data = [0u64; 4];
+        assert!(!space.is_code(data.as_ptr() as u64), "the stack is no code");
     }
 
     #[test]

@@ -63,12 +63,16 @@ pub const MAX_FRAMES: usize = 100_000;
 /// Walk `sample`'s stack, appending frames (innermost first) to `frames`. `stub` gives the
 /// rule for a return address into code no module covers that hpcrun-rs recognises (see
 /// [`crate::sampler::unwinding::stubs`]); such a frame is unwound by that rule, not framehop's.
+/// `is_code` says whether an address is in the process's executable memory: a return address
+/// outside it (data that a frame-pointer step through code without unwind information took
+/// for one) ends the walk as failed rather than become a frame.
 pub fn walk(
     unwinder: &ProcessUnwinder,
     cache: &mut CacheX86_64,
     sample: &StackSample<'_>,
     frames: &mut Vec<RawFrame>,
     stub: &mut dyn FnMut(u64) -> Option<StubRule>,
+    is_code: &dyn Fn(u64) -> bool,
 ) -> Walk {
     let stack_end = sample.sp.saturating_add(sample.stack.len() as u64);
     let mut read = |addr: u64| -> Result<u64, ()> {
@@ -106,6 +110,7 @@ pub fn walk(
         };
         match step {
             Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
+                Some(_) if !is_code(ra) => return done(WalkEnd::Failed),
                 Some(next) => {
                     address = next;
                     frames.push(RawFrame {

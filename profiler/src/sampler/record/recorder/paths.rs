@@ -72,12 +72,14 @@ impl Recorder {
             Some(_) => None,
             None => stubs.rule(pid, ra),
         };
+        let is_code = |avma: u64| space.is_code(avma);
         walk(
             &space.unwinder,
             &mut self.walk.cache,
             sample,
             frames,
             &mut stub,
+            &is_code,
         )
     }
 
