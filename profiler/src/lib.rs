@@ -62,8 +62,8 @@
 // The profile.db format (always built): what readers of a profile compile.
 mod format;
 pub use format::{
-    addr, builder, bundle, dataref, db, debugfiles, envelope, job, openmp, sections, trace, vdso,
-    watchdb,
+    addr, builder, bundle, dataref, db, debugfiles, envelope, jitdump, job, openmp, sections,
+    trace, vdso, watchdb,
 };
 
 // The sampler (feature `sampler`, on by default): perf_event_open, unwinding, hpcrun-rs.

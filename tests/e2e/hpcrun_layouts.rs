@@ -231,8 +231,12 @@ fn a_dlopened_library_linked_by_lld() {
         "run_dlopen",
         &["-O2", "-g", "-fomit-frame-pointer", "-ldl"],
     );
-    let (profile, stdout) =
-        measure_with_output(&dir, "run_dlopen", &exe, &[lib.to_str().unwrap(), "600"]);
+    let (profile, stdout) = measure_with_output(
+        &dir,
+        "run_dlopen",
+        &exe,
+        &[lib.to_str().unwrap(), "60", "10"],
+    );
     let clocks = work_clocks(&stdout);
     let truth = clocks["lib"] / (clocks["lib"] + clocks["main"]);
     let s = split(&profile);

@@ -75,7 +75,7 @@ pub(crate) fn hatchet_rows(python: &Path, dir: &Path) -> Vec<Row> {
 
 /// A function name as hatchet shortens it (at the first ` [`, `.`, `@`, `(` or `<` that does
 /// not start it).
-fn hatchet_function(name: &str) -> String {
+pub(crate) fn hatchet_function(name: &str) -> String {
     let mut name = name.to_string();
     for cut in [" [", ".", "@", "(", "<"] {
         if let Some(i) = name.find(cut).filter(|&i| i > 0) {

@@ -17,7 +17,7 @@ use crate::export_support::correlate as correlate_profiles;
 use crate::export_support::{
     available, go_available, go_pprof, measure_events, speedscope_import, speedscope_package,
 };
-use crate::hpctoolkit_db::hatchet_python;
+use crate::hpctoolkit_db::{hatchet_function, hatchet_python};
 use crate::support::{compile, run, run_ok, scratch_dir, tool_command};
 
 /// Per frame name, (exclusive, inclusive) cost of one metric.
@@ -79,7 +79,7 @@ fn flat_truth(db: &Path, m: usize) -> Truth {
         let inner = inner_excl(n, m, is_frame);
         frames.insert(name.clone(), (excl - inner, incl));
         if n["kind"] != "loop" {
-            let short = hatchet_name(n["name"].as_str().unwrap().trim_start_matches("[I] "));
+            let short = hatchet_function(n["name"].as_str().unwrap().trim_start_matches("[I] "));
             *short_count.entry(short.clone()).or_default() += 1;
             let inlined = inner_excl(n, m, |c: &Value| c["kind"] == "inlined");
             functions.insert(short, (excl - inlined, incl));
@@ -285,18 +285,6 @@ for root in gf.graph.roots:
 print(json.dumps(out))
 "#;
 
-/// A function's name as hatchet shortens it: at the first ` [`, `.`, `@`, `(` or `<` that does
-/// not start it.
-fn hatchet_name(name: &str) -> String {
-    let mut name = name.to_string();
-    for cut in [" [", ".", "@", "(", "<"] {
-        if let Some(i) = name.find(cut).filter(|&i| i > 0) {
-            name.truncate(i);
-        }
-    }
-    format!("function: {name}")
-}
-
 /// The names of the top-down view of `db` that occur under `<partial call paths>`, which hatchet
 /// does not read (it reads the main entry point only).
 fn partial_names(db: &Path) -> Vec<String> {
@@ -316,7 +304,7 @@ fn partial_names(db: &Path) -> Vec<String> {
         names.extend(
             n["name"]
                 .as_str()
-                .map(|n| hatchet_name(n.trim_start_matches("[I] "))),
+                .map(|n| hatchet_function(n.trim_start_matches("[I] "))),
         );
         stack.extend(children(&n));
     }

@@ -6,10 +6,9 @@
 
 use std::io::Read;
 
-use crate::prof::jitname::{symbol, JitSymbol};
+use profiler::jitdump::{first_record, records, u64_at, CODE_LOAD, CODE_MOVE};
 
-/// The first four bytes of a jitdump written on a little-endian machine ("JiTD").
-const MAGIC: u32 = 0x4A69_5444;
+use crate::prof::jitname::{symbol, JitSymbol};
 
 /// The functions the jitdump `file` loaded (a moved one at each place it went), as (start,
 /// end, symbol) in the order of its records; `None` where it does not read as one.
@@ -21,26 +20,19 @@ pub(crate) fn read(mut file: impl Read) -> Option<Vec<(u64, u64, JitSymbol)>> {
 
 /// The functions of a jitdump's bytes (see [`read`]).
 fn parse(bytes: &[u8]) -> Option<Vec<(u64, u64, JitSymbol)>> {
-    if u32_at(bytes, 0)? != MAGIC {
-        return None;
-    }
-    let mut at = u32_at(bytes, 8)? as usize;
     let mut functions: Vec<(u64, u64, JitSymbol)> = Vec::new();
     let mut by_index: std::collections::BTreeMap<u64, usize> = Default::default();
-    while let (Some(id), Some(size)) = (u32_at(bytes, at), u32_at(bytes, at + 4)) {
-        let size = size as usize;
-        let Some(body) = bytes.get(at + 16..at + size).filter(|_| size >= 16) else {
-            break;
-        };
-        match id {
-            0 => {
+    for record in records(bytes, first_record(bytes)?).0 {
+        let body = record.body;
+        match record.id {
+            CODE_LOAD => {
                 let (addr, len, index) = (u64_at(body, 16)?, u64_at(body, 24)?, u64_at(body, 32)?);
                 let name = body.get(40..)?.split(|&b| b == 0).next()?;
                 let name = String::from_utf8_lossy(name);
                 by_index.insert(index, functions.len());
                 functions.push((addr, addr.saturating_add(len), symbol(&name)));
             }
-            1 => {
+            CODE_MOVE => {
                 let (to, len, index) = (u64_at(body, 24)?, u64_at(body, 32)?, u64_at(body, 40)?);
                 if let Some(&i) = by_index.get(&index) {
                     let moved = (to, to.saturating_add(len), functions[i].2.clone());
@@ -50,22 +42,15 @@ fn parse(bytes: &[u8]) -> Option<Vec<(u64, u64, JitSymbol)>> {
             }
             _ => {}
         }
-        at += size;
     }
     Some(functions)
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use profiler::jitdump::MAGIC;
 
     /// A record: id, size, time, then `body`.
     fn record(id: u32, body: &[u8]) -> Vec<u8> {

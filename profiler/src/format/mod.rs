@@ -11,6 +11,7 @@ pub mod dataref;
 pub mod db;
 pub mod debugfiles;
 pub mod envelope;
+pub mod jitdump;
 pub mod job;
 pub mod openmp;
 pub(crate) mod procmaps;

@@ -14,23 +14,8 @@ use std::sync::Arc;
 
 use framehop::{ExplicitModuleSectionInfo, Module};
 
+use crate::format::jitdump::{first_record, records, u64_at, CODE_LOAD, UNWINDING_INFO};
 use crate::sampler::unwinding::image::SectionBytes;
-
-/// The first four bytes of a jitdump written on a little-endian machine ("JiTD").
-const MAGIC: u32 = 0x4A69_5444;
-/// Record ids: a function's code loaded, and the unwinding information of the next one loaded.
-const CODE_LOAD: u32 = 0;
-const UNWINDING_INFO: u32 = 4;
-/// Bytes of every record's prefix: id, size, time.
-const PREFIX: usize = 16;
-
-/// Whether `path` names a jitdump: a file `jit-PID.dump`.
-pub(crate) fn is_jitdump(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    name.strip_prefix("jit-")
-        .and_then(|n| n.strip_suffix(".dump"))
-        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-}
 
 /// One process's jitdump, read so far.
 #[derive(Debug, Clone)]
@@ -69,36 +54,28 @@ impl JitDump {
         let Some(bytes) = self.appended() else {
             return Vec::new();
         };
-        let mut at = 0;
-        if self.read_to == 0 {
-            if u32_at(&bytes, 0) != Some(MAGIC) {
-                return Vec::new();
-            }
-            let Some(header) = u32_at(&bytes, 8).filter(|&h| h as usize <= bytes.len()) else {
-                return Vec::new();
-            };
-            at = header as usize;
-        }
+        let at = match self.read_to {
+            0 => first_record(&bytes),
+            _ => Some(0),
+        };
+        let Some(at) = at else {
+            return Vec::new();
+        };
+        let (records, end) = records(&bytes, at);
         let mut modules = Vec::new();
-        while let (Some(id), Some(size)) = (u32_at(&bytes, at), u32_at(&bytes, at + 4)) {
-            let size = size as usize;
-            let Some(body) = bytes.get(at + PREFIX..at + size).filter(|_| size >= PREFIX) else {
-                break; // a record not yet written whole
-            };
-            match id {
-                UNWINDING_INFO => self.pending = unwinding_data(body),
+        for record in records {
+            match record.id {
+                UNWINDING_INFO => self.pending = unwinding_data(record.body),
                 CODE_LOAD => {
                     let unwinding = self.pending.take();
-                    if let Some(m) = unwinding.and_then(|(data, hdr)| self.module(body, data, hdr))
-                    {
-                        modules.push(m);
-                    }
+                    let made =
+                        unwinding.and_then(|(data, hdr)| self.module(record.body, data, hdr));
+                    modules.extend(made);
                 }
                 _ => {}
             }
-            at += size;
         }
-        self.read_to += at as u64;
+        self.read_to += end as u64;
         modules
     }
 
@@ -159,26 +136,13 @@ fn unwinding_data(body: &[u8]) -> Option<(Vec<u8>, usize)> {
     (hdr > 0 && hdr < size).then(|| (data.to_vec(), hdr))
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::jitdump::MAGIC;
 
-    #[test]
-    fn jitdumps_are_known_by_their_names() {
-        assert!(is_jitdump("/tmp/jit-4711.dump"));
-        assert!(is_jitdump("jit-1.dump"));
-        assert!(!is_jitdump("/tmp/jit-.dump"));
-        assert!(!is_jitdump("/tmp/jit-12.dump.old"));
-        assert!(!is_jitdump("/usr/lib/libjit-12.so"));
-    }
+    /// Bytes of every record's prefix: id, size, time.
+    const PREFIX: usize = 16;
 
     /// A record: id, size, time, then `body`.
     fn record(id: u32, body: &[u8]) -> Vec<u8> {

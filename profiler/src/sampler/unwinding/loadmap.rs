@@ -13,7 +13,7 @@ use crate::format::dataref::MappingKind;
 use crate::format::db::{ModuleInfo, ProfileModuleId};
 use crate::format::vdso::own_vdso;
 use crate::sampler::unwinding::image::{Image, SectionBytes};
-use crate::sampler::unwinding::jitcode::{self, JitDump};
+use crate::sampler::unwinding::jitcode::JitDump;
 use crate::sampler::unwinding::namespaces::{self, Seen};
 
 /// The framehop unwinder type used for every process.
@@ -203,7 +203,7 @@ impl AddressSpace {
         }
         let end = ev.start.saturating_add(ev.len);
         self.unmap(ev.start, end);
-        if jitcode::is_jitdump(ev.path) {
+        if crate::format::bundle::jitdump_pid(ev.path).is_some() {
             self.jitdumps
                 .push(JitDump::new(match namespaces::seen_by(ev.pid, ev.path) {
                     Seen::Here(file) | Seen::Elsewhere { path: file, .. } => file,
