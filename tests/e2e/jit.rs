@@ -183,6 +183,52 @@ fn jit_code_without_a_frame_pointer_is_unwound_by_its_jitdumps_records() {
     }
 }
 
+/// Code a JIT replaced at the same address is named by the load in effect when each sample was
+/// taken: the fixture loads its loop as `jit_first`, runs it, loads it again where it was as
+/// `jit_second` and runs it half as long; each name gets its own run's time by the thread's
+/// clock (named by the last load alone, `jit_second` would take both).
+#[test]
+fn replaced_jit_code_is_named_by_the_load_in_effect_at_each_sample() {
+    let dir = scratch_dir("jit_replace");
+    compile("jit_loop.c", &dir, "jit", &["-O2", "-g"]);
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock@f2000", "-o", "replace.db"])
+            .args(["./jit", "1000000000", "replace"])
+            .current_dir(&dir),
+    );
+    let _dump = MapFile(PathBuf::from(
+        stdout.split_whitespace().nth(1).expect("the dump's path"),
+    ));
+    run_ok(
+        tool_command("hpcprof-rs")
+            .args(["replace.db", "-o", "replace.hpcdb"])
+            .current_dir(&dir),
+    );
+    let flat: Value = serde_json::from_str(&run_ok(
+        tool_command("hpcview-rs")
+            .args(["replace.hpcdb", "--flat", "--json", "--threshold", "0"])
+            .current_dir(&dir),
+    ))
+    .unwrap();
+    let clocks = work_clocks(&stdout);
+    let sampled = |name: &str| {
+        let mut found = Vec::new();
+        find(&flat["root"], name, &mut Vec::new(), &mut found);
+        assert_eq!(found.len(), 1, "{name}: {flat}");
+        found[0].1["incl"][0].as_f64().unwrap()
+    };
+    let (first, second) = (sampled("jit_first"), sampled("jit_second"));
+    // Shares of the two runs, not times against the clocks: the sampling clock runs through
+    // time the virtual machine's host takes, the thread's clock does not.
+    let got = first / (first + second);
+    let want = clocks["first"] / (clocks["first"] + clocks["second"]);
+    assert!(
+        (got - want).abs() <= 0.05,
+        "jit_first has {got:.3} of the two runs' samples, their clocks say {want:.3} ({clocks:?})"
+    );
+}
+
 #[test]
 fn a_bundled_measurement_carries_its_perf_map_and_jitdump() {
     let dir = scratch_dir("jit_bundle");

@@ -261,7 +261,7 @@ pub mod symbols {
                 Frame::Partial => "<partial call paths>".into(),
                 Frame::Kernel => "<kernel>".into(),
                 Frame::Blocked(reason) => reason.label().into(),
-                Frame::Unmapped { avma, .. } => format!("{avma:#x}"),
+                Frame::Unmapped { avma, .. } | Frame::Jit { avma, .. } => format!("{avma:#x}"),
                 Frame::Code { module, addr, kind } => {
                     let path = &self.profile.modules[module.index()].path;
                     let base = path.rsplit('/').next().unwrap_or(path).to_string();

@@ -56,6 +56,7 @@ pub(crate) static DATABASE_FILE: FileKind = FileKind {
     version: 8,
     oldest: 1,
     checked_since: 2,
+    version_summed_since: u32::MAX,
     noun: "database",
     writer: "hpcprof-rs",
 };

@@ -42,6 +42,7 @@ static CACHE_ENTRY: FileKind = FileKind {
     version: 5,
     oldest: 5,
     checked_since: 4,
+    version_summed_since: u32::MAX,
     noun: "structure cache entry",
     writer: "hpcprof-rs",
 };
@@ -52,6 +53,7 @@ static DATA_ENTRY: FileKind = FileKind {
     version: 2,
     oldest: 2,
     checked_since: 1,
+    version_summed_since: u32::MAX,
     noun: "data layout cache entry",
     writer: "hpcprof-rs",
 };

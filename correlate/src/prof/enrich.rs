@@ -167,9 +167,13 @@ impl<'a> Enricher<'a> {
             Frame::Partial => Rc::new([NodeKey::pseudo(NodeKind::Partial, "<partial call paths>")]),
             Frame::Kernel => Rc::new([NodeKey::pseudo(NodeKind::Kernel, "<kernel>")]),
             Frame::Blocked(reason) => Rc::new([NodeKey::pseudo(NodeKind::Kernel, reason.label())]),
-            Frame::Unmapped { avma, kind } => {
+            Frame::Unmapped { avma, kind } | Frame::Jit { avma, kind, .. } => {
                 let addr = kind.lookup(avma);
-                match self.jit.symbol(pid, addr.0) {
+                let symbol = match frame {
+                    Frame::Jit { load, .. } => self.jit.symbol_of_load(pid, load, addr.0),
+                    _ => self.jit.symbol(pid, addr.0),
+                };
+                match symbol {
                     Some(symbol) => Rc::new([self.jit_key(symbol)]),
                     None => {
                         self.unknown.insert((None, addr.0));

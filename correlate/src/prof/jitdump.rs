@@ -10,40 +10,61 @@ use profiler::jitdump::{first_record, records, u64_at, CODE_LOAD, CODE_MOVE};
 
 use crate::prof::jitname::{symbol, JitSymbol};
 
-/// The functions the jitdump `file` loaded (a moved one at each place it went), as (start,
-/// end, symbol) in the order of its records; `None` where it does not read as one.
-pub(crate) fn read(mut file: impl Read) -> Option<Vec<(u64, u64, JitSymbol)>> {
+/// One function placed by a jitdump record: start, end and symbol.
+pub(crate) type Placed = (u64, u64, JitSymbol);
+
+/// What each code-load and code-move record of the jitdump `file` placed, in record order (a
+/// moved function at each place it went; `None` for a record that does not read, or moves code
+/// no record loaded): the loads that hpcrun-rs's JIT frames number. `None` where the file does
+/// not read as a jitdump.
+pub(crate) fn read(mut file: impl Read) -> Option<Vec<Option<Placed>>> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).ok()?;
     parse(&bytes)
 }
 
-/// The functions of a jitdump's bytes (see [`read`]).
-fn parse(bytes: &[u8]) -> Option<Vec<(u64, u64, JitSymbol)>> {
-    let mut functions: Vec<(u64, u64, JitSymbol)> = Vec::new();
+/// The loads of a jitdump's bytes (see [`read`]).
+fn parse(bytes: &[u8]) -> Option<Vec<Option<Placed>>> {
+    let mut loads: Vec<Option<Placed>> = Vec::new();
     let mut by_index: std::collections::BTreeMap<u64, usize> = Default::default();
     for record in records(bytes, first_record(bytes)?).0 {
         let body = record.body;
-        match record.id {
-            CODE_LOAD => {
-                let (addr, len, index) = (u64_at(body, 16)?, u64_at(body, 24)?, u64_at(body, 32)?);
-                let name = body.get(40..)?.split(|&b| b == 0).next()?;
-                let name = String::from_utf8_lossy(name);
-                by_index.insert(index, functions.len());
-                functions.push((addr, addr.saturating_add(len), symbol(&name)));
-            }
+        let placed = match record.id {
+            CODE_LOAD => loaded(body).inspect(|_| {
+                by_index.extend(u64_at(body, 32).map(|index| (index, loads.len())));
+            }),
             CODE_MOVE => {
-                let (to, len, index) = (u64_at(body, 24)?, u64_at(body, 32)?, u64_at(body, 40)?);
-                if let Some(&i) = by_index.get(&index) {
-                    let moved = (to, to.saturating_add(len), functions[i].2.clone());
-                    by_index.insert(index, functions.len());
-                    functions.push(moved);
+                let moved = |(to, len, index): (u64, u64, u64)| {
+                    let from = loads.get(*by_index.get(&index)?)?.as_ref()?;
+                    Some((to, to.saturating_add(len), from.2.clone()))
+                };
+                let placed = moved_to(body).and_then(moved);
+                if placed.is_some() {
+                    by_index.extend(u64_at(body, 40).map(|index| (index, loads.len())));
                 }
+                placed
             }
-            _ => {}
-        }
+            _ => continue,
+        };
+        loads.push(placed);
     }
-    Some(functions)
+    Some(loads)
+}
+
+/// The function a code-load record's body loads.
+fn loaded(body: &[u8]) -> Option<Placed> {
+    let (addr, len) = (u64_at(body, 16)?, u64_at(body, 24)?);
+    let name = body.get(40..)?.split(|&b| b == 0).next()?;
+    Some((
+        addr,
+        addr.saturating_add(len),
+        symbol(&String::from_utf8_lossy(name)),
+    ))
+}
+
+/// Where a code-move record's body moves code: new address, size and the code's index.
+fn moved_to(body: &[u8]) -> Option<(u64, u64, u64)> {
+    Some((u64_at(body, 24)?, u64_at(body, 32)?, u64_at(body, 40)?))
 }
 
 #[cfg(test)]
@@ -86,7 +107,7 @@ mod tests {
         }
         bytes.extend(record(1, &moved));
         bytes.extend(record(3, &[])); // close
-        let functions = parse(&bytes).unwrap();
+        let functions: Vec<Placed> = parse(&bytes).unwrap().into_iter().flatten().collect();
         assert_eq!(functions.len(), 2);
         assert_eq!((functions[0].0, functions[0].1), (0x1000, 0x1040));
         assert_eq!(functions[0].2.name, "py::fib");

@@ -31,6 +31,8 @@ struct JitMap {
     functions: Vec<Function>,
     /// The files read: the perf map, the jitdump.
     sources: Vec<PathBuf>,
+    /// What each of the jitdump's code-load and code-move records placed, in record order.
+    loads: Vec<Option<jitdump::Placed>>,
 }
 
 /// One function of a map: start, end, symbol, and the index of the file it came from.
@@ -173,6 +175,27 @@ impl JitMaps {
         None
     }
 
+    /// The function that load `load` of a jitdump placed at runtime address `addr` (hpcrun-rs's
+    /// JIT frames: the load in effect when the sample was taken), from the jitdump of process
+    /// `pid` or, where it has none, of its nearest ancestor that has one; else, as
+    /// [`JitMaps::symbol`], the function at the address.
+    pub(crate) fn symbol_of_load(&mut self, pid: u32, load: u32, addr: u64) -> Option<JitSymbol> {
+        let mut process = pid;
+        for _ in 0..MAX_ANCESTORS {
+            if self.dumps.contains_key(&process) {
+                self.own_symbol(process, addr)?; // read the map; count the address as named
+                let map = self.maps.get(&(process, self.run.0))?.as_ref()?;
+                let placed = map.loads.get(load as usize)?.as_ref();
+                return match placed.filter(|(start, end, _)| (*start..*end).contains(&addr)) {
+                    Some((_, _, symbol)) => Some(symbol.clone()),
+                    None => self.symbol(pid, addr),
+                };
+            }
+            process = *self.parents.get(&process).filter(|&&p| p != process)?;
+        }
+        self.symbol(pid, addr)
+    }
+
     /// The function at `addr` in process `pid`'s own map.
     fn own_symbol(&mut self, pid: u32, addr: u64) -> Option<JitSymbol> {
         let run = self.run;
@@ -224,6 +247,7 @@ fn read_maps(
 ) -> Option<JitMap> {
     let mut lines: Vec<Function> = Vec::new();
     let mut sources = Vec::new();
+    let mut loads = Vec::new();
     if let Some(file) = trusted(map, run, used) {
         let n = sources.len();
         lines.extend(parse_text(BufReader::new(file)).map(|(a, b, s)| (a, b, s, n)));
@@ -232,11 +256,16 @@ fn read_maps(
     if let Some(path) = dump {
         if let Some(loaded) = trusted(path, run, used).and_then(jitdump::read) {
             let n = sources.len();
-            lines.extend(loaded.into_iter().map(|(a, b, s)| (a, b, s, n)));
+            let placed = loaded.iter().flatten().cloned();
+            lines.extend(placed.map(|(a, b, s)| (a, b, s, n)));
             sources.push(path.clone());
+            loads = loaded;
         }
     }
-    (!sources.is_empty()).then(|| index(lines, sources))
+    (!sources.is_empty()).then(|| JitMap {
+        loads,
+        ..index(lines, sources)
+    })
 }
 
 /// The file at `path`, opened, if it is a regular file owned by the user correlating or by
@@ -274,7 +303,11 @@ fn index(mut lines: Vec<Function>, sources: Vec<PathBuf>) -> JitMap {
         .map(|i| std::mem::replace(&mut lines[i], (0, 0, empty(), 0)))
         .collect();
     functions.sort_by_key(|f| f.0);
-    JitMap { functions, sources }
+    JitMap {
+        functions,
+        sources,
+        loads: Vec::new(),
+    }
 }
 
 /// A placeholder for a line moved out.

@@ -116,6 +116,18 @@ pub enum Frame {
     /// Why a thread was off the CPU (`off-cpu`), below the `<kernel>` frame of the context it
     /// switched away in, as the kernel's call chain at the switch says (format version 10).
     Blocked(BlockReason),
+    /// An address in JIT code that the process's jitdump loaded (format version 11; the last
+    /// variant, so that older files' variants keep their numbers): `load` is the jitdump's
+    /// code-load or code-move record in effect at the sample's time, counted from 0 among those
+    /// records, so that code put where other code was before is told apart.
+    Jit {
+        /// Runtime address in the process.
+        avma: Avma,
+        /// Sampled instruction pointer or return address.
+        kind: AddrKind,
+        /// The load in effect (see above).
+        load: u32,
+    },
 }
 
 /// Why a thread left the CPU, by the kernel function it switched away in.

@@ -1,7 +1,7 @@
 //! The `profile.db` format: what one `hpcrun-rs` run measured.
 //!
 //! A file is one [`Profile`] in the tools' common [envelope](crate::format::envelope) (magic
-//! `HPCRUNRS`, version 10: checksummed, then [tagged sections](crate::format::sections), each
+//! `HPCRUNRS`, version 11: checksummed, then [tagged sections](crate::format::sections), each
 //! one postcard value: 1 the profile, the module checksums, the [data references](crate::format::dataref), the data-source
 //! histograms of precise memory samples ([`crate::format::dataref::MemorySources`], attached to their
 //! [`crate::format::dataref::DataCost::sources`] when read), the run's place in a parallel job
@@ -10,8 +10,9 @@
 //! ([`crate::format::dataref::DataProfile::traces`], `-t --data`), sections 2 to 8 in that order,
 //! then the OpenMP regions' timeline ([`RegionTimeline`], section 9) and the event groups
 //! ([`Profile::read_with`], section 10); a reader that does not know a section skips it.
-//! Version 10 call trees may hold off-CPU reasons ([`Frame::Blocked`]), which version 9 ones
-//! (the same sections) have not. Version 8 files hold the eight untagged, one after the other; version 7 files end before the
+//! Version 11 call trees may hold JIT frames named by a jitdump's load ([`Frame::Jit`]), which
+//! version 10 ones have not, and version 11 checksums cover the version number too; version 10 trees may hold off-CPU reasons ([`Frame::Blocked`]),
+//! which version 9 ones (the same sections) have not. Version 8 files hold the eight untagged, one after the other; version 7 files end before the
 //! data traces, version 6 files before the watch part, version 5 files before the traces,
 //! version 4 files after the histograms, version 3 files after the data
 //! references, version 2 files have no data references, version 1 files neither these nor
@@ -45,9 +46,10 @@ pub const PROFILE_MAGIC: [u8; 8] = *b"HPCRUNRS";
 /// one-part `write` and `decode`.
 pub(crate) static PROFILE_FILE: FileKind = FileKind {
     magic: PROFILE_MAGIC,
-    version: 10,
+    version: 11,
     oldest: 1,
     checked_since: 2,
+    version_summed_since: 11,
     noun: "profile.db",
     writer: "hpcrun-rs",
 };

@@ -33,6 +33,9 @@ pub struct FileKind {
     pub oldest: u32,
     /// The first version whose files carry a checksum of the body.
     pub checked_since: u32,
+    /// The first version whose checksum covers the version number too (`u32::MAX`: none), so
+    /// that a damaged version number that names another readable version is caught.
+    pub version_summed_since: u32,
     /// What the file is called, e.g. `profile.db`.
     pub noun: &'static str,
     /// The tool that writes it, e.g. `hpcrun-rs`.
@@ -151,7 +154,7 @@ impl FileKind {
     /// Header and checksum followed by `parts`, concatenated, as the body of a file in the
     /// current version (for bodies encoded in pieces).
     pub fn encode_parts(&self, parts: &[&[u8]]) -> Result<Vec<u8>, postcard::Error> {
-        let mut crc = crc32fast::Hasher::new();
+        let mut crc = self.sum_of(self.version);
         parts.iter().for_each(|p| crc.update(p));
         let mut out = self.header(crc.finalize());
         parts.iter().for_each(|p| out.extend_from_slice(p));
@@ -166,11 +169,21 @@ impl FileKind {
         out: &mut dyn Write,
         body: impl Fn(&mut dyn Write) -> io::Result<()>,
     ) -> io::Result<()> {
-        let mut crc = io::BufWriter::new(Checksum(crc32fast::Hasher::new()));
+        let mut crc = io::BufWriter::new(Checksum(self.sum_of(self.version)));
         body(&mut crc)?;
         let crc = crc.into_inner().map_err(io::IntoInnerError::into_error)?;
         out.write_all(&self.header(crc.0.finalize()))?;
         body(out)
+    }
+
+    /// The checksum a body of `version` starts from: of its version number where the kind's
+    /// checksums cover it ([`FileKind::version_summed_since`]).
+    fn sum_of(&self, version: u32) -> crc32fast::Hasher {
+        let mut crc = crc32fast::Hasher::new();
+        if version >= self.version_summed_since {
+            crc.update(&version.to_le_bytes());
+        }
+        crc
     }
 
     /// Magic, version and (from [`FileKind::checked_since`] on) checksum `crc` of the body: the
@@ -217,7 +230,9 @@ impl FileKind {
             kind: self,
         };
         let (sum, body) = rest.split_first_chunk::<CHECKSUM>().ok_or_else(damaged)?;
-        if crc32fast::hash(body) != u32::from_le_bytes(*sum) {
+        let mut crc = self.sum_of(version);
+        crc.update(body);
+        if crc.finalize() != u32::from_le_bytes(*sum) {
             return Err(damaged());
         }
         Ok(Body {
@@ -420,6 +435,7 @@ mod tests {
         version: 3,
         oldest: 2,
         checked_since: 3,
+        version_summed_since: u32::MAX,
         noun: "test file",
         writer: "the tests",
     };

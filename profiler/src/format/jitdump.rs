@@ -19,8 +19,21 @@ const PREFIX: usize = 16;
 pub struct Record<'b> {
     /// [`CODE_LOAD`], [`CODE_MOVE`], [`UNWINDING_INFO`] or another.
     pub id: u32,
+    /// When it was written, in the JIT's clock (CLOCK_MONOTONIC ns, the samples' clock, unless
+    /// the header's flags say the processor's time-stamp counter).
+    pub time: u64,
     /// The record's bytes after its prefix.
     pub body: &'b [u8],
+}
+
+/// The header's flag saying that record times are the processor's time-stamp counter, not
+/// CLOCK_MONOTONIC.
+pub const ARCH_TIMESTAMP: u64 = 1;
+
+/// Whether the record times of a jitdump whose bytes begin with `bytes` are CLOCK_MONOTONIC
+/// ns (the header's flags at offset 32 do not say the time-stamp counter).
+pub fn monotonic_times(bytes: &[u8]) -> bool {
+    u64_at(bytes, 32).is_some_and(|flags| flags & ARCH_TIMESTAMP == 0)
 }
 
 /// Where the records of a jitdump's bytes begin (after its header); `None` where the bytes are
@@ -41,7 +54,8 @@ pub fn records(bytes: &[u8], mut at: usize) -> (Vec<Record<'_>>, usize) {
         let Some(body) = bytes.get(at + PREFIX..at + size).filter(|_| size >= PREFIX) else {
             break;
         };
-        out.push(Record { id, body });
+        let time = u64_at(bytes, at + 8).unwrap_or(0);
+        out.push(Record { id, time, body });
         at += size;
     }
     (out, at)

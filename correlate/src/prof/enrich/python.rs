@@ -172,10 +172,13 @@ impl Enricher<'_> {
 
     /// The Python function a frame is, if it is a trampoline the process's perf map names.
     fn python_key(&mut self, frame: Frame, pid: u32) -> Option<NodeKey> {
-        let Frame::Unmapped { avma, kind } = frame else {
-            return None;
+        let symbol = match frame {
+            Frame::Unmapped { avma, kind } => self.jit.symbol(pid, kind.lookup(avma).0)?,
+            Frame::Jit { avma, kind, load } => {
+                self.jit.symbol_of_load(pid, load, kind.lookup(avma).0)?
+            }
+            _ => return None,
         };
-        let symbol = self.jit.symbol(pid, kind.lookup(avma).0)?;
         let name = symbol.name.strip_prefix("py::")?.to_string();
         let file = (symbol.file.as_deref()).map(|f| self.db.intern_file(&mut self.files, f));
         Some(NodeKey {

@@ -401,6 +401,7 @@ impl Recorder {
                     sp,
                     bp,
                     stack: &stack,
+                    time: s.timestamp.unwrap_or(0),
                 };
                 let (leaf, outcome) = self.insert_user_path(pid, tid, &sample, AddrKind::Ip);
                 match outcome {

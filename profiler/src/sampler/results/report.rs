@@ -390,7 +390,7 @@ fn path_text(profile: &Profile, cct: &Cct, mut node: CctNodeId) -> String {
             Frame::Partial => "<partial call paths>".to_string(),
             Frame::Kernel => "<kernel>".to_string(),
             Frame::Blocked(reason) => reason.label().to_string(),
-            Frame::Unmapped { avma, .. } => format!("{avma:#x}"),
+            Frame::Unmapped { avma, .. } | Frame::Jit { avma, .. } => format!("{avma:#x}"),
             Frame::Code { module, addr, .. } => {
                 let path = profile
                     .modules

@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use framehop::{ExplicitModuleSectionInfo, Module};
 
-use crate::format::jitdump::{first_record, records, u64_at, CODE_LOAD, UNWINDING_INFO};
+use crate::format::jitdump::{
+    first_record, monotonic_times, records, u64_at, CODE_LOAD, CODE_MOVE, UNWINDING_INFO,
+};
 use crate::sampler::unwinding::image::SectionBytes;
 
 /// One process's jitdump, read so far.
@@ -29,6 +31,11 @@ pub(crate) struct JitDump {
     pending: Option<(Vec<u8>, usize)>,
     /// The code ranges given unwinding information so far.
     covered: Vec<Range<u64>>,
+    /// Every code-load and code-move record so far, in record order: where the code went and
+    /// when (`None`: the dump's times are not the samples' clock).
+    loads: Vec<(Option<Range<u64>>, Option<u64>)>,
+    /// Whether the dump's record times are CLOCK_MONOTONIC ns.
+    monotonic: bool,
 }
 
 impl JitDump {
@@ -39,7 +46,21 @@ impl JitDump {
             read_to: 0,
             pending: None,
             covered: Vec::new(),
+            loads: Vec::new(),
+            monotonic: false,
         }
+    }
+
+    /// The load (its number among the code-load and code-move records) whose code was at
+    /// `avma` at `time`: of the loads there, the last one made by then (the first, where the
+    /// sample came before all of them); `None` where no load covers the address.
+    pub(crate) fn load_at(&self, avma: u64, time: u64) -> Option<u32> {
+        let mut there = (self.loads.iter().enumerate())
+            .filter(|(_, (r, _))| r.as_ref().is_some_and(|r| r.contains(&avma)));
+        let first = there.next()?;
+        let by_then = |t: &Option<u64>| t.is_some_and(|t| t <= time);
+        let last = there.rfind(|(_, (_, t))| by_then(t));
+        Some(last.unwrap_or(first).0 as u32)
     }
 
     /// Whether `avma` is in code this jitdump gave unwinding information for.
@@ -54,6 +75,9 @@ impl JitDump {
         let Some(bytes) = self.appended() else {
             return Vec::new();
         };
+        if self.read_to == 0 {
+            self.monotonic = monotonic_times(&bytes);
+        }
         let at = match self.read_to {
             0 => first_record(&bytes),
             _ => Some(0),
@@ -64,9 +88,12 @@ impl JitDump {
         let (records, end) = records(&bytes, at);
         let mut modules = Vec::new();
         for record in records {
+            let time = Some(record.time).filter(|_| self.monotonic);
             match record.id {
                 UNWINDING_INFO => self.pending = unwinding_data(record.body),
+                CODE_MOVE => self.loads.push((moved_to(record.body), time)),
                 CODE_LOAD => {
+                    self.loads.push((loaded_at(record.body), time));
                     let unwinding = self.pending.take();
                     let made =
                         unwinding.and_then(|(data, hdr)| self.module(record.body, data, hdr));
@@ -128,6 +155,18 @@ impl JitDump {
     }
 }
 
+/// The code a code-load record's body places: its address and size.
+fn loaded_at(body: &[u8]) -> Option<Range<u64>> {
+    let (code, size) = (u64_at(body, 16)?, u64_at(body, 24)?);
+    Some(code..code.checked_add(size)?)
+}
+
+/// Where a code-move record's body moves code to: the new address and size.
+fn moved_to(body: &[u8]) -> Option<Range<u64>> {
+    let (to, size) = (u64_at(body, 24)?, u64_at(body, 32)?);
+    Some(to..to.checked_add(size)?)
+}
+
 /// An unwinding-info record's data (`body` after its prefix: unwinding size, eh_frame_hdr
 /// size, mapped size, then the data) and the header's size; `None` where the sizes disagree.
 fn unwinding_data(body: &[u8]) -> Option<(Vec<u8>, usize)> {
@@ -160,6 +199,26 @@ mod tests {
         body.extend(1u64.to_le_bytes());
         body.extend(b"f\0");
         record(CODE_LOAD, &body)
+    }
+
+    #[test]
+    fn an_address_is_named_by_the_last_load_made_by_the_samples_time() {
+        let mut dump = JitDump::new(PathBuf::from("jit-1.dump"));
+        dump.loads = vec![
+            (Some(0x1000..0x1100), Some(100)),
+            (Some(0x2000..0x2100), Some(150)),
+            (None, Some(160)),
+            (Some(0x1000..0x1040), Some(200)),
+        ];
+        assert_eq!(dump.load_at(0x1010, 150), Some(0));
+        assert_eq!(dump.load_at(0x1010, 250), Some(3), "replaced at 200");
+        assert_eq!(dump.load_at(0x1080, 250), Some(0), "outside the new code");
+        assert_eq!(
+            dump.load_at(0x1010, 50),
+            Some(0),
+            "before every load: the first"
+        );
+        assert_eq!(dump.load_at(0x3000, 250), None);
     }
 
     #[test]

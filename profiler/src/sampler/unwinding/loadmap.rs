@@ -276,6 +276,16 @@ impl AddressSpace {
             && !self.jitdumps.iter().any(|j| j.covers(avma))
     }
 
+    /// The load of the process's jitdump whose code was at `avma` at `time` (see
+    /// [`JitDump::load_at`]), reading what the dump gained since it was last read first.
+    pub(crate) fn jit_load(&mut self, avma: u64, time: u64) -> Option<u32> {
+        if self.jitdumps.is_empty() || self.mapping_of(Avma(avma)).is_some() {
+            return None;
+        }
+        self.learn_jit();
+        self.jitdumps.iter().find_map(|d| d.load_at(avma, time))
+    }
+
     /// Give framehop the JIT code its jitdumps described since the last call; whether any was
     /// new.
     pub(crate) fn learn_jit(&mut self) -> bool {

@@ -22,6 +22,8 @@ pub struct StackSample<'a> {
     pub bp: u64,
     /// The valid part of the stack copy (`dyn_size` bytes).
     pub stack: &'a [u8],
+    /// When it was taken (CLOCK_MONOTONIC ns; 0 where not known).
+    pub time: u64,
 }
 
 /// One frame found on the stack, innermost first.

@@ -80,6 +80,7 @@ impl Recorder {
             sp: ev.sp.wrapping_add(8),
             bp: ev.bp,
             stack: ev.stack.get(8..).unwrap_or_default(),
+            time: ev.t_return,
         };
         let (leaf, _) = self.insert_user_path(ev.pid, ev.tid, &sample, AddrKind::Return);
         leaf

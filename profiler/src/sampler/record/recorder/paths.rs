@@ -17,6 +17,8 @@ pub(crate) struct Walking {
     pub(super) cache: CacheX86_64,
     pub(super) frames: Vec<RawFrame>,
     pub(super) path: Vec<Frame>,
+    /// Per frame of the walk, the jitdump load of its JIT code, if any.
+    pub(super) loads: Vec<Option<u32>>,
     /// The outermost CFA of the last truncated walk (see
     /// [`crate::sampler::unwinding::unwind::Walk`]).
     pub(super) outer_cfa: Option<u64>,
@@ -28,6 +30,7 @@ impl Default for Walking {
             cache: CacheX86_64::new(),
             frames: Vec::new(),
             path: Vec::new(),
+            loads: Vec::new(),
             outer_cfa: None,
         }
     }
@@ -53,6 +56,10 @@ impl Recorder {
         }
         self.walk.outer_cfa = walked.outer_cfa;
         frames[0].kind = leaf;
+        // JIT code a jitdump loaded: which of its loads was there when the sample was taken.
+        let space = &mut process_entry(&mut self.processes, pid).space;
+        self.walk.loads.clear();
+        (self.walk.loads).extend(frames.iter().map(|f| space.jit_load(f.avma, sample.time)));
         let inserted = self.insert_frames(pid, tid, &frames, walked.end);
         self.walk.frames = frames;
         inserted
@@ -83,17 +90,13 @@ impl Recorder {
         )
     }
 
-    fn frame_of(space: &AddressSpace, f: &RawFrame) -> Frame {
-        match space.resolve(Avma(f.avma)) {
-            Some((module, addr)) => Frame::Code {
-                module,
-                addr,
-                kind: f.kind,
-            },
-            None => Frame::Unmapped {
-                avma: Avma(f.avma),
-                kind: f.kind,
-            },
+    /// Frame `f` of a path, in JIT code of jitdump load `load` if that is known.
+    fn frame_of(space: &AddressSpace, f: &RawFrame, load: Option<u32>) -> Frame {
+        let (avma, kind) = (Avma(f.avma), f.kind);
+        match (space.resolve(avma), load) {
+            (Some((module, addr)), _) => Frame::Code { module, addr, kind },
+            (None, Some(load)) => Frame::Jit { avma, kind, load },
+            (None, None) => Frame::Unmapped { avma, kind },
         }
     }
 
@@ -107,9 +110,9 @@ impl Recorder {
         let space = &self.processes[&pid].space;
         let thread = self.threads.get_mut(&tid).expect("thread exists");
         self.walk.path.clear();
-        self.walk
-            .path
-            .extend(frames.iter().rev().map(|f| Self::frame_of(space, f)));
+        self.walk.path.extend(
+            (frames.iter().zip(&self.walk.loads).rev()).map(|(f, &l)| Self::frame_of(space, f, l)),
+        );
 
         // A walk that stops at the return into an entry point's first call (the dynamic
         // loader's `_start`, which has no unwind information) did reach the root.
