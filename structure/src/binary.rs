@@ -342,6 +342,12 @@ pub fn function_symbols(
         syms
     };
     let mut syms = symbols_with_fallback(file, debug, collect);
+    // The procedure linkage tables' stubs, which no symbol names (`malloc@plt`), in a binary
+    // with symbols of its own (one without has nothing to analyse, stubs or not).
+    if !syms.is_empty() {
+        let stubs = crate::plt::stubs(file).into_iter().map(|s| (false, s));
+        syms.extend(stubs.filter(|(_, s)| code.iter().any(|c| c.contains(s.address))));
+    }
     // One symbol per address: the global one, then the one with a size, then the shortest name.
     syms.sort_by(|a, b| {
         a.1.address

@@ -87,6 +87,7 @@ pub mod loops;
 mod noreturn;
 mod normalize;
 mod plan;
+mod plt;
 mod procedure;
 mod ranges;
 mod reader;

@@ -229,3 +229,51 @@ fn cpp_names_are_demangled_with_link_names_kept() {
         .expect("Mp::add somewhere");
     assert_eq!(tree.get(add).link_name.as_deref(), Some("_ZN2Mp3addEid"));
 }
+
+/// The procedure linkage table's stubs are procedures named as objdump names them
+/// (`printf@plt`), at the addresses objdump gives, in a program and in a library built with
+/// indirect-branch tracking (whose stubs sit in `.plt.sec`).
+#[test]
+fn plt_stubs_are_named_as_objdump_names_them() {
+    let dir = scratch_dir("struct-plt");
+    let program = compile("run_callers.c", &dir, "callers", &["-O2", "-g"]);
+    let library = compile(
+        "run_dlwork.c",
+        &dir,
+        "libwork.so",
+        &[
+            "-O2",
+            "-g",
+            "-shared",
+            "-fPIC",
+            "-fcf-protection",
+            "-Wl,-z,now",
+        ],
+    );
+    for binary in [program, library] {
+        let listing =
+            crate::support::run_ok(std::process::Command::new("objdump").arg("-d").arg(&binary));
+        let theirs: Vec<(u64, String)> = (listing.lines())
+            .filter_map(|l| {
+                let (address, name) = l.strip_suffix(">:")?.split_once(" <")?;
+                let name = name.strip_suffix("@plt").map(|n| format!("{n}@plt"))?;
+                Some((u64::from_str_radix(address, 16).ok()?, name))
+            })
+            .collect();
+        assert!(
+            !theirs.is_empty(),
+            "{}: objdump lists no stub",
+            binary.display()
+        );
+        let tree = analyze(&binary);
+        let mut ours: Vec<(u64, String)> = (tree.procedures())
+            .map(|p| tree.get(p))
+            .filter(|s| s.name.ends_with("@plt"))
+            .map(|s| (s.ranges[0].start, s.name.to_string()))
+            .collect();
+        ours.sort();
+        let mut theirs = theirs;
+        theirs.sort();
+        assert_eq!(ours, theirs, "{}", binary.display());
+    }
+}
