@@ -36,11 +36,11 @@ use structure::{Coverage, DataLayout, ScopeTree};
 /// The kind of file a cache entry is. The version changes whenever the analysis gives other
 /// trees for the same binary, so that entries of an older analysis are recomputed (3: inlined
 /// callees named across units and dwz files, entry-point symbols; 4: checksummed; 5: tagged
-/// sections).
+/// sections; 6: procedure linkage table stubs named, a Fortran program's own `main` no bound).
 static CACHE_ENTRY: FileKind = FileKind {
     magic: *b"HPCSCACH",
-    version: 5,
-    oldest: 5,
+    version: 6,
+    oldest: 6,
     checked_since: 4,
     version_summed_since: u32::MAX,
     noun: "structure cache entry",
@@ -321,7 +321,7 @@ mod tests {
         assert_eq!(covered, coverage);
         let mode = fs::metadata(&dir).unwrap().mode();
         assert_eq!(mode & 0o777, 0o700, "a new cache directory is private");
-        fs::write(cache.entry(&key), b"HPCSCACH\x05\0\0\0garbage").unwrap();
+        fs::write(cache.entry(&key), b"HPCSCACH\x06\0\0\0garbage").unwrap();
         let damaged = cache.load(&key).unwrap_err();
         assert!(damaged.contains("checksum"), "{damaged}");
         assert_eq!(cache.load(&key), Ok(None), "a damaged entry is removed");
