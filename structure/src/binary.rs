@@ -345,8 +345,17 @@ pub fn function_symbols(
     // The procedure linkage tables' stubs, which no symbol names (`malloc@plt`), in a binary
     // with symbols of its own (one without has nothing to analyse, stubs or not).
     if !syms.is_empty() {
-        let stubs = crate::plt::stubs(file).into_iter().map(|s| (false, s));
-        syms.extend(stubs.filter(|(_, s)| code.iter().any(|c| c.contains(s.address))));
+        let stubs = crate::plt::stubs(file).into_iter();
+        let stubs = stubs.filter(|(address, ..)| code.iter().any(|c| c.contains(*address)));
+        syms.extend(stubs.map(|(address, size, link_name)| {
+            let symbol = FunctionSymbol {
+                address,
+                size,
+                link_name,
+                name: String::new(),
+            };
+            (false, symbol)
+        }));
     }
     // One symbol per address: the global one, then the one with a size, then the shortest name.
     syms.sort_by(|a, b| {

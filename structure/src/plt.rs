@@ -10,13 +10,14 @@ use std::collections::HashMap;
 
 use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget};
 
-use crate::binary::FunctionSymbol;
-
 /// The stub sections and the size of one stub in each.
 const SECTIONS: [(&str, u64); 3] = [(".plt", 16), (".plt.sec", 16), (".plt.got", 8)];
 
-/// The stubs of `file`'s procedure linkage tables, named `FUNCTION@plt`, sorted by address.
-pub(crate) fn stubs(file: &object::File<'_>) -> Vec<FunctionSymbol> {
+/// One stub: its address, its size and its name (`FUNCTION@plt`).
+pub(crate) type Stub = (u64, u64, String);
+
+/// The stubs of `file`'s procedure linkage tables, sorted by address.
+pub(crate) fn stubs(file: &object::File<'_>) -> Vec<Stub> {
     let slots = slot_names(file);
     if slots.is_empty() {
         return Vec::new();
@@ -32,15 +33,10 @@ pub(crate) fn stubs(file: &object::File<'_>) -> Vec<FunctionSymbol> {
             let Some(function) = jump_slot(entry, address).and_then(|s| slots.get(&s)) else {
                 continue; // the lazy table's first entry, or no jump through a named slot
             };
-            out.push(FunctionSymbol {
-                address,
-                size: stride,
-                link_name: format!("{function}@plt"),
-                name: format!("{function}@plt"),
-            });
+            out.push((address, stride, format!("{function}@plt")));
         }
     }
-    out.sort_by_key(|s| s.address);
+    out.sort_by_key(|s| s.0);
     out
 }
 

@@ -141,6 +141,40 @@ fn jit_code_is_named_by_its_perf_map_or_jitdump_and_paths_reach_its_caller() {
     assert!(summary.contains("in <unknown procedure>"), "{summary}");
 }
 
+/// The fixture (`./jit` in `dir`) run `N` times in mode `how`, measured into `HOW.db` and
+/// correlated: its stdout, the file it named its code in (removed when dropped), and the view
+/// `view` asks for (`--flat`, or none: top-down) as JSON.
+fn measured_view(
+    dir: &std::path::Path,
+    how: &str,
+    n: &str,
+    view: &[&str],
+) -> (String, MapFile, Value) {
+    let stdout = run_ok(
+        tool_command("hpcrun-rs")
+            .args(["-q", "-e", "cpu-clock@f2000", "-o", &format!("{how}.db")])
+            .args(["./jit", n, how])
+            .current_dir(dir),
+    );
+    let file = MapFile(PathBuf::from(
+        stdout.split_whitespace().nth(1).expect("the file's path"),
+    ));
+    let db = format!("{how}.hpcdb");
+    run_ok(
+        tool_command("hpcprof-rs")
+            .args([&format!("{how}.db"), "-o", &db])
+            .current_dir(dir),
+    );
+    let json = run_ok(
+        tool_command("hpcview-rs")
+            .arg(&db)
+            .args(view)
+            .args(["--json", "--threshold", "0"])
+            .current_dir(dir),
+    );
+    (stdout, file, serde_json::from_str(&json).unwrap())
+}
+
 /// JIT code that keeps no frame pointer is unwound by the unwinding-info record its jitdump
 /// gives before the code-load record (hpcrun-rs reads the dump as the program writes it); the
 /// same code without that record has no way back to its caller, and its path is partial.
@@ -149,26 +183,7 @@ fn jit_code_without_a_frame_pointer_is_unwound_by_its_jitdumps_records() {
     let dir = scratch_dir("jit_unwind");
     compile("jit_loop.c", &dir, "jit", &["-O2", "-g"]);
     drop(named(&dir, "unwind", "jit_unwound"));
-    let stdout = run_ok(
-        tool_command("hpcrun-rs")
-            .args(["-q", "-e", "cpu-clock@f2000", "-o", "bare.db"])
-            .args(["./jit", "300000000", "bare"])
-            .current_dir(&dir),
-    );
-    let _dump = MapFile(PathBuf::from(
-        stdout.split_whitespace().nth(1).expect("the dump's path"),
-    ));
-    run_ok(
-        tool_command("hpcprof-rs")
-            .args(["bare.db", "-o", "bare.hpcdb"])
-            .current_dir(&dir),
-    );
-    let view: Value = serde_json::from_str(&run_ok(
-        tool_command("hpcview-rs")
-            .args(["bare.hpcdb", "--json", "--threshold", "0"])
-            .current_dir(&dir),
-    ))
-    .unwrap();
+    let (_, _dump, view) = measured_view(&dir, "bare", "300000000", &[]);
     let mut found = Vec::new();
     find(&view["root"], "jit_unwound", &mut Vec::new(), &mut found);
     assert!(!found.is_empty(), "{view}");
@@ -191,26 +206,7 @@ fn jit_code_without_a_frame_pointer_is_unwound_by_its_jitdumps_records() {
 fn replaced_jit_code_is_named_by_the_load_in_effect_at_each_sample() {
     let dir = scratch_dir("jit_replace");
     compile("jit_loop.c", &dir, "jit", &["-O2", "-g"]);
-    let stdout = run_ok(
-        tool_command("hpcrun-rs")
-            .args(["-q", "-e", "cpu-clock@f2000", "-o", "replace.db"])
-            .args(["./jit", "1000000000", "replace"])
-            .current_dir(&dir),
-    );
-    let _dump = MapFile(PathBuf::from(
-        stdout.split_whitespace().nth(1).expect("the dump's path"),
-    ));
-    run_ok(
-        tool_command("hpcprof-rs")
-            .args(["replace.db", "-o", "replace.hpcdb"])
-            .current_dir(&dir),
-    );
-    let flat: Value = serde_json::from_str(&run_ok(
-        tool_command("hpcview-rs")
-            .args(["replace.hpcdb", "--flat", "--json", "--threshold", "0"])
-            .current_dir(&dir),
-    ))
-    .unwrap();
+    let (stdout, _dump, flat) = measured_view(&dir, "replace", "1000000000", &["--flat"]);
     let clocks = work_clocks(&stdout);
     let sampled = |name: &str| {
         let mut found = Vec::new();
