@@ -187,8 +187,8 @@ pub struct AddressSpace {
 
 impl AddressSpace {
     /// Record a new executable mapping, replacing whatever it overlaps (the kernel sends no
-    /// unmap records). Anonymous mappings and kernel pseudo-mappings other than `[vdso]` are
-    /// ignored: their addresses stay unmapped.
+    /// unmap records). Anonymous mappings and kernel pseudo-mappings other than `[vdso]` have
+    /// no module: their addresses stay unmapped, but are known to be code.
     pub fn map(&mut self, ev: MapEvent<'_>, modules: &mut ModuleRegistry) {
         if ev.len == 0 {
             return;
@@ -276,13 +276,17 @@ impl AddressSpace {
             && !self.jitdumps.iter().any(|j| j.covers(avma))
     }
 
+    /// Whether the process mapped a jitdump.
+    pub(crate) fn has_jitdump(&self) -> bool {
+        !self.jitdumps.is_empty()
+    }
+
     /// The load of the process's jitdump whose code was at `avma` at `time` (see
-    /// [`JitDump::load_at`]), reading what the dump gained since it was last read first.
-    pub(crate) fn jit_load(&mut self, avma: u64, time: u64) -> Option<u32> {
+    /// [`JitDump::load_at`]), as far as the dump has been read ([`AddressSpace::learn_jit`]).
+    pub(crate) fn jit_load(&self, avma: u64, time: u64) -> Option<u32> {
         if self.jitdumps.is_empty() || self.mapping_of(Avma(avma)).is_some() {
             return None;
         }
-        self.learn_jit();
         self.jitdumps.iter().find_map(|d| d.load_at(avma, time))
     }
 

@@ -56,8 +56,12 @@ impl Recorder {
         }
         self.walk.outer_cfa = walked.outer_cfa;
         frames[0].kind = leaf;
-        // JIT code a jitdump loaded: which of its loads was there when the sample was taken.
+        // JIT code a jitdump loaded: which of its loads was there when the sample was taken
+        // (the dump read once for the sample, for what the program appended since).
         let space = &mut process_entry(&mut self.processes, pid).space;
+        if space.has_jitdump() && frames.iter().any(|f| space.resolve(Avma(f.avma)).is_none()) {
+            space.learn_jit();
+        }
         self.walk.loads.clear();
         (self.walk.loads).extend(frames.iter().map(|f| space.jit_load(f.avma, sample.time)));
         let inserted = self.insert_frames(pid, tid, &frames, walked.end);
