@@ -368,8 +368,17 @@ pub fn function_symbols(
     syms.dedup_by_key(|s| s.1.address);
     let mut syms: Vec<FunctionSymbol> = syms.into_iter().map(|(_, s)| s).collect();
     syms.par_iter_mut()
-        .for_each(|s| s.name = demangle(&s.link_name));
+        .for_each(|s| s.name = demangled(&s.link_name));
     syms
+}
+
+/// A symbol's readable name: a procedure linkage table stub's as its function's, then `@plt`
+/// (`std::_Rb_tree_decrement(std::_Rb_tree_node_base*)@plt`, as perf writes it).
+fn demangled(link_name: &str) -> String {
+    match link_name.strip_suffix("@plt") {
+        Some(function) => format!("{}@plt", demangle(function)),
+        None => demangle(link_name),
+    }
 }
 
 /// MiniDebugInfo: the ELF file inside `file`'s `.gnu_debugdata` (the xz-compressed symbol

@@ -156,8 +156,10 @@ impl<'a> Builder<'a> {
         };
         // pprof takes a function whose name is its system name as not yet demangled, and its
         // demangler turns `<kernel>`, `<module>` or `<unknown procedure> ...` into nothing
-        // (template arguments left out), shown as `<unknown>`: such names have no system name.
-        let system = match label == node.name && node.name.starts_with('<') {
+        // (template arguments left out), shown as `<unknown>`, and `f(int)@plt` into `f`, the
+        // name of another function: such names have no system name.
+        let pseudo = node.name.starts_with('<') || node.name.ends_with("@plt");
+        let system = match label == node.name && pseudo {
             true => "",
             false => node.name.as_str(),
         };
