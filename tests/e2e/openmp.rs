@@ -23,6 +23,8 @@ struct Toolchain {
     body: &'static str,
     /// The runtime entry that starts a parallel region.
     fork: &'static str,
+    /// The runtime entry that creates an explicit task.
+    task: &'static str,
 }
 
 /// gcc with libgomp, and clang with libomp where LLVM's OpenMP runtime is installed (under
@@ -32,6 +34,7 @@ fn toolchains() -> Vec<Toolchain> {
         cc: "gcc",
         body: "solve._omp_fn.0",
         fork: "GOMP_parallel",
+        task: "GOMP_task",
     }];
     let libomp = std::fs::read_dir("/usr/lib")
         .into_iter()
@@ -50,6 +53,7 @@ fn toolchains() -> Vec<Toolchain> {
             cc: "clang",
             body: ".omp_outlined.",
             fork: "__kmpc_fork_call",
+            task: "__kmpc_omp_task",
         });
     }
     list
@@ -178,17 +182,24 @@ fn inclusive(view: &Value, name: &str, m: usize) -> f64 {
         .sum()
 }
 
+/// hpcprof-rs's OpenMP line in its summary.
+fn openmp_line(summary: &str) -> &str {
+    (summary.lines())
+        .find(|l| l.trim_start().starts_with("OpenMP:"))
+        .unwrap_or_else(|| panic!("no OpenMP line in:\n{summary}"))
+}
+
+/// The whole numbers in `text`, in order.
+fn numbers_in(text: &str) -> Vec<u64> {
+    (text.split(|c: char| !c.is_ascii_digit()))
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
 /// The numbers of hpcprof-rs's OpenMP line: (regions, worker samples placed, worker samples in
 /// bodies, waiting samples blamed, waiting samples).
 fn grafting(summary: &str) -> [u64; 5] {
-    let line = summary
-        .lines()
-        .find(|l| l.trim_start().starts_with("OpenMP:"))
-        .unwrap_or_else(|| panic!("no OpenMP line in:\n{summary}"));
-    let numbers: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
+    let numbers = numbers_in(openmp_line(summary));
     [numbers[0], numbers[1], numbers[2], numbers[3], numbers[4]]
 }
 
@@ -391,19 +402,16 @@ fn with_off_cpu_time_waiting_asleep_is_idle_time_too() {
 }
 
 #[test]
-fn nested_regions_and_tasks_land_under_their_callers() {
+fn nested_regions_land_under_their_callers() {
     for tc in toolchains() {
         // The callers each fixture's work must run under, outermost first (nested regions:
         // the inner teams' work under outer()'s region, which is under main's).
-        for (test, name, callers, work) in [
-            (
-                "openmp_nested",
-                "omp_nested",
-                &["main", "outer"][..],
-                "inner_work",
-            ),
-            ("openmp_tasks", "omp_tasks", &["spawn"][..], "task_work"),
-        ] {
+        for (test, name, callers, work) in [(
+            "openmp_nested",
+            "omp_nested",
+            &["main", "outer"][..],
+            "inner_work",
+        )] {
             let m = measure(tc.cc, test, name, "passive", &[]);
             let [_, grafted, bodies, _, _] = grafting(&m.summary);
             let cc = tc.cc;
@@ -432,6 +440,67 @@ fn nested_regions_and_tasks_land_under_their_callers() {
             }
         }
     }
+}
+
+#[test]
+fn tasks_land_under_the_call_that_created_them_split_as_their_clocks_say() {
+    // One thread of spawn()'s region runs make_a, which creates a share of tasks, then make_b,
+    // three shares; both threads run them, at the region's end or inside the creating call.
+    for tc in toolchains() {
+        let m = measure(tc.cc, "openmp_task_sites", "omp_tasks", "passive", &[]);
+        let cc = tc.cc;
+        let [_, grafted, bodies, _, _] = grafting(&m.summary);
+        assert!(
+            grafted as f64 >= 0.99 * bodies as f64,
+            "{cc}: {}",
+            m.summary
+        );
+        let [at_creation, tasks] = task_counts(&m.summary);
+        assert!(
+            tasks > 0 && at_creation as f64 >= 0.99 * tasks as f64,
+            "{cc}: {}",
+            m.summary
+        );
+        let view = top_down(&m.dir.join("omp_tasks.hpcdb"));
+        let total = view["metrics"][0]["total"].as_f64().unwrap();
+        assert_no_worker_paths(&view, total);
+        let spawn = inclusive(&view, "spawn", 0);
+        assert!(
+            spawn >= 0.97 * total,
+            "{cc}: {spawn} of {total} under spawn"
+        );
+        // Every task's work under its maker's call to the runtime that created it.
+        let work = placed(&view, "task_work");
+        assert!(!work.is_empty(), "{cc}: no task_work");
+        for (path, _) in &work {
+            let maker = path.iter().position(|p| p == "make_a" || p == "make_b");
+            let creation = path.iter().position(|p| p == tc.task);
+            assert!(
+                matches!((maker, creation), (Some(m), Some(c)) if m < c),
+                "{cc}: task_work not under its maker's {}: {path:?}",
+                tc.task
+            );
+        }
+        let clocks = work_clocks(&m.stdout);
+        let want = clocks["make_a"] / (clocks["make_a"] + clocks["make_b"]);
+        let (a, b) = (inclusive(&view, "make_a", 0), inclusive(&view, "make_b", 0));
+        let got = a / (a + b);
+        assert!(
+            (got - want).abs() <= 0.03,
+            "{cc}: make_a's tasks have {:.1}% of the makers' time, their clocks say {:.1}%",
+            100.0 * got,
+            100.0 * want
+        );
+    }
+}
+
+/// The task numbers of hpcprof-rs's OpenMP line: (task samples under the call that created
+/// them, task samples).
+fn task_counts(summary: &str) -> [u64; 2] {
+    let line = openmp_line(summary);
+    let numbers = numbers_in(line.rsplit(';').next().unwrap_or_default());
+    assert_eq!(numbers.len(), 2, "{line}");
+    [numbers[0], numbers[1]]
 }
 
 #[test]

@@ -57,7 +57,27 @@ impl Database {
                 .collect();
             self.nodes.push(node);
         }
-        let contexts = new_id.len();
+        self.remap_references(new_id.len(), map);
+    }
+
+    /// Move the costs of every node `i` where `to[i]` is another node to that node, with every
+    /// reference to it (trace samples, data accesses, allocation sites); `to` has one entry per
+    /// node. The emptied nodes are left for [`Database::prune`].
+    pub(crate) fn redirect(&mut self, to: &[DbNodeId]) {
+        let moved = |id: DbNodeId| to.get(id.index()).copied().unwrap_or(id);
+        for (i, &dest) in to.iter().enumerate() {
+            if dest.index() != i {
+                for (thread, costs) in self.nodes[i].costs.take() {
+                    self.add_cost(dest, thread, &costs);
+                }
+            }
+        }
+        self.remap_references(self.nodes.len(), moved);
+    }
+
+    /// Every reference to a node (trace samples, data accesses, allocation sites) through
+    /// `map`; the traces refer to `contexts` nodes.
+    fn remap_references(&mut self, contexts: usize, map: impl Fn(DbNodeId) -> DbNodeId) {
         for trace in &mut self.traces.threads {
             let remapped = trace.remap(trace.thread, contexts, |c| {
                 map(DbNodeId::from_index(c as usize)).index() as u32
@@ -68,7 +88,7 @@ impl Database {
             access.node = map(access.node);
         }
         for object in &mut self.data.objects {
-            object.site = object.site.map(map);
+            object.site = object.site.map(&map);
         }
     }
 

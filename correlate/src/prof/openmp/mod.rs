@@ -8,7 +8,8 @@
 //! calling context is grafted there whole; where several contexts run the same body, each
 //! traced sample (`hpcrun-rs` traces every program that maps an OpenMP runtime) is placed by the
 //! master's samples nearest in time ([`placing`]), and what the evidence does not settle goes
-//! under `<unplaced parallel work>`, counted in the summary ([`moving`]).
+//! under `<unplaced parallel work>`, counted in the summary ([`moving`]). Then each explicit
+//! task goes under the call that created it, wherever a thread ran it ([`tasks`]).
 
 mod moving;
 mod placing;
@@ -16,6 +17,7 @@ mod regions;
 mod runtime;
 mod shape;
 mod spin;
+mod tasks;
 
 use std::path::PathBuf;
 
@@ -48,6 +50,11 @@ pub struct Grafted {
     pub waiting_samples: u64,
     /// See [`Grafted::waiting_samples`].
     pub blamed_samples: u64,
+    /// Samples in explicit tasks' bodies, wherever they ran, and those placed under the call
+    /// that created their task.
+    pub task_samples: u64,
+    /// See [`Grafted::task_samples`].
+    pub tasks_at_creation: u64,
     /// Samples of the runtime waiting, anywhere.
     pub idle_samples: u64,
     /// Samples of the runtime's own work, anywhere.
@@ -62,7 +69,8 @@ impl Grafted {
         format!(
             "OpenMP: {} parallel regions; {} of {} worker samples grafted under their regions, \
              {} of {} waiting ones blamed on the master's context, {unplaced} under {}; \
-             {} samples idle ({IDLE_METRIC}), {} in the runtime's own work ({OVERHEAD_METRIC})",
+             {} samples idle ({IDLE_METRIC}), {} in the runtime's own work ({OVERHEAD_METRIC}); \
+             {} of {} samples of explicit tasks under the call that created them",
             self.regions,
             self.placed_samples,
             self.body_samples,
@@ -71,6 +79,8 @@ impl Grafted {
             moving::UNPLACED,
             self.idle_samples,
             self.overhead_samples,
+            self.tasks_at_creation,
+            self.task_samples,
         )
     }
 }
@@ -96,6 +106,8 @@ pub fn graft(db: &mut Database, binaries: &[Option<PathBuf>]) -> Option<Grafted>
     db.add_metric(MetricDesc::new(OVERHEAD_METRIC, unit, sampling));
     let moved = Mover::new(db, &shape, idle_metric, Some(idle_module)).move_all(nodes, &placements);
     db.prune();
+    let tasks = tasks::place(db, &runtime);
+    db.prune();
     db.compute_totals();
     let (idle, overhead): (Cost, Cost) = (
         db.metrics[idle_metric].total,
@@ -109,5 +121,7 @@ pub fn graft(db: &mut Database, binaries: &[Option<PathBuf>]) -> Option<Grafted>
         blamed_samples: moved.blamed_samples,
         idle_samples: idle.samples,
         overhead_samples: overhead.samples,
+        task_samples: tasks.samples,
+        tasks_at_creation: tasks.at_creation,
     })
 }

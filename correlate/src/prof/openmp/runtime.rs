@@ -54,10 +54,15 @@ const TASK_CREATION: &[&str] = &[
     "__kmpc_taskloop_5",
 ];
 
+/// Whether the runtime entry point `name` creates explicit tasks ([`TASK_CREATION`]).
+pub(crate) fn creates_tasks(name: &str) -> bool {
+    TASK_CREATION.contains(&name)
+}
+
 /// Whether the runtime entry point `name` creates tasks or waits: a program's code run inside
 /// it is a task, run there by the thread that made it or waits, not a parallel region's body.
 pub(crate) fn runs_tasks(name: &str) -> bool {
-    TASK_CREATION.contains(&name) || is_wait(name)
+    creates_tasks(name) || is_wait(name)
 }
 
 /// Whether the module at `path` is a system library a thread starts in (the C library and
