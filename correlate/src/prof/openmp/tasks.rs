@@ -10,7 +10,7 @@
 //! itself) or inside several (a creating function inlined into two places, or tasks that
 //! create tasks) stays where it ran, under its region, and is counted in the summary.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::db::database::Database;
 use crate::db::ids::DbNodeId;
@@ -68,47 +68,60 @@ impl Occurrence {
 pub(crate) fn place(db: &mut Database, runtime_module: &[bool]) -> Tasks {
     let occurrences = occurrences(db, runtime_module);
     let bodies: Vec<Body> = occurrences.iter().map(|o| Body::of(db, o.node)).collect();
-    let task_bodies: BTreeSet<&Body> = (occurrences.iter().zip(&bodies))
+    let task_bodies: BTreeSet<Body> = (occurrences.iter().zip(&bodies))
         .filter(|(o, _)| o.at_creation(db))
-        .map(|(_, b)| b)
+        .map(|(_, b)| b.clone())
         .collect();
-    let is_task = |i: usize| task_bodies.contains(&bodies[i]);
-    // The tasks outside any other (a task's nested tasks move with it), by body.
-    let mut tasks_of: BTreeMap<&Body, Vec<usize>> = BTreeMap::new();
-    for i in (0..occurrences.len()).filter(|&i| is_task(i)) {
-        let mut outer = occurrences[i].outer;
-        while let Some(o) = outer.filter(|&o| !is_task(o)) {
-            outer = occurrences[o].outer;
-        }
-        if outer.is_none() {
-            tasks_of.entry(&bodies[i]).or_default().push(i);
-        }
-    }
     let mut mover = Mover::new(db);
-    let mut tasks = Tasks::default();
-    for list in tasks_of.values() {
-        let created: Vec<&Occurrence> = (list.iter().map(|&i| &occurrences[i]))
+    for body in &task_bodies {
+        let mine: Vec<usize> = (0..occurrences.len())
+            .filter(|&i| &bodies[i] == body)
+            .collect();
+        let created: Vec<&Occurrence> = (mine.iter().map(|&i| &occurrences[i]))
             .filter(|o| o.at_creation(mover.db))
             .collect();
         let mut entries: Vec<DbNodeId> = created.iter().filter_map(|o| o.entry).collect();
         entries.sort_unstable();
         entries.dedup();
-        tasks.samples += list.iter().map(|&i| occurrences[i].samples).sum::<u64>();
         if entries.len() != 1 {
-            tasks.at_creation += created.iter().map(|o| o.samples).sum::<u64>();
             continue;
         }
-        let first = created[0].node;
-        let target = mover.db.nodes[first.index()].parent;
-        for o in list.iter().map(|&i| &occurrences[i]) {
-            if mover.db.nodes[o.node.index()].parent != target {
-                mover.move_to(o.node, first);
+        // Each outermost run of the body (a task's runs inside its own run move with it).
+        for &i in &mine {
+            let mut outer = occurrences[i].outer;
+            while let Some(o) = outer.filter(|&o| &bodies[o] != body) {
+                outer = occurrences[o].outer;
             }
-            tasks.at_creation += o.samples;
+            if outer.is_none() {
+                mover.move_to(occurrences[i].node, created[0].node);
+            }
         }
     }
-    let to = mover.to;
+    let to = mover.destinations();
     db.redirect(&to);
+    count(db, runtime_module, &task_bodies)
+}
+
+/// The samples of `db`'s tasks (runs of `task_bodies` outside any other task), and those under
+/// the call that created them.
+fn count(db: &Database, runtime_module: &[bool], task_bodies: &BTreeSet<Body>) -> Tasks {
+    let occurrences = occurrences(db, runtime_module);
+    let is_task: Vec<bool> = (occurrences.iter())
+        .map(|o| task_bodies.contains(&Body::of(db, o.node)))
+        .collect();
+    let mut tasks = Tasks::default();
+    for (o, _) in occurrences.iter().zip(&is_task).filter(|(_, &task)| task) {
+        let mut outer = o.outer;
+        while let Some(up) = outer.filter(|&up| !is_task[up]) {
+            outer = occurrences[up].outer;
+        }
+        if outer.is_none() {
+            tasks.samples += o.samples;
+            if o.at_creation(db) {
+                tasks.at_creation += o.samples;
+            }
+        }
+    }
     tasks
 }
 
@@ -194,23 +207,53 @@ impl<'a> Mover<'a> {
         Mover { db, index, to }
     }
 
-    /// Move the subtree at `node` into `into` (or its copy, where that moved), a node of the
-    /// same procedure called from elsewhere, merging with what is there.
-    fn move_to(&mut self, node: DbNodeId, into: DbNodeId) {
-        let into = self.to[into.index()];
-        self.to[node.index()] = into;
-        let children = self.db.nodes[node.index()].children.clone();
-        let mut stack: Vec<_> = children.into_iter().map(|c| (c, into)).collect();
-        while let Some((old, parent)) = stack.pop() {
-            let key = self.db.nodes[old.index()].key();
-            let copy = self.db.child(&mut self.index, parent, key);
-            while self.to.len() < self.db.nodes.len() {
-                self.to.push(DbNodeId::from_index(self.to.len()));
-            }
-            self.to[old.index()] = copy;
-            let children = self.db.nodes[old.index()].children.clone();
-            stack.extend(children.into_iter().map(|c| (c, copy)));
+    /// Where `node`'s costs go now: itself, or the copy it moved to (and on, where that moved).
+    fn resolve(&self, mut node: DbNodeId) -> DbNodeId {
+        while self.to[node.index()] != node {
+            node = self.to[node.index()];
         }
+        node
+    }
+
+    /// Move the subtree at `node` (or where it moved) into `into` (or where that moved), a node
+    /// of the same procedure called from elsewhere, merging with what is there. Nothing moves
+    /// into its own subtree.
+    fn move_to(&mut self, node: DbNodeId, into: DbNodeId) {
+        let (node, into) = (self.resolve(node), self.resolve(into));
+        let mut up = into;
+        while up != DbNodeId::ROOT {
+            if up == node {
+                return;
+            }
+            up = self.db.nodes[up.index()].parent;
+        }
+        self.to[node.index()] = into;
+        let mut stack = vec![(node, into)];
+        while let Some((old, copy)) = stack.pop() {
+            // A child that moved elsewhere before stays where it went.
+            let children: Vec<DbNodeId> = (self.db.nodes[old.index()].children.iter())
+                .copied()
+                .filter(|&c| self.to[c.index()] == c)
+                .collect();
+            for child in children {
+                let key = self.db.nodes[child.index()].key();
+                let into = self.db.child(&mut self.index, copy, key);
+                while self.to.len() < self.db.nodes.len() {
+                    self.to.push(DbNodeId::from_index(self.to.len()));
+                }
+                if into != child {
+                    self.to[child.index()] = into;
+                }
+                stack.push((child, into));
+            }
+        }
+    }
+
+    /// Per node, where its costs and references go in the end.
+    fn destinations(&self) -> Vec<DbNodeId> {
+        (0..self.to.len())
+            .map(|i| self.resolve(DbNodeId::from_index(i)))
+            .collect()
     }
 }
 
@@ -345,6 +388,45 @@ mod tests {
         assert_eq!(t.at("work"), vec![(under, 2)]);
         assert!(t.at(UNPLACED).is_empty() && t.at("GOMP_barrier").is_empty());
         assert_eq!(t.at("f._omp_fn.0")[0].1, 1, "the region's own samples stay");
+    }
+
+    #[test]
+    fn tasks_made_by_a_task_go_where_it_made_them_whichever_moves_first() {
+        // Bodies are handled in name order: the outer task first, then last.
+        for (outer, inner) in [("a_outer", "b_inner"), ("z_outer", "b_inner")] {
+            let mut t = Tree::new();
+            let main = t.frame(DbNodeId::ROOT, "main", 0, 0);
+            let fork = t.frame(main, "GOMP_parallel", 1, 0);
+            let body = t.frame(fork, "f._omp_fn.0", 0, 0);
+            let create = t.frame(body, "GOMP_task", 1, 0);
+            t.frame(create, outer, 0, 1);
+            let barrier = t.frame(body, "GOMP_barrier", 1, 0);
+            let run = t.frame(barrier, outer, 0, 2);
+            let create_inner = t.frame(run, "GOMP_task", 1, 0);
+            t.frame(create_inner, inner, 0, 1);
+            t.frame(barrier, inner, 0, 3);
+            let placed = place(&mut t.db, &[false, true]);
+            t.db.prune();
+            assert_eq!(
+                placed,
+                Tasks {
+                    samples: 7,
+                    at_creation: 7
+                },
+                "{outer}"
+            );
+            let path = vec![
+                "<program root>",
+                "main",
+                "GOMP_parallel",
+                "f._omp_fn.0",
+                "GOMP_task",
+            ];
+            assert_eq!(t.at(outer), vec![(path.clone(), 3)], "{outer}");
+            let mut under = path;
+            under.extend([outer, "GOMP_task"]);
+            assert_eq!(t.at(inner), vec![(under, 4)], "{outer}");
+        }
     }
 
     #[test]
