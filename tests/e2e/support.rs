@@ -262,6 +262,10 @@ pub mod symbols {
                 Frame::Kernel => "<kernel>".into(),
                 Frame::Blocked(reason) => reason.label().into(),
                 Frame::Unmapped { avma, .. } | Frame::Jit { avma, .. } => format!("{avma:#x}"),
+                Frame::Python { code, line } => {
+                    let c = &self.profile.python_code[code as usize];
+                    format!("py:{}:{line}", c.name)
+                }
                 Frame::Code { module, addr, kind } => {
                     let path = &self.profile.modules[module.index()].path;
                     let base = path.rsplit('/').next().unwrap_or(path).to_string();

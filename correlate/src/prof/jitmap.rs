@@ -96,15 +96,15 @@ impl PythonUse {
         let mut lines = Vec::new();
         if self.samples > 0 {
             lines.push(format!(
-                "Python: {} samples with their Python functions (CPython's perf trampolines)",
+                "Python: {} samples with their Python functions",
                 self.samples
             ));
         }
         if self.unnamed > 0 {
             lines.push(format!(
                 "Python: {} samples in the interpreter's evaluator without their Python \
-                 function: CPython's perf trampolines were off there (its start-up, CPython \
-                 before 3.12, PYTHONPERFSUPPORT=0, or a process attached to)",
+                 function (its start-up, before its first thread runs Python; measured without \
+                 hpcrun-rs's frame reader: before 3.12 or with PYTHONPERFSUPPORT=0)",
                 self.unnamed
             ));
         }

@@ -128,6 +128,16 @@ pub enum Frame {
         /// The load in effect (see above).
         load: u32,
     },
+    /// A Python function's frame at a line, read from the interpreter at the sample's time
+    /// (format version 12; the last variant): `code` indexes the profile's
+    /// [`Profile::python_code`](crate::format::db::Profile::python_code), `line` is the line the
+    /// frame was running (the innermost frame) or calling from.
+    Python {
+        /// The function's code object, as an index into the profile's table.
+        code: u32,
+        /// The source line.
+        line: u32,
+    },
 }
 
 /// Why a thread left the CPU, by the kernel function it switched away in.

@@ -1,7 +1,7 @@
 //! The `profile.db` format: what one `hpcrun-rs` run measured.
 //!
 //! A file is one [`Profile`] in the tools' common [envelope](crate::format::envelope) (magic
-//! `HPCRUNRS`, version 11: checksummed, then [tagged sections](crate::format::sections), each
+//! `HPCRUNRS`, version 12: checksummed, then [tagged sections](crate::format::sections), each
 //! one postcard value: 1 the profile, the module checksums, the [data references](crate::format::dataref), the data-source
 //! histograms of precise memory samples ([`crate::format::dataref::MemorySources`], attached to their
 //! [`crate::format::dataref::DataCost::sources`] when read), the run's place in a parallel job
@@ -9,7 +9,9 @@
 //! results](crate::format::watchdb) (`--watch`) and the data traces
 //! ([`crate::format::dataref::DataProfile::traces`], `-t --data`), sections 2 to 8 in that order,
 //! then the OpenMP regions' timeline ([`RegionTimeline`], section 9) and the event groups
-//! ([`Profile::read_with`], section 10); a reader that does not know a section skips it.
+//! ([`Profile::read_with`], section 10), then the Python functions ([`Profile::python_code`],
+//! section 11); a reader that does not know a section skips it. Version 12 call trees may hold
+//! Python frames ([`Frame::Python`]), which version 11 ones have not.
 //! Version 11 call trees may hold JIT frames named by a jitdump's load ([`Frame::Jit`]), which
 //! version 10 ones have not, and version 11 checksums cover the version number too; version 10 trees may hold off-CPU reasons ([`Frame::Blocked`]),
 //! which version 9 ones (the same sections) have not. Version 8 files hold the eight untagged, one after the other; version 7 files end before the
@@ -46,7 +48,7 @@ pub const PROFILE_MAGIC: [u8; 8] = *b"HPCRUNRS";
 /// one-part `write` and `decode`.
 pub(crate) static PROFILE_FILE: FileKind = FileKind {
     magic: PROFILE_MAGIC,
-    version: 11,
+    version: 12,
     oldest: 1,
     checked_since: 2,
     version_summed_since: 11,
@@ -105,6 +107,21 @@ pub struct Profile {
     /// older files and where no event was in a group.
     #[serde(skip)]
     pub read_with: Vec<Option<u32>>,
+    /// The Python functions [`Frame::Python`] frames name (index = `code`). Stored after the
+    /// event groups (section 11); empty in older files and where no Python frame was read.
+    #[serde(skip)]
+    pub python_code: Vec<PythonCode>,
+}
+
+/// A Python function, as its code object names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PythonCode {
+    /// Its qualified name (`Class.method`, `outer.<locals>.inner`).
+    pub name: String,
+    /// The file it was compiled from.
+    pub file: String,
+    /// The line its definition starts at.
+    pub first_line: u32,
 }
 
 /// The name of the event of off-CPU time: each sample a switch of a thread away from the CPU,
@@ -233,6 +250,7 @@ impl Profile {
             watch: WatchProfile::default(),
             regions: RegionTimeline::default(),
             read_with: Vec::new(),
+            python_code: Vec::new(),
         }
     }
 
@@ -272,6 +290,18 @@ impl Profile {
             return Err(why);
         }
         let nodes_of = |tid| Some(self.threads.iter().find(|t| t.tid == tid)?.cct.nodes.len());
+        let codes = self.python_code.len() as u32;
+        for thread in &self.threads {
+            let nodes = thread.cct.nodes.iter();
+            let missing =
+                |n: &CctNode| matches!(n.frame, Frame::Python { code, .. } if code >= codes);
+            if let Some(i) = nodes.clone().position(missing) {
+                let tid = thread.tid;
+                return Err(format!(
+                    "node {i} of thread {tid} names a missing Python function"
+                ));
+            }
+        }
         if let Some(why) = self.traces.malformation(nodes_of) {
             return Err(why);
         }
@@ -300,6 +330,7 @@ impl Profile {
             postcard::to_stdvec(&self.data.traces)?,
             postcard::to_stdvec(&self.regions)?,
             postcard::to_stdvec(&self.read_with)?,
+            postcard::to_stdvec(&self.python_code)?,
         ])
     }
 
@@ -338,8 +369,9 @@ const TAGGED_SINCE: u32 = 9;
 
 /// The highest section id this build knows: 1 the profile, 2 its modules' checksums, 3 the data
 /// references, 4 their data sources, 5 the place in a job, 6 the traces, 7 the watch results,
-/// 8 the data traces, 9 the OpenMP regions' timeline, 10 the event groups.
-const LAST_SECTION: u32 = 10;
+/// 8 the data traces, 9 the OpenMP regions' timeline, 10 the event groups, 11 the Python
+/// functions.
+const LAST_SECTION: u32 = 11;
 
 /// The sections of a profile as they are decoded, before they are put together.
 #[derive(Default)]
@@ -354,6 +386,7 @@ struct Parts {
     data_traces: Option<Traces>,
     regions: Option<RegionTimeline>,
     read_with: Option<Vec<Option<u32>>>,
+    python_code: Option<Vec<PythonCode>>,
 }
 
 impl Parts {
@@ -371,7 +404,8 @@ impl Parts {
             7 => put(&mut self.watch, bytes),
             8 => put(&mut self.data_traces, bytes),
             9 => put(&mut self.regions, bytes),
-            _ => put(&mut self.read_with, bytes),
+            10 => put(&mut self.read_with, bytes),
+            _ => put(&mut self.python_code, bytes),
         }
     }
 
@@ -406,6 +440,7 @@ impl Parts {
         profile.data.traces = self.data_traces.unwrap_or_default();
         profile.regions = self.regions.unwrap_or_default();
         profile.read_with = self.read_with.unwrap_or_default();
+        profile.python_code = self.python_code.unwrap_or_default();
         let events = profile.events.len() as u32;
         if !profile.read_with.is_empty() && profile.read_with.len() != events as usize
             || (profile.read_with.iter().flatten()).any(|&leader| leader >= events)

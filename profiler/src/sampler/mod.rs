@@ -1,7 +1,8 @@
 //! The sampler (feature `sampler`): `hpcrun-rs`'s measurement, behind [`session::run`]. Its
 //! rooms, each using only those before it: `capture` (the command launched, the events'
 //! attributes, the rings emptied by the copier), `unwinding` (load map, images, stack walks,
-//! calling-context trees), `data` (data addresses, allocations, effective addresses, precise
+//! calling-context trees), `python` (Python's frames read at each sample and spliced into the
+//! native path), `data` (data addresses, allocations, effective addresses, precise
 //! memory samples), `record` (the `Recorder`, which takes each record through the rooms above),
 //! `watch` (hardware watchpoints) and `results` (the summary and the file). `session` runs a
 //! measurement; `open_events` opens the planned events and probes, `sources` puts the sources of
@@ -11,6 +12,7 @@
 pub(crate) mod capture;
 pub(crate) mod data;
 pub(crate) mod open_events;
+pub(crate) mod python;
 pub(crate) mod record;
 pub(crate) mod results;
 pub mod session;

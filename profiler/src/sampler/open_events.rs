@@ -201,6 +201,11 @@ impl OpenEvents {
         self.tripwires.iter().for_each(hold::disarm);
     }
 
+    /// The sampling events redirected into the rings (the ring owners are the others).
+    pub(crate) fn sampling_others(&self) -> impl Iterator<Item = &OwnedFd> {
+        self.others.iter()
+    }
+
     /// Every descriptor, ring owners first.
     pub(crate) fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
         (self.rings.iter().map(Ring::fd))

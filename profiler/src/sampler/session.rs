@@ -24,6 +24,8 @@ use crate::sampler::capture::ring::Copier;
 use crate::sampler::capture::signals::SignalPipe;
 use crate::sampler::data::sample::SampleLayout;
 use crate::sampler::open_events::{default_ring_pages, OpenEvents};
+use crate::sampler::python::bpf::PyFrames;
+use crate::sampler::python::layout::layout_of;
 use crate::sampler::record::recorder::{EventLayout, PreciseLayout, Recorder, Recording};
 use crate::sampler::results::report::Notice;
 use crate::sampler::sources::{Allocations, PerfRings, Source};
@@ -167,10 +169,37 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         opts.data || (opts.events.iter()).any(|e| matches!(e.event.class, EventClass::Memory(_)));
     let cpus = perf::online_cpus();
     let signals = SignalPipe::install().map_err(|e| RunError::System(e.to_string()))?;
-    let mut target = Prepared::new(opts, data)?;
+    // Python's frames read at each sample where the kernel takes the frame reader; CPython's
+    // perf trampolines (functions without lines, 3.12 on) otherwise.
+    let (mut python, python_notice) =
+        match (opts.python && is_python_target(&opts.target)).then(PyFrames::load) {
+            Some(Ok(frames)) => (Some(frames), None),
+            Some(Err(why)) => (None, Some(python_fallback(&why))),
+            None => (None, None),
+        };
+    let trampolines = Options {
+        python: opts.python && python.is_none(),
+        ..opts.clone()
+    };
+    let mut target = Prepared::new(&trampolines, data)?;
+    if let (Some(frames), Target::Launch(_)) = (&python, &opts.target) {
+        crate::sampler::python::early::watch(target.tasks[0] as u32, frames.configs());
+    }
     let opened = open_all(opts, data, &target, &cpus);
     let (plan, mut open, mut notices) = target.or_abandon(opened)?;
     let mut recorder = recorder_for(opts, data, (&plan, &mut open), &mut target, &cpus);
+    if let Some(mut frames) = python.take() {
+        let sampling = open
+            .rings
+            .iter()
+            .map(|r| r.fd())
+            .chain(open.sampling_others());
+        match sampling.map(|fd| frames.attach(fd)).find_map(Result::err) {
+            None => recorder.read_python(frames),
+            Some(e) => notices.push(python_fallback(&format!("the events refused it ({e})"))),
+        }
+    }
+    notices.extend(python_notice);
     let copier = start_copier(opts, &plan, (&mut open, &mut recorder), &mut target, &cpus).map(
         |(copier, notice)| {
             notices.extend(notice);
@@ -215,7 +244,8 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     let regions = target.regions.take().map(RegionLog::finish);
     let lost = target.heap.tracker.as_ref().map_or(0, |t| t.lost());
     recorder.heap_tracking(target.heap.unavailable, lost);
-    let recording = recorder.finish();
+    let mut recording = recorder.finish();
+    notices.extend(recording.python.1.take());
     notices.extend(groups::unread_counts(
         &plan.specs,
         &counted,
@@ -239,6 +269,25 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
         watch: watcher.map(Watcher::finish).unwrap_or_default(),
         regions: regions.unwrap_or_default(),
     })
+}
+
+/// Whether the target is a Python interpreter or script (launched), or a process with an
+/// interpreter mapped (attached to).
+fn is_python_target(target: &Target) -> bool {
+    match target {
+        Target::Launch(argv) => (crate::sampler::capture::launch::resolve(&argv[0]))
+            .is_ok_and(|p| crate::sampler::capture::python::is_python(&p)),
+        Target::Attach(pid) => std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|maps| maps.lines().any(|l| layout_of(l.trim_end()).is_some())),
+    }
+}
+
+/// The notice for a Python command whose frames are not read at each sample, and why.
+fn python_fallback(why: &str) -> String {
+    format!(
+        "Python lines are not read ({why}); Python functions come from CPython's perf \
+         trampolines (3.12 and later)"
+    )
 }
 
 /// The recorder for the events of `plan` as `open` opened them, with the allocator probes
@@ -433,5 +482,6 @@ pub fn into_profile(m: Measurement) -> crate::format::db::Profile {
         watch: m.watch,
         regions: m.regions,
         read_with: m.read_with,
+        python_code: m.recording.python.0,
     }
 }

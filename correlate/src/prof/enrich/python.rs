@@ -113,9 +113,9 @@ impl Enricher<'_> {
             Above::Nothing if self.is_evaluator(node.frame, map) => Above::BareEvaluator,
             other => other,
         };
-        let placed = if let Some(key) = self.python_key(node.frame, pid) {
+        let placed = if let Some(keys) = self.python_keys(node.frame, pid) {
             // Any run of the interpreter's frames above is the call machinery: left out.
-            let here = self.insert_chain(base, &[key]);
+            let here = self.insert_chain(base, &keys);
             push(fold, Role::Python, here, Some(here), Above::Python)
         } else if self.in_interpreter(node.frame, map) {
             match up {
@@ -170,9 +170,12 @@ impl Enricher<'_> {
         at
     }
 
-    /// The Python function a frame is, if it is a trampoline the process's perf map names.
-    fn python_key(&mut self, frame: Frame, pid: u32) -> Option<NodeKey> {
+    /// The Python function (with its line, where the frame was read at the sample) a frame
+    /// is: a frame of the interpreter read by hpcrun-rs, or a trampoline the process's perf
+    /// map names.
+    fn python_keys(&mut self, frame: Frame, pid: u32) -> Option<Vec<NodeKey>> {
         let symbol = match frame {
+            Frame::Python { code, line } => return Some(self.python_frame(code, line).to_vec()),
             Frame::Unmapped { avma, kind } => self.jit.symbol(pid, kind.lookup(avma).0)?,
             Frame::Jit { avma, kind, load } => {
                 self.jit.symbol_of_load(pid, load, kind.lookup(avma).0)?
@@ -181,10 +184,31 @@ impl Enricher<'_> {
         };
         let name = symbol.name.strip_prefix("py::")?.to_string();
         let file = (symbol.file.as_deref()).map(|f| self.db.intern_file(&mut self.files, f));
-        Some(NodeKey {
+        Some(vec![NodeKey {
             file,
             ..NodeKey::pseudo(NodeKind::Procedure, name)
-        })
+        }])
+    }
+
+    /// The Python function of the profile's code `code` (its name, file and first line) and
+    /// its line `line` below it.
+    pub(super) fn python_frame(&mut self, code: u32, line: u32) -> [NodeKey; 2] {
+        let (name, file, first) = match self.python_code.get(code as usize) {
+            Some(c) => (c.name.clone(), c.file.as_str(), c.first_line),
+            None => (format!("<python code {code}>"), "", 0),
+        };
+        let file = Some(self.db.intern_file(&mut self.files, file));
+        let function = NodeKey {
+            file,
+            line: Some(first),
+            ..NodeKey::pseudo(NodeKind::Procedure, name)
+        };
+        let statement = NodeKey {
+            file,
+            line: Some(line),
+            ..NodeKey::pseudo(NodeKind::Statement, "")
+        };
+        [function, statement]
     }
 
     /// Whether a frame is code of a CPython interpreter.

@@ -8,6 +8,7 @@ pub mod groups;
 pub mod hold;
 pub mod java;
 pub mod launch;
+pub(crate) mod memory;
 pub(crate) mod ompt;
 pub mod perf;
 pub mod pmu;

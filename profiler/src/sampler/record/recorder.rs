@@ -133,6 +133,8 @@ pub struct Recorder {
     kernel_symbols: Option<Option<blocking::KernelSymbols>>,
     /// Each thread's last counts of the group members (`-e '{LEADER,MEMBER}'`).
     group_reads: GroupReads,
+    /// Python's frames read at each sample, where the frame reader is loaded.
+    python: Option<python::PythonReader>,
 }
 
 /// What a finished recording holds, ready to be written to `profile.db`.
@@ -149,6 +151,8 @@ pub struct Recording {
     pub data: DataProfile,
     /// Per-thread traces (`-t`).
     pub traces: Traces,
+    /// The Python functions of the trees' Python frames, and a line for the summary.
+    pub python: (Vec<crate::format::db::PythonCode>, Option<String>),
 }
 
 impl Recorder {
@@ -175,7 +179,13 @@ impl Recorder {
             openmp_trace: None,
             kernel_symbols: None,
             group_reads: GroupReads::default(),
+            python: None,
         }
+    }
+
+    /// Splice Python's frames, as `frames` reads them at each sample, into the paths.
+    pub(crate) fn read_python(&mut self, frames: crate::sampler::python::bpf::PyFrames) {
+        self.python = Some(python::PythonReader::new(frames));
     }
 
     /// Skip the samples of these events (backpressure tripwires,
@@ -247,19 +257,6 @@ impl Recorder {
             rec.data,
             self.layouts[event].parse_info,
         )
-    }
-
-    /// Learn about a process that existed before sampling started (attach mode).
-    pub fn adopt_process(&mut self, pid: u32) {
-        let comm = read_comm(pid, pid);
-        let state = self.process(pid);
-        state.comm = comm;
-        let mut space = std::mem::take(&mut state.space);
-        space.load_proc_maps(pid, &mut self.modules);
-        self.process(pid).space = space;
-        if self.trace.is_none() && self.modules.has_openmp_runtime() {
-            self.trace = self.openmp_trace.map(TraceLog::new);
-        }
     }
 
     /// Handle one record.
@@ -356,6 +353,9 @@ impl Recorder {
         }
         let mut space = std::mem::take(&mut self.process(pid).space);
         space.map(ev, &mut self.modules);
+        if let (Some(py), Some((module, _))) = (&mut self.python, space.resolve(Avma(ev.start))) {
+            py.mapped(pid, (ev.path, module), ev.start, ev.pgoff);
+        }
         self.process(pid).space = space;
     }
 
@@ -552,6 +552,10 @@ impl Recorder {
             stats: self.stats,
             data,
             traces: self.trace.map(TraceLog::finish).unwrap_or_default(),
+            python: self
+                .python
+                .map(python::PythonReader::finish)
+                .unwrap_or_default(),
         }
     }
 }
@@ -579,6 +583,7 @@ mod grouped;
 mod paths;
 mod probes;
 mod processes;
+mod python;
 pub(crate) use probes::ProbeIds;
 #[cfg(test)]
 #[path = "recorder_tests.rs"]

@@ -391,6 +391,10 @@ fn path_text(profile: &Profile, cct: &Cct, mut node: CctNodeId) -> String {
             Frame::Kernel => "<kernel>".to_string(),
             Frame::Blocked(reason) => reason.label().to_string(),
             Frame::Unmapped { avma, .. } | Frame::Jit { avma, .. } => format!("{avma:#x}"),
+            Frame::Python { code, line } => match profile.python_code.get(code as usize) {
+                Some(c) => format!("{} ({}:{line})", c.name, c.file),
+                None => format!("<python {code}>:{line}"),
+            },
             Frame::Code { module, addr, .. } => {
                 let path = profile
                     .modules

@@ -78,17 +78,7 @@ impl Stubs {
 /// Six bytes of process `pid`'s memory at `at`, if it can still be read.
 fn read_code(pid: u32, at: u64) -> Option<[u8; 6]> {
     let mut bytes = [0u8; 6];
-    let local = libc::iovec {
-        iov_base: bytes.as_mut_ptr().cast(),
-        iov_len: bytes.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: at as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    // SAFETY: reads six bytes of another process into `bytes`, which outlives the call.
-    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
-    (n == bytes.len() as isize).then_some(bytes)
+    crate::sampler::capture::memory::read_process(pid, at, &mut bytes).then_some(bytes)
 }
 
 #[cfg(test)]

@@ -64,7 +64,7 @@ impl Recorder {
         }
         self.walk.loads.clear();
         (self.walk.loads).extend(frames.iter().map(|f| space.jit_load(f.avma, sample.time)));
-        let inserted = self.insert_frames(pid, tid, &frames, walked.end);
+        let inserted = self.insert_frames((pid, tid, sample.time), &frames, walked.end);
         self.walk.frames = frames;
         inserted
     }
@@ -106,8 +106,7 @@ impl Recorder {
 
     fn insert_frames(
         &mut self,
-        pid: u32,
-        tid: u32,
+        (pid, tid, time): (u32, u32, u64),
         frames: &[RawFrame],
         end: WalkEnd,
     ) -> (CctNodeId, PathOutcome) {
@@ -122,7 +121,22 @@ impl Recorder {
         // loader's `_start`, which has no unwind information) did reach the root.
         let at_entry =
             |f: &RawFrame| f.kind == AddrKind::Return && space.is_entry_return(Avma(f.avma));
-        if end == WalkEnd::Complete || frames.last().is_some_and(at_entry) {
+        let complete = end == WalkEnd::Complete || frames.last().is_some_and(at_entry);
+        // Python's frames spliced in: such a path is never completed from another, whose
+        // Python frames may differ under the same native frames.
+        let python = (self.python.as_mut())
+            .and_then(|p| p.splice((pid, tid, time), &self.walk.path, complete));
+        if let Some(path) = python {
+            thread.last_path.clear();
+            let top = match complete {
+                true => CctNodeId::ROOT,
+                false => thread.cct.child(CctNodeId::ROOT, Frame::Partial),
+            };
+            let leaf = thread.cct.insert_path(top, path);
+            let outcome = [PathOutcome::Partial, PathOutcome::Complete][complete as usize];
+            return (leaf, outcome);
+        }
+        if complete {
             let leaf = insert_remembered(thread, frames, &self.walk.path, CctNodeId::ROOT, 0);
             return (leaf, PathOutcome::Complete);
         }

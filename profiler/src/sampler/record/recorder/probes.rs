@@ -183,18 +183,7 @@ fn read_out_pointer(pid: u32, out: u64, sp: u64, stack: &[u8]) -> Option<u64> {
     if let Some(bytes) = at.and_then(|at| stack.get(at..at.checked_add(8)?)) {
         return Some(u64::from_le_bytes(bytes.try_into().ok()?));
     }
-    let mut word = [0u8; 8];
-    let local = libc::iovec {
-        iov_base: word.as_mut_ptr().cast(),
-        iov_len: 8,
-    };
-    let remote = libc::iovec {
-        iov_base: out as *mut libc::c_void,
-        iov_len: 8,
-    };
-    // SAFETY: reads 8 bytes of another process into `word`, which outlives the call.
-    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
-    (n == 8).then(|| u64::from_le_bytes(word))
+    crate::sampler::capture::memory::read_u64(pid, out)
 }
 
 #[cfg(test)]

@@ -4,11 +4,28 @@
 use linux_perf_event_reader::{CommOrExecRecord, ForkOrExitRecord};
 
 use super::{ProcessState, Recorder};
+use crate::format::trace::TraceLog;
 use crate::sampler::data::liveheap::LiveHeap;
 use crate::sampler::unwinding::loadmap::AddressSpace;
 use crate::sampler::unwinding::stubs::Stubs;
 
 impl Recorder {
+    /// Learn about a process that existed before sampling started (attach mode).
+    pub fn adopt_process(&mut self, pid: u32) {
+        let comm = read_comm(pid, pid);
+        let state = self.process(pid);
+        state.comm = comm;
+        let mut space = std::mem::take(&mut state.space);
+        space.load_proc_maps(pid, &mut self.modules);
+        if let Some(py) = &mut self.python {
+            py.adopted(pid, &space);
+        }
+        self.process(pid).space = space;
+        if self.trace.is_none() && self.modules.has_openmp_runtime() {
+            self.trace = self.openmp_trace.map(TraceLog::new);
+        }
+    }
+
     pub(super) fn comm(&mut self, c: &CommOrExecRecord<'_>) {
         let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
         let (pid, tid) = (c.pid as u32, c.tid as u32);
@@ -37,6 +54,9 @@ impl Recorder {
             ..self.processes.get(&ppid).cloned().unwrap_or_default()
         };
         self.processes.insert(pid, child);
+        if let Some(py) = &mut self.python {
+            py.forked(ppid, pid);
+        }
     }
 }
 

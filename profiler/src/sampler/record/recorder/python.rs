@@ -1,0 +1,238 @@
+//! The recorder's side of Python's frames ([`crate::sampler::python`]): each process that maps
+//! a CPython interpreter registered with the frame reader, its records matched to their
+//! samples by thread and time, code objects read once per process, and the frames spliced
+//! into the sample's native path.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use fxhash::FxHashMap;
+
+use crate::format::addr::Avma;
+use crate::format::db::{AddrKind, Frame, ProfileModuleId, PythonCode};
+use crate::sampler::python::bpf::{PyFrames, PyRecord};
+use crate::sampler::python::code::{read_code, CodeObject};
+use crate::sampler::python::early::exec_mappings;
+use crate::sampler::python::layout::Interpreter;
+use crate::sampler::python::splice::{activations, splice};
+use crate::sampler::unwinding::loadmap::AddressSpace;
+
+/// How far from its sample's time the frame reader's record of it may be (ns): the two are
+/// stamped in the same interrupt, the record a fraction of a microsecond after the sample
+/// (measured: 90 ns to 0.3 µs), and samples of one thread are at least a sampling period
+/// (250 µs at 4 kHz) apart.
+const MATCH_WINDOW: u64 = 100_000;
+
+/// A process whose interpreter the frame reader knows.
+#[derive(Clone)]
+struct PyProcess {
+    interpreter: Arc<Interpreter>,
+    /// The interpreter's module in the profile.
+    module: ProfileModuleId,
+    /// Its load bias.
+    bias: u64,
+    /// What the frame reader was told of it.
+    config: [u8; crate::sampler::python::layout::CONFIG_SIZE],
+    /// Code objects read so far, by address (`None`: not one).
+    code: FxHashMap<u64, Option<(u32, Arc<CodeObject>)>>,
+}
+
+/// Python's frames for the recorder.
+pub(crate) struct PythonReader {
+    frames: PyFrames,
+    /// Per thread, the records not yet matched to a sample, oldest first.
+    pending: FxHashMap<u32, VecDeque<PyRecord>>,
+    /// Interpreters read from their files, by path (`None`: not one).
+    interpreters: FxHashMap<String, Option<Arc<Interpreter>>>,
+    processes: FxHashMap<u32, PyProcess>,
+    /// The profile's Python functions, and their indices.
+    codes: Vec<PythonCode>,
+    ids: FxHashMap<PythonCode, u32>,
+    /// Samples with Python frames spliced into their path, and samples with Python frames
+    /// that did not agree with their native path (kept native).
+    pub(crate) spliced: u64,
+    /// See [`PythonReader::spliced`].
+    pub(crate) disagreed: u64,
+}
+
+impl PythonReader {
+    /// A reader over the loaded frame reader `frames`.
+    pub(crate) fn new(frames: PyFrames) -> PythonReader {
+        PythonReader {
+            frames,
+            pending: FxHashMap::default(),
+            interpreters: FxHashMap::default(),
+            processes: FxHashMap::default(),
+            codes: Vec::new(),
+            ids: FxHashMap::default(),
+            spliced: 0,
+            disagreed: 0,
+        }
+    }
+
+    /// Process `pid` mapped the code of the module file `path` (profile module `module`) at
+    /// `start` from file offset `pgoff`: where it is a CPython interpreter of a known version,
+    /// tell the frame reader where its threads are.
+    pub(crate) fn mapped(
+        &mut self,
+        pid: u32,
+        (path, module): (&str, ProfileModuleId),
+        start: u64,
+        pgoff: u64,
+    ) {
+        if self.processes.contains_key(&pid)
+            || crate::sampler::python::layout::layout_of(path).is_none()
+        {
+            return;
+        }
+        let interpreter = (self.interpreters.entry(path.to_string()))
+            .or_insert_with(|| Interpreter::in_file(path).map(Arc::new))
+            .clone();
+        let Some(interpreter) = interpreter else {
+            return;
+        };
+        let Some(bias) = interpreter.bias(start, pgoff) else {
+            return;
+        };
+        let config = (interpreter.layout).config(interpreter.runtime.wrapping_add(bias));
+        if self.frames.register(pid, &config) {
+            let process = PyProcess {
+                interpreter,
+                module,
+                bias,
+                config,
+                code: FxHashMap::default(),
+            };
+            self.processes.insert(pid, process);
+        }
+    }
+
+    /// Process `pid`, attached to while it runs, has the mappings of `/proc/PID/maps` (its
+    /// load map `space` read from them).
+    pub(crate) fn adopted(&mut self, pid: u32, space: &AddressSpace) {
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return;
+        };
+        for (start, pgoff, path) in exec_mappings(&maps) {
+            if let Some((module, _)) = space.resolve(Avma(start)) {
+                self.mapped(pid, (path, module), start, pgoff);
+            }
+        }
+    }
+
+    /// Process `child` was forked from `parent`: the same interpreter at the same addresses.
+    pub(crate) fn forked(&mut self, parent: u32, child: u32) {
+        if let Some(p) = self.processes.get(&parent).cloned() {
+            if self.frames.register(child, &p.config) {
+                self.processes.insert(child, p);
+            }
+        }
+    }
+
+    /// The frame reader's record of thread `tid`'s sample at `time`, if it wrote one.
+    fn record_for(&mut self, tid: u32, time: u64) -> Option<PyRecord> {
+        let pending = &mut self.pending;
+        self.frames
+            .drain(|r| pending.entry(r.tid).or_default().push_back(r));
+        let queue = self.pending.get_mut(&tid)?;
+        while queue.front().is_some_and(|r| r.time + MATCH_WINDOW < time) {
+            queue.pop_front();
+        }
+        match queue.front() {
+            Some(r) if r.time.abs_diff(time) <= MATCH_WINDOW => queue.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// `path` (outermost first) of thread `tid` of process `pid` sampled at `time`, with its
+    /// Python frames spliced in where the frame reader recorded them and they agree with it;
+    /// `complete`: the path reaches the thread's root. `None` leaves the path as it is.
+    pub(crate) fn splice(
+        &mut self,
+        (pid, tid, time): (u32, u32, u64),
+        path: &[Frame],
+        complete: bool,
+    ) -> Option<Vec<Frame>> {
+        if !self.processes.contains_key(&pid) {
+            return None;
+        }
+        let record = self.record_for(tid, time)?;
+        if record.frames.is_empty() {
+            return None;
+        }
+        let runs: Option<Vec<Vec<Frame>>> = activations(&record.frames)
+            .iter()
+            .map(|run| {
+                run.iter()
+                    .map(|&(code, instr)| self.frame(pid, code, instr))
+                    .collect()
+            })
+            .collect();
+        let p = &self.processes[&pid];
+        let (module, evaluator) = (p.module, p.interpreter.evaluator.clone());
+        let is_evaluator = |f: &Frame| match *f {
+            Frame::Code {
+                module: m,
+                addr,
+                kind,
+            } => {
+                let at = match kind {
+                    AddrKind::Ip => addr.0,
+                    AddrKind::Return => addr.0.saturating_sub(1),
+                };
+                m == module && evaluator.contains(&at)
+            }
+            _ => false,
+        };
+        match runs.and_then(|runs| splice(path, is_evaluator, &runs, complete)) {
+            Some(spliced) => {
+                self.spliced += 1;
+                Some(spliced)
+            }
+            None => {
+                self.disagreed += 1;
+                None
+            }
+        }
+    }
+
+    /// The Python frame of code object `code` at instruction pointer `instr` in process `pid`
+    /// (`None` where the code object cannot be read).
+    fn frame(&mut self, pid: u32, code: u64, instr: u64) -> Option<Frame> {
+        let p = self.processes.get_mut(&pid)?;
+        if !p.code.contains_key(&code) {
+            let code_type = p.interpreter.code_type.wrapping_add(p.bias);
+            let read = read_code(pid, p.interpreter.layout, code_type, code).map(|c| {
+                let key = PythonCode {
+                    name: c.name.clone(),
+                    file: c.file.clone(),
+                    first_line: c.first_line,
+                };
+                let next = self.codes.len() as u32;
+                let id = *self.ids.entry(key.clone()).or_insert(next);
+                if id == next {
+                    self.codes.push(key);
+                }
+                (id, Arc::new(c))
+            });
+            p.code.insert(code, read);
+        }
+        let (id, object) = p.code.get(&code)?.as_ref()?;
+        Some(Frame::Python {
+            code: *id,
+            line: object.line(instr),
+        })
+    }
+
+    /// The profile's Python functions, and a line for the run's summary.
+    pub(crate) fn finish(self) -> (Vec<PythonCode>, Option<String>) {
+        let line = (self.spliced + self.disagreed > 0).then(|| {
+            format!(
+                "Python: {} samples with their Python frames and lines, {} whose Python frames \
+                 did not match their native stack (kept native)",
+                self.spliced, self.disagreed
+            )
+        });
+        (self.codes, line)
+    }
+}
