@@ -51,15 +51,22 @@ struct config {
   u32 frame_instr;       /* _PyInterpreterFrame.prev_instr / instr_ptr */
   u32 frame_owner;       /* _PyInterpreterFrame.owner (a byte) */
   u32 frame_entry;       /* _PyInterpreterFrame.is_entry (3.11, a byte), or NONE */
+  u32 code_qualname;     /* PyCodeObject.co_qualname */
+  u32 code_first_line;   /* PyCodeObject.co_firstlineno */
 };
 
 #define MAX_THREADS 64
 #define MAX_FRAMES 128
 #define OWNED_BY_CSTACK 3
 
+/* One frame: its code object, instruction pointer, and the code object's name pointer and
+ * first line as they were at the sample (hpcrun-rs reads the code object later, and takes it
+ * for the same only where these still match: code objects are freed and their memory reused). */
 struct frame {
   u64 code;
   u64 instr;
+  u64 name;
+  u64 first_line;
 };
 
 struct record {
@@ -147,8 +154,13 @@ int python_stack(void *ctx) {
      * the activation's first frame says so itself: bit 0 of its (even) instruction pointer. */
     if (owner == OWNED_BY_CSTACK)
       code = 0;
-    r->frame[i & (MAX_FRAMES - 1)].code = code;
-    r->frame[i & (MAX_FRAMES - 1)].instr = instr | (entry != 0);
+    struct frame *f = &r->frame[i & (MAX_FRAMES - 1)];
+    f->code = code;
+    f->instr = instr | (entry != 0);
+    f->name = code ? read_pointer(code + c->code_qualname) : 0;
+    f->first_line = 0;
+    if (code)
+      probe_read_user(&f->first_line, 4, (const void *)(code + c->code_first_line));
     n = i + 1;
     frame = read_pointer(frame + c->frame_previous);
   }

@@ -16,6 +16,20 @@ static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/python_stack.bp
 /// The program's most frames per record (`MAX_FRAMES`).
 const MAX_FRAMES: usize = 128;
 
+/// One interpreter frame as the program read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PyFrame {
+    /// Its code object; 0 for an activation's entry frame (3.12 on).
+    pub code: u64,
+    /// Its instruction pointer; bit 0 set on an activation's first frame (3.11).
+    pub instr: u64,
+    /// The code object's `co_qualname` and `co_firstlineno` then: the same code object, read
+    /// later, still has them.
+    pub name: u64,
+    /// See [`PyFrame::name`].
+    pub first_line: u32,
+}
+
 /// What the program wrote at one sample.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PyRecord {
@@ -25,10 +39,8 @@ pub(crate) struct PyRecord {
     pub pid: u32,
     /// See [`PyRecord::pid`].
     pub tid: u32,
-    /// The thread's interpreter frames, innermost first: (code object, instruction pointer);
-    /// code 0 is an activation's entry frame (3.12 on), bit 0 of the instruction pointer marks
-    /// an activation's first frame (3.11).
-    pub frames: Vec<(u64, u64)>,
+    /// The thread's interpreter frames, innermost first.
+    pub frames: Vec<PyFrame>,
     /// Whether the chain went on past the program's limit, or (`2`) the thread's state was
     /// not found.
     pub truncated: u32,
@@ -40,8 +52,19 @@ impl PyRecord {
         let u32_at = |at: usize| Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
         let u64_at = |at: usize| Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
         let n = (u32_at(16)? as usize).min(MAX_FRAMES);
+        if bytes.len() < 24 + 32 * n {
+            return None;
+        }
         let frames = (0..n)
-            .map(|i| Some((u64_at(24 + 16 * i)?, u64_at(32 + 16 * i)?)))
+            .map(|i| {
+                let at = 24 + 32 * i;
+                Some(PyFrame {
+                    code: u64_at(at)?,
+                    instr: u64_at(at + 8)?,
+                    name: u64_at(at + 16)?,
+                    first_line: u32_at(at + 24)?,
+                })
+            })
             .collect::<Option<Vec<_>>>()?;
         Some(PyRecord {
             time: u64_at(0)?,
@@ -172,12 +195,18 @@ mod tests {
         bytes.extend(6u32.to_le_bytes());
         bytes.extend(2u32.to_le_bytes());
         bytes.extend(0u32.to_le_bytes());
-        for v in [0x10u64, 0x11, 0, 0] {
+        for v in [0x10u64, 0x11, 0x500, 7, 0, 0, 0, 0] {
             bytes.extend(v.to_le_bytes());
         }
         let r = PyRecord::parse(&bytes).unwrap();
         assert_eq!((r.time, r.pid, r.tid), (77, 5, 6));
-        assert_eq!(r.frames, [(0x10, 0x11), (0, 0)]);
+        let frame = |code, instr, name, first_line| PyFrame {
+            code,
+            instr,
+            name,
+            first_line,
+        };
+        assert_eq!(r.frames, [frame(0x10, 0x11, 0x500, 7), frame(0, 0, 0, 0)]);
         assert!(PyRecord::parse(&bytes[..bytes.len() - 1]).is_none());
     }
 }

@@ -23,9 +23,20 @@ pub(crate) struct CodeObject {
     pub instructions: u64,
     /// `co_linetable`.
     pub linetable: Vec<u8>,
+    /// Where its `co_qualname` object was (a frame's record of its code object has it too).
+    pub name_at: u64,
 }
 
 impl CodeObject {
+    /// The Python function it is the code of, for the profile.
+    pub(crate) fn function(&self) -> crate::format::db::PythonCode {
+        crate::format::db::PythonCode {
+            name: self.name.clone(),
+            file: self.file.clone(),
+            first_line: self.first_line,
+        }
+    }
+
     /// The line of a frame of this code whose instruction pointer is `instr` (bit 0 ignored:
     /// the frame reader's mark).
     pub(crate) fn line(&self, instr: u64) -> u32 {
@@ -48,8 +59,10 @@ pub(crate) fn read_code(pid: u32, layout: &Layout, code_type: u64, at: u64) -> O
     if !read_process(pid, at + u64::from(layout.code_first_line), &mut first) {
         return None;
     }
+    let name_at = field(layout.code_qualname)?;
     Some(CodeObject {
-        name: read_string(pid, layout, field(layout.code_qualname)?)?,
+        name: read_string(pid, layout, name_at)?,
+        name_at,
         file: read_string(pid, layout, field(layout.code_filename)?)?,
         first_line: u32::try_from(i32::from_le_bytes(first)).unwrap_or(0),
         instructions: at + u64::from(layout.code_instructions),
@@ -201,6 +214,7 @@ mod tests {
             first_line: 3,
             instructions: 0x1000,
             linetable: vec![0x80 | (11 << 3), 0, 0, 0x80 | (12 << 3), 0, 0],
+            name_at: 0,
         };
         assert_eq!(code.line(0x1000), 4);
         assert_eq!(code.line(0x1002 | 1), 6);

@@ -3,6 +3,8 @@
 //! milliseconds on), while the interpreter runs Python within milliseconds of being mapped:
 //! a thread watches the process's mappings from its `exec` until then.
 
+use std::collections::HashSet;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::sampler::python::bpf::{register, Configs};
@@ -18,11 +20,12 @@ pub(crate) fn watch(pid: u32, configs: Configs) {
         .name("hpcrun-python".into())
         .spawn(move || {
             let until = Instant::now() + PATIENCE;
-            while Instant::now() < until {
-                let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-                    return;
-                };
-                if let Some(config) = interpreter_config(&maps) {
+            // Files read already that hold no interpreter (`python3.12` linked to its library).
+            let mut tried = HashSet::new();
+            // Before its `exec` the held child's mappings may not be readable.
+            while Instant::now() < until && Path::new(&format!("/proc/{pid}")).exists() {
+                let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
+                if let Some(config) = maps.ok().and_then(|m| interpreter_config(&m, &mut tried)) {
                     register(&configs, pid, &config);
                     return;
                 }
@@ -34,12 +37,16 @@ pub(crate) fn watch(pid: u32, configs: Configs) {
 }
 
 /// The frame reader's config for the first CPython interpreter of a known version in `maps`
-/// (the text of `/proc/PID/maps`).
-fn interpreter_config(maps: &str) -> Option<[u8; CONFIG_SIZE]> {
-    let (start, pgoff, path) = exec_mappings(maps).find(|&(_, _, p)| layout_of(p).is_some())?;
-    let interpreter = Interpreter::in_file(path)?;
-    let bias = interpreter.bias(start, pgoff)?;
-    Some((interpreter.layout).config(interpreter.runtime.wrapping_add(bias)))
+/// (the text of `/proc/PID/maps`), not reading again the files in `tried`.
+fn interpreter_config(maps: &str, tried: &mut HashSet<String>) -> Option<[u8; CONFIG_SIZE]> {
+    exec_mappings(maps).find_map(|(start, pgoff, path)| {
+        if layout_of(path).is_none() || !tried.insert(path.to_string()) {
+            return None;
+        }
+        let interpreter = Interpreter::in_file(path)?;
+        let bias = interpreter.bias(start, pgoff)?;
+        Some((interpreter.layout).config(interpreter.runtime.wrapping_add(bias)))
+    })
 }
 
 /// The executable file mappings of `maps` (the text of `/proc/PID/maps`): (start, file

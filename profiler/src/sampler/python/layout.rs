@@ -121,7 +121,7 @@ static LAYOUTS: [Layout; 3] = [
 ];
 
 /// The size of the eBPF program's `struct config`.
-pub(crate) const CONFIG_SIZE: usize = 48;
+pub(crate) const CONFIG_SIZE: usize = 56;
 
 impl Layout {
     /// The eBPF program's `struct config` for an interpreter whose `_PyRuntime` is at `runtime`
@@ -142,6 +142,8 @@ impl Layout {
             self.frame_instr,
             self.frame_owner,
             self.frame_entry.unwrap_or(NONE),
+            self.code_qualname,
+            self.code_first_line,
         ];
         for (i, f) in fields.iter().enumerate() {
             c[8 + 4 * i..12 + 4 * i].copy_from_slice(&f.to_le_bytes());

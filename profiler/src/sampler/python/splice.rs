@@ -7,14 +7,16 @@
 //! path cut short (its outer activations are in the part lost). Otherwise the sample keeps its
 //! native frames alone, and is counted as such.
 
+use crate::sampler::python::bpf::PyFrame;
+
 /// The runs of Python frames of a thread's frame list (innermost first, as the frame reader
 /// writes it: code 0 is an activation's entry frame, which ends the run inside it (3.12 on);
 /// bit 0 of an instruction pointer marks an activation's first frame, which ends its run
 /// (3.11)), innermost first, each innermost first.
-pub(crate) fn activations(frames: &[(u64, u64)]) -> Vec<&[(u64, u64)]> {
+pub(crate) fn activations(frames: &[PyFrame]) -> Vec<&[PyFrame]> {
     let mut runs = Vec::new();
     let mut start = 0;
-    for (i, &(code, instr)) in frames.iter().enumerate() {
+    for (i, &PyFrame { code, instr, .. }) in frames.iter().enumerate() {
         if code == 0 {
             runs.push(&frames[start..i]);
             start = i + 1;
@@ -58,18 +60,29 @@ pub(crate) fn splice<T: Copy>(
 mod tests {
     use super::*;
 
+    /// Frames of (code, instruction pointer).
+    fn frames(list: &[(u64, u64)]) -> Vec<PyFrame> {
+        (list.iter())
+            .map(|&(code, instr)| PyFrame {
+                code,
+                instr,
+                name: 0,
+                first_line: 0,
+            })
+            .collect()
+    }
+
     #[test]
     fn runs_end_at_entry_frames_in_either_marking() {
         // 3.12: two Python frames, an entry frame, one more, an entry frame.
-        let frames = [(1, 10), (2, 20), (0, 0), (3, 30), (0, 0)];
-        let runs = activations(&frames);
-        assert_eq!(runs, [&frames[..2], &frames[3..4]]);
+        let f = frames(&[(1, 10), (2, 20), (0, 0), (3, 30), (0, 0)]);
+        assert_eq!(activations(&f), [&f[..2], &f[3..4]]);
         // 3.11: the activation's first frame carries the mark.
-        let frames = [(1, 10), (2, 21), (3, 31)];
-        assert_eq!(activations(&frames), [&frames[..2], &frames[2..]]);
+        let f = frames(&[(1, 10), (2, 21), (3, 31)]);
+        assert_eq!(activations(&f), [&f[..2], &f[2..]]);
         // An activation that has not pushed its first frame yet: an empty run.
-        let frames = [(0, 0), (3, 30), (0, 0)];
-        assert_eq!(activations(&frames).len(), 2);
+        let f = frames(&[(0, 0), (3, 30), (0, 0)]);
+        assert_eq!(activations(&f).len(), 2);
     }
 
     #[test]

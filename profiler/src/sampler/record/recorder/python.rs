@@ -10,7 +10,7 @@ use fxhash::FxHashMap;
 
 use crate::format::addr::Avma;
 use crate::format::db::{AddrKind, Frame, ProfileModuleId, PythonCode};
-use crate::sampler::python::bpf::{PyFrames, PyRecord};
+use crate::sampler::python::bpf::{PyFrame, PyFrames, PyRecord};
 use crate::sampler::python::code::{read_code, CodeObject};
 use crate::sampler::python::early::exec_mappings;
 use crate::sampler::python::layout::Interpreter;
@@ -23,6 +23,10 @@ use crate::sampler::unwinding::loadmap::AddressSpace;
 /// (250 µs at 4 kHz) apart.
 const MATCH_WINDOW: u64 = 100_000;
 
+/// A code object read back: its index in the profile's table, and what turns its frames'
+/// instruction pointers into lines.
+type ReadCode = (u32, Arc<CodeObject>);
+
 /// A process whose interpreter the frame reader knows.
 #[derive(Clone)]
 struct PyProcess {
@@ -33,8 +37,9 @@ struct PyProcess {
     bias: u64,
     /// What the frame reader was told of it.
     config: [u8; crate::sampler::python::layout::CONFIG_SIZE],
-    /// Code objects read so far, by address (`None`: not one).
-    code: FxHashMap<u64, Option<(u32, Arc<CodeObject>)>>,
+    /// Code objects read so far, by (address, name pointer, first line) as a frame saw them
+    /// (`None`: no longer that code object when read).
+    code: FxHashMap<(u64, u64, u32), Option<ReadCode>>,
 }
 
 /// Python's frames for the recorder.
@@ -45,9 +50,10 @@ pub(crate) struct PythonReader {
     /// Interpreters read from their files, by path (`None`: not one).
     interpreters: FxHashMap<String, Option<Arc<Interpreter>>>,
     processes: FxHashMap<u32, PyProcess>,
-    /// The profile's Python functions, and their indices.
-    codes: Vec<PythonCode>,
-    ids: FxHashMap<PythonCode, u32>,
+    /// The profile's Python functions.
+    codes: CodeTable,
+    /// Frames whose code object was freed before it was read.
+    freed: u64,
     /// Samples with Python frames spliced into their path, and samples with Python frames
     /// that did not agree with their native path (kept native).
     pub(crate) spliced: u64,
@@ -63,8 +69,8 @@ impl PythonReader {
             pending: FxHashMap::default(),
             interpreters: FxHashMap::default(),
             processes: FxHashMap::default(),
-            codes: Vec::new(),
-            ids: FxHashMap::default(),
+            codes: CodeTable::default(),
+            freed: 0,
             spliced: 0,
             disagreed: 0,
         }
@@ -162,11 +168,7 @@ impl PythonReader {
         }
         let runs: Option<Vec<Vec<Frame>>> = activations(&record.frames)
             .iter()
-            .map(|run| {
-                run.iter()
-                    .map(|&(code, instr)| self.frame(pid, code, instr))
-                    .collect()
-            })
+            .map(|run| run.iter().map(|f| self.frame(pid, f)).collect())
             .collect();
         let p = &self.processes[&pid];
         let (module, evaluator) = (p.module, p.interpreter.evaluator.clone());
@@ -196,31 +198,36 @@ impl PythonReader {
         }
     }
 
-    /// The Python frame of code object `code` at instruction pointer `instr` in process `pid`
-    /// (`None` where the code object cannot be read).
-    fn frame(&mut self, pid: u32, code: u64, instr: u64) -> Option<Frame> {
+    /// The Python frame of `f` in process `pid`: its code object read (once) where it is
+    /// still the one the frame ran, else a frame of [`FREED`] (`None` where the process is
+    /// not known).
+    fn frame(&mut self, pid: u32, f: &PyFrame) -> Option<Frame> {
         let p = self.processes.get_mut(&pid)?;
-        if !p.code.contains_key(&code) {
+        let key = (f.code, f.name, f.first_line);
+        if !p.code.contains_key(&key) {
             let code_type = p.interpreter.code_type.wrapping_add(p.bias);
-            let read = read_code(pid, p.interpreter.layout, code_type, code).map(|c| {
-                let key = PythonCode {
-                    name: c.name.clone(),
-                    file: c.file.clone(),
-                    first_line: c.first_line,
-                };
-                let next = self.codes.len() as u32;
-                let id = *self.ids.entry(key.clone()).or_insert(next);
-                if id == next {
-                    self.codes.push(key);
-                }
-                (id, Arc::new(c))
-            });
-            p.code.insert(code, read);
+            let read = read_code(pid, p.interpreter.layout, code_type, f.code)
+                .filter(|c| c.name_at == f.name && c.first_line == f.first_line)
+                .map(|c| (self.codes.id(c.function()), Arc::new(c)));
+            p.code.insert(key, read);
         }
-        let (id, object) = p.code.get(&code)?.as_ref()?;
-        Some(Frame::Python {
-            code: *id,
-            line: object.line(instr),
+        Some(match &p.code[&key] {
+            Some((id, object)) => Frame::Python {
+                code: *id,
+                line: object.line(f.instr),
+            },
+            None => {
+                self.freed += 1;
+                let freed = PythonCode {
+                    name: FREED.into(),
+                    file: String::new(),
+                    first_line: 0,
+                };
+                Frame::Python {
+                    code: self.codes.id(freed),
+                    line: 0,
+                }
+            }
         })
     }
 
@@ -228,11 +235,35 @@ impl PythonReader {
     pub(crate) fn finish(self) -> (Vec<PythonCode>, Option<String>) {
         let line = (self.spliced + self.disagreed > 0).then(|| {
             format!(
-                "Python: {} samples with their Python frames and lines, {} whose Python frames \
-                 did not match their native stack (kept native)",
-                self.spliced, self.disagreed
+                "Python: {} samples with their Python frames and lines ({} frames of code freed \
+                 before it was read), {} whose Python frames did not match their native stack \
+                 (kept native)",
+                self.spliced, self.freed, self.disagreed
             )
         });
-        (self.codes, line)
+        (self.codes.list, line)
+    }
+}
+
+/// The name of a Python frame whose code object was freed (and its memory perhaps reused)
+/// before hpcrun-rs read it: a module's top-level code run once at its import, say.
+pub(crate) const FREED: &str = "<Python code freed before it was read>";
+
+/// The profile's Python functions, each once.
+#[derive(Default)]
+struct CodeTable {
+    list: Vec<PythonCode>,
+    ids: FxHashMap<PythonCode, u32>,
+}
+
+impl CodeTable {
+    /// The index of `code`, added where new.
+    fn id(&mut self, code: PythonCode) -> u32 {
+        let next = self.list.len() as u32;
+        let id = *self.ids.entry(code.clone()).or_insert(next);
+        if id == next {
+            self.list.push(code);
+        }
+        id
     }
 }
