@@ -106,11 +106,13 @@ struct Cli {
     #[arg(long, value_name = "VAR|sample[@HZ]")]
     watch: Vec<String>,
 
-    /// Python programs (CPython 3.12 and later): `auto` turns on CPython's perf trampolines in
-    /// the command's environment (PYTHONPERFSUPPORT=1, unless it is set), so that hpcprof-rs
-    /// shows each Python function in the calling context between the native frames, and copies
-    /// 32 KiB of stack per sample where the command is a Python interpreter or script (a
-    /// Python call takes about 500 bytes of native stack); `off` leaves both alone
+    /// Python programs: `auto` shows each Python function, with its file and line, in the
+    /// calling context between the native frames. As root, for a Python interpreter or script
+    /// (CPython 3.11 to 3.13), or a process attached to that runs one, an eBPF program reads
+    /// the interpreter's frames at each sample; otherwise CPython's perf trampolines are turned
+    /// on in the command's environment (PYTHONPERFSUPPORT=1 unless it is set; 3.12 and later,
+    /// functions without lines). A Python command gets 32 KiB of stack copied per sample (a
+    /// Python call takes about 500 bytes of native stack); `off` does none of this
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = AutoOff::Auto)]
     python: AutoOff,
 

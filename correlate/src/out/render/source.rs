@@ -242,7 +242,11 @@ pub fn render(
         } else {
             " ".repeat(columns_width(metrics, absolute))
         };
-        let src = text.get(line as usize - 1).copied().unwrap_or("");
+        // Line 0 is no line (CPython gives some instructions of a module's code line 0).
+        let src = (line.checked_sub(1))
+            .and_then(|i| text.get(i as usize))
+            .copied()
+            .unwrap_or("");
         let row = format!("{cols}  {line:>5}  {src}");
         writeln!(out, "{}", row.trim_end())?;
     }

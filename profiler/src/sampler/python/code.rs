@@ -113,7 +113,7 @@ fn read_bytes(pid: u32, at: u64) -> Option<Vec<u8>> {
 }
 
 /// The line of instruction `index` (in 2-byte code units) of code starting at `first_line`
-/// whose location table is `table`; `None` where the instruction has no location.
+/// whose location table is `table`; `None` where the instruction has no location (or line 0).
 pub(crate) fn line_of(table: &[u8], first_line: u32, index: u32) -> Option<u32> {
     let mut bytes = table.iter().copied();
     let mut line = i64::from(first_line);
@@ -145,7 +145,10 @@ pub(crate) fn line_of(table: &[u8], first_line: u32, index: u32) -> Option<u32> 
             line += d;
         }
         if index < start + units {
-            return delta.and_then(|_| u32::try_from(line).ok());
+            // Line 0: an instruction of no line (a module's first `RESUME`).
+            return delta
+                .and_then(|_| u32::try_from(line).ok())
+                .filter(|&l| l > 0);
         }
         start += units;
     }
