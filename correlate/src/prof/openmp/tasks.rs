@@ -312,6 +312,14 @@ mod tests {
             id
         }
 
+        /// Place the tasks (module 1 the runtime) and prune: (task samples, those at their
+        /// creation).
+        fn place(&mut self) -> (u64, u64) {
+            let tasks = place(&mut self.db, &[false, true]);
+            self.db.prune();
+            (tasks.samples, tasks.at_creation)
+        }
+
         /// The samples of every node named `name`, with its ancestors' names.
         fn at(&self, name: &str) -> Vec<(Vec<&str>, u64)> {
             let mut out = Vec::new();
@@ -365,15 +373,7 @@ mod tests {
     #[test]
     fn a_tasks_samples_go_under_its_one_creation_call_from_wherever_it_ran() {
         let (mut t, samples) = region_with_tasks(false);
-        let placed = place(&mut t.db, &[false, true]);
-        t.db.prune();
-        assert_eq!(
-            placed,
-            Tasks {
-                samples,
-                at_creation: samples
-            }
-        );
+        assert_eq!(t.place(), (samples, samples));
         let path = vec![
             "<program root>",
             "main",
@@ -405,16 +405,7 @@ mod tests {
             let create_inner = t.frame(run, "GOMP_task", 1, 0);
             t.frame(create_inner, inner, 0, 1);
             t.frame(barrier, inner, 0, 3);
-            let placed = place(&mut t.db, &[false, true]);
-            t.db.prune();
-            assert_eq!(
-                placed,
-                Tasks {
-                    samples: 7,
-                    at_creation: 7
-                },
-                "{outer}"
-            );
+            assert_eq!(t.place(), (7, 7), "{outer}");
             let path = vec![
                 "<program root>",
                 "main",
@@ -432,15 +423,7 @@ mod tests {
     #[test]
     fn a_task_made_in_two_places_stays_where_it_ran() {
         let (mut t, samples) = region_with_tasks(true);
-        let placed = place(&mut t.db, &[false, true]);
-        t.db.prune();
-        assert_eq!(
-            placed,
-            Tasks {
-                samples,
-                at_creation: 2
-            }
-        );
+        assert_eq!(t.place(), (samples, 2));
         assert_eq!(t.at("make._omp_fn.1").len(), 4);
         assert_eq!(t.at("work")[0].0.last(), Some(&"make._omp_fn.1"));
     }

@@ -50,16 +50,18 @@ impl Recorder {
         let mut frames = std::mem::take(&mut self.walk.frames);
         let mut walked = self.walk_stack(pid, sample, &mut frames);
         // JIT code whose unwinding records its jitdump has added since: walked again with them.
+        // The dump is read at most once per sample, for what the program appended since.
         let space = &mut process_entry(&mut self.processes, pid).space;
-        if frames.iter().any(|f| space.may_learn_jit(f.avma)) && space.learn_jit() {
+        let read = frames.iter().any(|f| space.may_learn_jit(f.avma));
+        if read && space.learn_jit() {
             walked = self.walk_stack(pid, sample, &mut frames);
         }
         self.walk.outer_cfa = walked.outer_cfa;
         frames[0].kind = leaf;
-        // JIT code a jitdump loaded: which of its loads was there when the sample was taken
-        // (the dump read once for the sample, for what the program appended since).
+        // JIT code a jitdump loaded: which of its loads was there when the sample was taken.
         let space = &mut process_entry(&mut self.processes, pid).space;
-        if space.has_jitdump() && frames.iter().any(|f| space.resolve(Avma(f.avma)).is_none()) {
+        let unmapped = || frames.iter().any(|f| space.resolve(Avma(f.avma)).is_none());
+        if !read && space.has_jitdump() && unmapped() {
             space.learn_jit();
         }
         self.walk.loads.clear();
