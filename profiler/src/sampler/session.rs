@@ -25,6 +25,7 @@ use crate::sampler::capture::signals::SignalPipe;
 use crate::sampler::data::sample::SampleLayout;
 use crate::sampler::open_events::{default_ring_pages, OpenEvents};
 use crate::sampler::python::bpf::PyFrames;
+use crate::sampler::python::collector::Collector;
 use crate::sampler::python::layout::layout_of;
 use crate::sampler::record::recorder::{EventLayout, PreciseLayout, Recorder, Recording};
 use crate::sampler::results::report::Notice;
@@ -173,7 +174,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     // perf trampolines (functions without lines, 3.12 on) otherwise.
     let (mut python, python_notice) =
         match (opts.python && is_python_target(&opts.target)).then(PyFrames::load) {
-            Some(Ok(frames)) => (Some(frames), None),
+            Some(Ok(loaded)) => (Some(Collector::start(loaded)), None),
             Some(Err(why)) => (None, Some(python_fallback(&why))),
             None => (None, None),
         };
@@ -183,7 +184,7 @@ pub fn run(opts: &Options) -> Result<Measurement, RunError> {
     };
     let mut target = Prepared::new(&trampolines, data)?;
     if let (Some(frames), Target::Launch(_)) = (&python, &opts.target) {
-        crate::sampler::python::early::watch(target.tasks[0] as u32, frames.configs());
+        crate::sampler::python::early::watch(target.tasks[0] as u32, frames.shared());
     }
     let opened = open_all(opts, data, &target, &cpus);
     let (plan, mut open, mut notices) = target.or_abandon(opened)?;

@@ -3,7 +3,6 @@
 //! layout, and its records read back from its ring.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::{Arc, Mutex};
 
 use aya::maps::{HashMap as BpfHashMap, MapData, RingBuf};
 use aya::programs::PerfEvent;
@@ -76,20 +75,18 @@ impl PyRecord {
     }
 }
 
-/// The program's map of processes to their interpreters' layouts, shared by the recorder and
-/// the thread that registers a launched interpreter as soon as it is mapped.
-pub(crate) type Configs = Arc<Mutex<BpfHashMap<MapData, u32, [u8; CONFIG_SIZE]>>>;
+/// The program's map of processes to their interpreters' layouts.
+pub(crate) type Configs = BpfHashMap<MapData, u32, [u8; CONFIG_SIZE]>;
 
-/// The loaded program, its map of processes and its ring.
+/// The loaded program.
 pub(crate) struct PyFrames {
     ebpf: aya::Ebpf,
-    configs: Configs,
-    ring: RingBuf<MapData>,
 }
 
 impl PyFrames {
-    /// Load the program into the kernel; why not (built without clang, not root, refused).
-    pub(crate) fn load() -> Result<PyFrames, String> {
+    /// Load the program into the kernel, with its map of processes and its ring; why not
+    /// (built without clang, not root, refused).
+    pub(crate) fn load() -> Result<(PyFrames, Configs, RingBuf<MapData>), String> {
         if OBJECT.is_empty() {
             return Err(
                 "hpcrun-rs was built without clang, which compiles its eBPF program".into(),
@@ -118,22 +115,9 @@ impl PyFrames {
             .take_map("stacks")
             .ok_or("the eBPF object has no ring")?;
         let ring = RingBuf::try_from(map).map_err(|e| refused(&e))?;
-        let map = ebpf
-            .take_map("configs")
-            .ok_or("the eBPF object has no configs")?;
-        let configs = Arc::new(Mutex::new(
-            BpfHashMap::try_from(map).map_err(|e| refused(&e))?,
-        ));
-        Ok(PyFrames {
-            ebpf,
-            configs,
-            ring,
-        })
-    }
-
-    /// The map of processes, for another thread to register processes in.
-    pub(crate) fn configs(&self) -> Configs {
-        Arc::clone(&self.configs)
+        let map = (ebpf.take_map("configs")).ok_or("the eBPF object has no configs")?;
+        let configs = BpfHashMap::try_from(map).map_err(|e| refused(&e))?;
+        Ok((PyFrames { ebpf }, configs, ring))
     }
 
     /// Run the program at every sample of the event `event`.
@@ -150,29 +134,6 @@ impl PyFrames {
             _ => Err(std::io::Error::last_os_error()),
         }
     }
-
-    /// Tell the program where process `pid`'s interpreter keeps its threads and frames.
-    pub(crate) fn register(&mut self, pid: u32, config: &[u8; CONFIG_SIZE]) -> bool {
-        register(&self.configs, pid, config)
-    }
-
-    /// Every record the program has written since the last call, in the order written.
-    pub(crate) fn drain(&mut self, mut each: impl FnMut(PyRecord)) {
-        while let Some(item) = self.ring.next() {
-            if let Some(record) = PyRecord::parse(&item) {
-                each(record);
-            }
-        }
-    }
-}
-
-/// Tell the program of `configs` where process `pid`'s interpreter keeps its threads and
-/// frames.
-pub(crate) fn register(configs: &Configs, pid: u32, config: &[u8; CONFIG_SIZE]) -> bool {
-    let mut map = configs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    map.insert(pid, config, 0).is_ok()
 }
 
 /// `words` as bytes.

@@ -7,15 +7,15 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::sampler::python::bpf::{register, Configs};
-use crate::sampler::python::layout::{layout_of, Interpreter, CONFIG_SIZE};
+use crate::sampler::python::collector::Shared;
+use crate::sampler::python::layout::{layout_of, Interpreter, Reading, CONFIG_SIZE};
 
 /// How long a launched command may take to map its interpreter.
 const PATIENCE: Duration = Duration::from_secs(10);
 
 /// Watch process `pid` (launched, not yet exec'd) until it maps a CPython interpreter, and
-/// register it in `configs` then.
-pub(crate) fn watch(pid: u32, configs: Configs) {
+/// register it with the frame reader (`shared`) then.
+pub(crate) fn watch(pid: u32, shared: std::sync::Arc<Shared>) {
     let spawned = std::thread::Builder::new()
         .name("hpcrun-python".into())
         .spawn(move || {
@@ -25,8 +25,10 @@ pub(crate) fn watch(pid: u32, configs: Configs) {
             // Before its `exec` the held child's mappings may not be readable.
             while Instant::now() < until && Path::new(&format!("/proc/{pid}")).exists() {
                 let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
-                if let Some(config) = maps.ok().and_then(|m| interpreter_config(&m, &mut tried)) {
-                    register(&configs, pid, &config);
+                if let Some((config, reading)) =
+                    maps.ok().and_then(|m| interpreter_config(&m, &mut tried))
+                {
+                    shared.register(pid, &config, reading);
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(1));
@@ -37,15 +39,19 @@ pub(crate) fn watch(pid: u32, configs: Configs) {
 }
 
 /// The frame reader's config for the first CPython interpreter of a known version in `maps`
-/// (the text of `/proc/PID/maps`), not reading again the files in `tried`.
-fn interpreter_config(maps: &str, tried: &mut HashSet<String>) -> Option<[u8; CONFIG_SIZE]> {
+/// (the text of `/proc/PID/maps`), and how to read its code objects, not reading again the
+/// files in `tried`.
+fn interpreter_config(
+    maps: &str,
+    tried: &mut HashSet<String>,
+) -> Option<([u8; CONFIG_SIZE], Reading)> {
     exec_mappings(maps).find_map(|(start, pgoff, path)| {
         if layout_of(path).is_none() || !tried.insert(path.to_string()) {
             return None;
         }
         let interpreter = Interpreter::in_file(path)?;
         let bias = interpreter.bias(start, pgoff)?;
-        Some((interpreter.layout).config(interpreter.runtime.wrapping_add(bias)))
+        Some((interpreter.config(bias), interpreter.reading(bias)))
     })
 }
 

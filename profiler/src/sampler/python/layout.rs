@@ -164,6 +164,18 @@ pub(crate) fn layout_of(path: &str) -> Option<&'static Layout> {
     LAYOUTS.iter().find(|l| l.minor == minor)
 }
 
+/// How to read one process's code objects.
+#[derive(Debug, Clone)]
+pub(crate) struct Reading {
+    /// Its interpreter's version.
+    pub layout: &'static Layout,
+    /// Where its `PyCode_Type` is.
+    pub code_type: u64,
+    /// The processes it was forked from, nearest first: a code object it no longer has is the
+    /// one at the same address in them, where that still matches the frame.
+    pub ancestors: Vec<u32>,
+}
+
 /// A CPython interpreter in a module file, at link-time addresses.
 #[derive(Debug)]
 pub(crate) struct Interpreter {
@@ -216,6 +228,20 @@ impl Interpreter {
             code_type: code_type?,
             segments,
         })
+    }
+
+    /// The frame reader's config for this interpreter loaded with bias `bias`.
+    pub(crate) fn config(&self, bias: u64) -> [u8; CONFIG_SIZE] {
+        self.layout.config(self.runtime.wrapping_add(bias))
+    }
+
+    /// How to read the code objects of this interpreter loaded with bias `bias`.
+    pub(crate) fn reading(&self, bias: u64) -> Reading {
+        Reading {
+            layout: self.layout,
+            code_type: self.code_type.wrapping_add(bias),
+            ancestors: Vec::new(),
+        }
     }
 
     /// The load bias of the file when mapped at `start` from file offset `pgoff`: what to add

@@ -184,7 +184,7 @@ impl Recorder {
     }
 
     /// Splice Python's frames, as `frames` reads them at each sample, into the paths.
-    pub(crate) fn read_python(&mut self, frames: crate::sampler::python::bpf::PyFrames) {
+    pub(crate) fn read_python(&mut self, frames: crate::sampler::python::collector::Collector) {
         self.python = Some(python::PythonReader::new(frames));
     }
 

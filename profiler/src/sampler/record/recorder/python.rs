@@ -1,17 +1,16 @@
 //! The recorder's side of Python's frames ([`crate::sampler::python`]): each process that maps
 //! a CPython interpreter registered with the frame reader, its records matched to their
-//! samples by thread and time, code objects read once per process, and the frames spliced
-//! into the sample's native path.
+//! samples by thread and time (from the [`Collector`], which reads the code objects while the
+//! process runs), and the frames spliced into the sample's native path.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use fxhash::FxHashMap;
 
 use crate::format::addr::Avma;
 use crate::format::db::{AddrKind, Frame, ProfileModuleId, PythonCode};
-use crate::sampler::python::bpf::{PyFrame, PyFrames, PyRecord};
-use crate::sampler::python::code::{read_code, CodeObject};
+use crate::sampler::python::bpf::PyFrame;
+use crate::sampler::python::collector::Collector;
 use crate::sampler::python::early::exec_mappings;
 use crate::sampler::python::layout::Interpreter;
 use crate::sampler::python::splice::{activations, splice};
@@ -23,10 +22,6 @@ use crate::sampler::unwinding::loadmap::AddressSpace;
 /// (250 µs at 4 kHz) apart.
 const MATCH_WINDOW: u64 = 100_000;
 
-/// A code object read back: its index in the profile's table, and what turns its frames'
-/// instruction pointers into lines.
-type ReadCode = (u32, Arc<CodeObject>);
-
 /// A process whose interpreter the frame reader knows.
 #[derive(Clone)]
 struct PyProcess {
@@ -35,23 +30,21 @@ struct PyProcess {
     module: ProfileModuleId,
     /// Its load bias.
     bias: u64,
-    /// What the frame reader was told of it.
-    config: [u8; crate::sampler::python::layout::CONFIG_SIZE],
-    /// Code objects read so far, by (address, name pointer, first line) as a frame saw them
-    /// (`None`: no longer that code object when read).
-    code: FxHashMap<(u64, u64, u32), Option<ReadCode>>,
+    /// The processes it was forked from, nearest first.
+    ancestors: Vec<u32>,
 }
 
 /// Python's frames for the recorder.
 pub(crate) struct PythonReader {
-    frames: PyFrames,
-    /// Per thread, the records not yet matched to a sample, oldest first.
-    pending: FxHashMap<u32, VecDeque<PyRecord>>,
+    collector: Collector,
     /// Interpreters read from their files, by path (`None`: not one).
     interpreters: FxHashMap<String, Option<Arc<Interpreter>>>,
     processes: FxHashMap<u32, PyProcess>,
     /// The profile's Python functions.
     codes: CodeTable,
+    /// Each code object's index in [`PythonReader::codes`], by the address of the collector's
+    /// copy of it.
+    ids: FxHashMap<usize, u32>,
     /// Frames whose code object was freed before it was read.
     freed: u64,
     /// Samples with Python frames spliced into their path, and samples with Python frames
@@ -62,14 +55,14 @@ pub(crate) struct PythonReader {
 }
 
 impl PythonReader {
-    /// A reader over the loaded frame reader `frames`.
-    pub(crate) fn new(frames: PyFrames) -> PythonReader {
+    /// A reader of what `collector` collects.
+    pub(crate) fn new(collector: Collector) -> PythonReader {
         PythonReader {
-            frames,
-            pending: FxHashMap::default(),
+            collector,
             interpreters: FxHashMap::default(),
             processes: FxHashMap::default(),
             codes: CodeTable::default(),
+            ids: FxHashMap::default(),
             freed: 0,
             spliced: 0,
             disagreed: 0,
@@ -100,14 +93,13 @@ impl PythonReader {
         let Some(bias) = interpreter.bias(start, pgoff) else {
             return;
         };
-        let config = (interpreter.layout).config(interpreter.runtime.wrapping_add(bias));
-        if self.frames.register(pid, &config) {
+        let (config, reading) = (interpreter.config(bias), interpreter.reading(bias));
+        if self.collector.shared().register(pid, &config, reading) {
             let process = PyProcess {
                 interpreter,
                 module,
                 bias,
-                config,
-                code: FxHashMap::default(),
+                ancestors: Vec::new(),
             };
             self.processes.insert(pid, process);
         }
@@ -128,25 +120,14 @@ impl PythonReader {
 
     /// Process `child` was forked from `parent`: the same interpreter at the same addresses.
     pub(crate) fn forked(&mut self, parent: u32, child: u32) {
-        if let Some(p) = self.processes.get(&parent).cloned() {
-            if self.frames.register(child, &p.config) {
+        if let Some(mut p) = self.processes.get(&parent).cloned() {
+            p.ancestors.insert(0, parent);
+            let mut reading = p.interpreter.reading(p.bias);
+            reading.ancestors.clone_from(&p.ancestors);
+            let config = p.interpreter.config(p.bias);
+            if self.collector.shared().register(child, &config, reading) {
                 self.processes.insert(child, p);
             }
-        }
-    }
-
-    /// The frame reader's record of thread `tid`'s sample at `time`, if it wrote one.
-    fn record_for(&mut self, tid: u32, time: u64) -> Option<PyRecord> {
-        let pending = &mut self.pending;
-        self.frames
-            .drain(|r| pending.entry(r.tid).or_default().push_back(r));
-        let queue = self.pending.get_mut(&tid)?;
-        while queue.front().is_some_and(|r| r.time + MATCH_WINDOW < time) {
-            queue.pop_front();
-        }
-        match queue.front() {
-            Some(r) if r.time.abs_diff(time) <= MATCH_WINDOW => queue.pop_front(),
-            _ => None,
         }
     }
 
@@ -162,7 +143,7 @@ impl PythonReader {
         if !self.processes.contains_key(&pid) {
             return None;
         }
-        let record = self.record_for(tid, time)?;
+        let record = self.collector.record_for(tid, time, MATCH_WINDOW)?;
         if record.frames.is_empty() {
             return None;
         }
@@ -198,36 +179,27 @@ impl PythonReader {
         }
     }
 
-    /// The Python frame of `f` in process `pid`: its code object read (once) where it is
-    /// still the one the frame ran, else a frame of [`FREED`] (`None` where the process is
-    /// not known).
+    /// The Python frame of `f` in process `pid`: of its code object where that was read
+    /// while still the one the frame ran, else of [`FREED`].
     fn frame(&mut self, pid: u32, f: &PyFrame) -> Option<Frame> {
-        let p = self.processes.get_mut(&pid)?;
-        let key = (f.code, f.name, f.first_line);
-        if !p.code.contains_key(&key) {
-            let code_type = p.interpreter.code_type.wrapping_add(p.bias);
-            let read = read_code(pid, p.interpreter.layout, code_type, f.code)
-                .filter(|c| c.name_at == f.name && c.first_line == f.first_line)
-                .map(|c| (self.codes.id(c.function()), Arc::new(c)));
-            p.code.insert(key, read);
-        }
-        Some(match &p.code[&key] {
-            Some((id, object)) => Frame::Python {
-                code: *id,
-                line: object.line(f.instr),
-            },
-            None => {
-                self.freed += 1;
-                let freed = PythonCode {
-                    name: FREED.into(),
-                    file: String::new(),
-                    first_line: 0,
-                };
-                Frame::Python {
-                    code: self.codes.id(freed),
-                    line: 0,
-                }
-            }
+        let Some(object) = self.collector.code_of(pid, f) else {
+            self.freed += 1;
+            let freed = PythonCode {
+                name: FREED.into(),
+                file: String::new(),
+                first_line: 0,
+            };
+            return Some(Frame::Python {
+                code: self.codes.id(freed),
+                line: 0,
+            });
+        };
+        let codes = &mut self.codes;
+        let id = *(self.ids.entry(Arc::as_ptr(&object) as usize))
+            .or_insert_with(|| codes.id(object.function()));
+        Some(Frame::Python {
+            code: id,
+            line: object.line(f.instr),
         })
     }
 
