@@ -47,6 +47,13 @@ impl Shared {
         taken
     }
 
+    /// Forget process `pid` (it replaced its program): the frame reader no longer reads it.
+    pub(crate) fn forget(&self, pid: u32) {
+        let _ = lock(&self.configs).remove(&pid);
+        lock(&self.processes).remove(&pid);
+        lock(&self.code).retain(|&(p, ..), _| p != pid);
+    }
+
     /// Everything the frame reader wrote since the last call, its new code objects read.
     fn drain(&self) {
         let mut ring = lock(&self.ring);

@@ -29,6 +29,9 @@ impl Recorder {
     pub(super) fn comm(&mut self, c: &CommOrExecRecord<'_>) {
         let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
         let (pid, tid) = (c.pid as u32, c.tid as u32);
+        if let (true, Some(py)) = (c.is_execve, &mut self.python) {
+            py.exec(pid);
+        }
         let process = self.process(pid);
         if c.is_execve {
             // A new program image: the old mappings and heap are gone.

@@ -10,6 +10,7 @@ use fxhash::FxHashMap;
 use crate::format::addr::Avma;
 use crate::format::db::{AddrKind, Frame, ProfileModuleId, PythonCode};
 use crate::sampler::python::bpf::PyFrame;
+use crate::sampler::python::code::CodeObject;
 use crate::sampler::python::collector::Collector;
 use crate::sampler::python::early::exec_mappings;
 use crate::sampler::python::layout::Interpreter;
@@ -43,8 +44,8 @@ pub(crate) struct PythonReader {
     /// The profile's Python functions.
     codes: CodeTable,
     /// Each code object's index in [`PythonReader::codes`], by the address of the collector's
-    /// copy of it.
-    ids: FxHashMap<usize, u32>,
+    /// copy of it (held here, so that the address is not another's later).
+    ids: FxHashMap<usize, (Arc<CodeObject>, u32)>,
     /// Frames whose code object was freed before it was read.
     freed: u64,
     /// Samples with Python frames spliced into their path, and samples with Python frames
@@ -118,6 +119,13 @@ impl PythonReader {
         }
     }
 
+    /// Process `pid` replaced its program (`exec`): its interpreter, if any, is gone.
+    pub(crate) fn exec(&mut self, pid: u32) {
+        if self.processes.remove(&pid).is_some() {
+            self.collector.shared().forget(pid);
+        }
+    }
+
     /// Process `child` was forked from `parent`: the same interpreter at the same addresses.
     pub(crate) fn forked(&mut self, parent: u32, child: u32) {
         if let Some(mut p) = self.processes.get(&parent).cloned() {
@@ -147,7 +155,7 @@ impl PythonReader {
         if record.frames.is_empty() {
             return None;
         }
-        let runs: Option<Vec<Vec<Frame>>> = activations(&record.frames)
+        let runs: Vec<Vec<Frame>> = activations(&record.frames)
             .iter()
             .map(|run| run.iter().map(|f| self.frame(pid, f)).collect())
             .collect();
@@ -167,7 +175,7 @@ impl PythonReader {
             }
             _ => false,
         };
-        match runs.and_then(|runs| splice(path, is_evaluator, &runs, complete)) {
+        match splice(path, is_evaluator, &runs, complete) {
             Some(spliced) => {
                 self.spliced += 1;
                 Some(spliced)
@@ -181,7 +189,7 @@ impl PythonReader {
 
     /// The Python frame of `f` in process `pid`: of its code object where that was read
     /// while still the one the frame ran, else of [`FREED`].
-    fn frame(&mut self, pid: u32, f: &PyFrame) -> Option<Frame> {
+    fn frame(&mut self, pid: u32, f: &PyFrame) -> Frame {
         let Some(object) = self.collector.code_of(pid, f) else {
             self.freed += 1;
             let freed = PythonCode {
@@ -189,18 +197,18 @@ impl PythonReader {
                 file: String::new(),
                 first_line: 0,
             };
-            return Some(Frame::Python {
+            return Frame::Python {
                 code: self.codes.id(freed),
                 line: 0,
-            });
+            };
         };
         let codes = &mut self.codes;
-        let id = *(self.ids.entry(Arc::as_ptr(&object) as usize))
-            .or_insert_with(|| codes.id(object.function()));
-        Some(Frame::Python {
+        let (_, id) = *(self.ids.entry(Arc::as_ptr(&object) as usize))
+            .or_insert_with(|| (Arc::clone(&object), codes.id(object.function())));
+        Frame::Python {
             code: id,
             line: object.line(f.instr),
-        })
+        }
     }
 
     /// The profile's Python functions, and a line for the run's summary.
