@@ -153,7 +153,8 @@ impl Layout {
 }
 
 /// The CPython version a module file is the interpreter of, by its name (`python3.12`,
-/// `libpython3.12.so.1.0`, `libpython3.13t.so`), where its layout is known.
+/// `libpython3.12.so.1.0`), where its layout is known: not a free-threaded or debug build
+/// (`libpython3.13t.so`, `python3.12d`), whose structures differ.
 pub(crate) fn layout_of(path: &str) -> Option<&'static Layout> {
     let name = path.rsplit('/').next()?;
     let rest = name
@@ -161,6 +162,11 @@ pub(crate) fn layout_of(path: &str) -> Option<&'static Layout> {
         .or_else(|| name.strip_prefix("python3."))?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     let minor: u8 = digits.parse().ok()?;
+    // A free-threaded (`3.13t`) or debug (`3.12d`) build lays its structures out otherwise.
+    let abi = rest[digits.len()..].chars().next();
+    if matches!(abi, Some('t' | 'd')) {
+        return None;
+    }
     LAYOUTS.iter().find(|l| l.minor == minor)
 }
 
@@ -272,6 +278,8 @@ mod tests {
         assert!(layout_of("/usr/bin/python3.10").is_none());
         assert!(layout_of("/usr/lib/libpythonista.so").is_none());
         assert!(layout_of("/usr/bin/python3").is_none());
+        assert!(layout_of("/usr/lib/libpython3.13t.so.1.0").is_none());
+        assert!(layout_of("/usr/bin/python3.12d").is_none());
     }
 
     #[test]
