@@ -166,3 +166,16 @@ impl Node {
 pub struct ChildIndex {
     pub(crate) map: FxHashMap<(DbNodeId, NodeKey), DbNodeId>,
 }
+
+impl ChildIndex {
+    /// The index of a tree built already (`nodes[0]` its root), to add to it or move within it.
+    pub(crate) fn of(nodes: &[Node]) -> ChildIndex {
+        let mut index = ChildIndex::default();
+        for (i, node) in nodes.iter().enumerate().skip(1) {
+            index
+                .map
+                .insert((node.parent, node.key()), DbNodeId::from_index(i));
+        }
+        index
+    }
+}

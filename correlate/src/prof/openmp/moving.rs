@@ -64,11 +64,7 @@ impl<'a> Mover<'a> {
         let off_cpu = (db.metrics.iter().enumerate().skip(1))
             .find(|(_, m)| m.name == profiler::db::OFF_CPU_EVENT && &m.unit == unit)
             .map(|(i, _)| i);
-        let mut index = ChildIndex::default();
-        for (i, node) in db.nodes.iter().enumerate().skip(1) {
-            let id = DbNodeId::from_index(i);
-            index.map.insert((node.parent, node.key()), id);
-        }
+        let index = ChildIndex::of(&db.nodes);
         Mover {
             db,
             shape,

@@ -198,11 +198,7 @@ struct Mover<'a> {
 
 impl<'a> Mover<'a> {
     fn new(db: &'a mut Database) -> Mover<'a> {
-        let mut index = ChildIndex::default();
-        for (i, node) in db.nodes.iter().enumerate().skip(1) {
-            let id = DbNodeId::from_index(i);
-            index.map.insert((node.parent, node.key()), id);
-        }
+        let index = ChildIndex::of(&db.nodes);
         let to = (0..db.nodes.len()).map(DbNodeId::from_index).collect();
         Mover { db, index, to }
     }

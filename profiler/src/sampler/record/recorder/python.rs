@@ -8,7 +8,7 @@ use std::sync::Arc;
 use fxhash::FxHashMap;
 
 use crate::format::addr::Avma;
-use crate::format::db::{AddrKind, Frame, ProfileModuleId, PythonCode};
+use crate::format::db::{Frame, ProfileModuleId, PythonCode};
 use crate::sampler::python::bpf::PyFrame;
 use crate::sampler::python::code::CodeObject;
 use crate::sampler::python::collector::Collector;
@@ -166,13 +166,7 @@ impl PythonReader {
                 module: m,
                 addr,
                 kind,
-            } => {
-                let at = match kind {
-                    AddrKind::Ip => addr.0,
-                    AddrKind::Return => addr.0.saturating_sub(1),
-                };
-                m == module && evaluator.contains(&at)
-            }
+            } => m == module && evaluator.contains(&kind.lookup(addr).0),
             _ => false,
         };
         match splice(path, is_evaluator, &runs, complete) {
