@@ -10,9 +10,8 @@
 //! 4. Assemble module > file > procedure and index addresses.
 
 use crate::aliens::SourceBounds;
-use crate::analysis::{
-    Analysis, Coverage, DebugSource, Heuristics, IrreducibleLoop, Options, Summary,
-};
+use crate::analysis::{Analysis, Coverage, DebugSource, Heuristics, Options, Summary};
+use crate::assemble::{Assembler, ProcScopes};
 use crate::binary::{self, LoadedFile};
 use crate::debuginfo::{DebugFiles, DebugSections};
 use crate::dwarf::{self, DwarfInfo, InlineCall, NO_FILE};
@@ -26,9 +25,9 @@ use crate::loopnest::{self, LoopEnv};
 use crate::noreturn::NoReturns;
 use crate::normalize;
 use crate::plan::{lacks_inline_records, plan_procedures, ProcPlan};
-use crate::procedure::{self, LocalTree, Step};
+use crate::procedure;
 use crate::ranges::normalize_ranges;
-use crate::scope::{module_basename, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
+use crate::scope::{Scope, ScopeKind, ScopeTree};
 use fxhash::FxHashMap;
 use profiler::addr::Svma;
 use rayon::prelude::*;
@@ -161,24 +160,21 @@ fn analyze_in_pool(
     let bounds = heuristics
         .line_map_aliens
         .then(|| SourceBounds::new(&plans, &symbols, &info));
+    let module_name = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let module_name = module_name.to_string_lossy();
     let build = |i: usize| {
         let inferred = bounds
             .as_ref()
             .filter(|_| lacks_inline_records(&plans[i], &info))
             .map(|b| b.infer(&plans, i, &info));
-        build_procedure(&plans[i], inferred, &info, &env, options)
+        build_procedure(&plans[i], inferred, &info, &env, options, &module_name)
     };
-    let module_name = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut assembler = Assembler::new(&module_name.to_string_lossy(), &info);
+    let mut assembler = Assembler::new(&module_name, &info);
     assembler
         .tree
         .set_shared_library(binary::is_shared_library(&file));
-    // Freeing what a procedure's analysis made (its local tree, its loops) takes about as long
-    // as putting it into the tree: it is done on a thread of its own, which the caller need not
-    // wait for (where no thread can be started, here).
-    let (spent, to_free) = std::sync::mpsc::channel::<Vec<Built>>();
-    let freer = std::thread::Builder::new().spawn(move || to_free.into_iter().for_each(drop));
     let (mut unresolved_jumps, mut duplicated_tests) = (0, 0);
+    let (mut inferred_inlined, mut irreducible_loops) = (0, Vec::new());
     // The procedures are built in parallel a chunk at a time, and each chunk is put into the
     // tree, in order, before the next is built: what a procedure's analysis made lives until it
     // is in the tree, not until the whole module is built (node: 300 -> 200 MB at the peak).
@@ -186,22 +182,16 @@ fn analyze_in_pool(
         let built: Vec<Built> = chunk.par_iter().map(|&i| build(i)).collect();
         assembler
             .tree
-            .reserve(built.iter().map(Built::scopes).sum::<usize>());
-        let mut done = Vec::with_capacity(built.len());
-        for (&i, mut b) in chunk.iter().zip(built) {
-            assembler.add_procedure(&plans[i], &mut b);
+            .reserve(built.iter().map(|b| b.scopes.len()).sum::<usize>());
+        for mut b in built {
             skipped.extend(b.note.take());
             unresolved_jumps += b.unresolved_jumps;
             duplicated_tests += b.duplicated_tests;
-            done.push(b);
-        }
-        if let Err(unsent) = spent.send(done) {
-            drop(unsent.0);
+            inferred_inlined += b.scopes.inferred;
+            irreducible_loops.append(&mut b.scopes.irreducible);
+            assembler.add(b.scopes);
         }
     }
-    drop((spent, freer));
-    let inferred_inlined = assembler.inferred;
-    let irreducible_loops = std::mem::take(&mut assembler.irreducible);
     let mut tree = assembler.tree;
     tree.set_identity(BinaryIdentity::of(&file, loaded.bytes()));
     let (units, unitless_programs) = (info.units, info.unitless_programs);
@@ -210,7 +200,7 @@ fn analyze_in_pool(
     drop(bounds);
     // Where no thread can be started, the closure is dropped here, with what it holds.
     let _ = std::thread::Builder::new().spawn(move || drop((plans, info)));
-    tree.finish();
+    tree.finish_index();
     let mut summary = summarize(&tree, units, debug_source, skipped, start.elapsed());
     summary.inferred_inlined = inferred_inlined;
     summary.unitless_line_programs = unitless_programs;
@@ -272,28 +262,14 @@ pub fn line_table_addresses(path: &Path) -> Result<Vec<Svma>, StructureError> {
 
 /// One procedure, built.
 struct Built {
-    local: LocalTree,
-    /// Inlined calls inferred from the line map, which replace the plan's (empty) ones.
-    inferred: Option<Vec<InlineCall>>,
+    /// Its scopes.
+    scopes: ProcScopes,
     /// What was skipped, if anything.
     note: Option<String>,
     /// Indirect jumps with unknown targets.
     unresolved_jumps: usize,
     /// Loops entered through copies of one test.
     duplicated_tests: usize,
-    /// Lowest statement address at or below each node of `local` (children are placed in
-    /// address order).
-    lowest: Vec<u64>,
-}
-
-impl Built {
-    /// At most how many scopes the procedure adds to the tree: itself, and per node of its
-    /// local tree the node and its statements.
-    fn scopes(&self) -> usize {
-        1 + (self.local.nodes.iter())
-            .map(|n| n.stmts.len() + 1)
-            .sum::<usize>()
-    }
 }
 
 /// Procedures built in parallel before they are put into the tree (see `analyze_in_pool`).
@@ -307,6 +283,7 @@ fn build_procedure(
     info: &DwarfInfo,
     env: &LoopEnv<'_, '_>,
     options: &Options,
+    module: &str,
 ) -> Built {
     let (nest, note) = if options.loops {
         loopnest::find_loops(plan, info, env)
@@ -329,11 +306,9 @@ fn build_procedure(
             ranges.shrink_to_fit();
         }
     }
-    let lowest = lowest_addresses(&local);
+    let scopes = ProcScopes::new(plan, local, calls, inferred.is_some(), info, module);
     Built {
-        local,
-        lowest,
-        inferred,
+        scopes,
         note,
         unresolved_jumps: nest.unresolved_jumps,
         duplicated_tests: nest.duplicated_tests,
@@ -350,180 +325,4 @@ fn first_file(plan: &ProcPlan, info: &DwarfInfo) -> Option<u32> {
             .find(|row| row.file != NO_FILE)
             .map(|row| row.file)
     })
-}
-
-/// Puts procedures' local trees into the module tree under their files.
-struct Assembler<'a> {
-    tree: ScopeTree,
-    info: &'a DwarfInfo,
-    /// DWARF file index -> tree file id.
-    files: FxHashMap<u32, FileId>,
-    /// Tree file id -> File scope.
-    file_scopes: FxHashMap<FileId, ScopeId>,
-    unknown_file: FileId,
-    /// Alien scopes added from inferred inlined calls.
-    inferred: usize,
-    /// Irreducible loops added.
-    irreducible: Vec<IrreducibleLoop>,
-}
-
-impl<'a> Assembler<'a> {
-    fn new(module: &str, info: &'a DwarfInfo) -> Self {
-        let mut tree = ScopeTree::new(module);
-        let base = module_basename(module);
-        let unknown_file = tree.intern_file(&format!("[{base}]"));
-        Assembler {
-            tree,
-            info,
-            files: FxHashMap::default(),
-            file_scopes: FxHashMap::default(),
-            unknown_file,
-            inferred: 0,
-            irreducible: Vec::new(),
-        }
-    }
-
-    fn file_id(&mut self, f: Option<u32>) -> FileId {
-        match f {
-            Some(f) if f != NO_FILE && !self.info.files[f as usize].is_empty() => *self
-                .files
-                .entry(f)
-                .or_insert_with(|| self.tree.intern_file(&self.info.files[f as usize])),
-            _ => self.unknown_file,
-        }
-    }
-
-    fn file_scope(&mut self, file: FileId) -> ScopeId {
-        if let Some(&s) = self.file_scopes.get(&file) {
-            return s;
-        }
-        let mut scope = Scope::new(ScopeKind::File);
-        scope.name = self.tree.file_name(file).to_string();
-        scope.file = Some(file);
-        let id = self.tree.add(self.tree.root(), scope);
-        self.file_scopes.insert(file, id);
-        id
-    }
-
-    fn add_procedure(&mut self, plan: &ProcPlan, built: &mut Built) {
-        let first_row = first_line(plan, self.info);
-        let file = self.file_id(plan.file.or(first_row.map(|r| r.0)));
-        let parent = self.file_scope(file);
-        let mut scope = Scope::new(ScopeKind::Procedure);
-        scope.name = plan.name.clone();
-        scope.link_name = plan.link_name.clone();
-        scope.file = Some(file);
-        scope.line = if plan.line > 0 {
-            plan.line
-        } else {
-            first_row.map_or(0, |r| r.1)
-        };
-        scope.entry = Some(plan.entry);
-        let id = self.tree.add(parent, scope);
-        let before = self.tree.len();
-        let calls = built.inferred.as_deref().unwrap_or(&plan.inlines);
-        self.add_children(&plan.name, calls, &mut built.local, &built.lowest, 0, id);
-        if built.inferred.is_some() {
-            self.inferred += (before..self.tree.len())
-                .filter(|&i| self.tree.get(ScopeId(i as u32)).is_alien())
-                .count();
-        }
-    }
-
-    fn add_children(
-        &mut self,
-        procedure: &str,
-        calls: &[InlineCall],
-        local: &mut LocalTree,
-        lowest: &[u64],
-        node: usize,
-        parent: ScopeId,
-    ) {
-        for ((file, line), ranges) in std::mem::take(&mut local.nodes[node].stmts) {
-            let mut s = Scope::new(ScopeKind::Statement);
-            s.file = Some(self.file_id(Some(file)));
-            s.line = line;
-            s.ranges = ranges;
-            self.tree.add(parent, s);
-        }
-        let mut children: Vec<(u64, usize)> = local.nodes[node]
-            .children
-            .iter()
-            .filter(|&&c| !local.nodes[c].dead)
-            .map(|&c| (lowest[c], c))
-            .collect();
-        children.sort_unstable();
-        for (_, c) in children {
-            let scope = match local.nodes[c].step {
-                Some(Step::Alien(i)) => self.alien_scope(&calls[i as usize]),
-                Some(Step::Loop(l)) => {
-                    let (file, line) = local.loop_lines[l];
-                    let mut s = Scope::new(ScopeKind::Loop);
-                    s.file = Some(self.file_id(file));
-                    s.line = line;
-                    s.entry = local.loop_headers.get(l).copied();
-                    let entries = &local.loop_entries[l];
-                    if entries.len() > 1 {
-                        self.irreducible.push(IrreducibleLoop {
-                            procedure: procedure.to_string(),
-                            file: s.file.map_or("", |f| self.tree.file_name(f)).to_string(),
-                            line,
-                            entries: entries.clone(),
-                        });
-                    }
-                    s
-                }
-                None => continue,
-            };
-            let id = self.tree.add(parent, scope);
-            self.add_children(procedure, calls, local, lowest, c, id);
-        }
-    }
-
-    fn alien_scope(&mut self, call: &InlineCall) -> Scope {
-        let call_file = call
-            .call_file
-            .filter(|&f| f != NO_FILE)
-            .map(|f| self.file_id(Some(f)));
-        let mut s = Scope::new(ScopeKind::Alien {
-            call_file,
-            call_line: call.call_line,
-        });
-        s.name = call.name.to_string();
-        s.link_name = call.link_name.as_deref().map(str::to_string);
-        s.file = Some(self.file_id(call.file));
-        s.line = call.line;
-        s
-    }
-}
-
-/// (file, line) of the first line row inside the procedure with a known line.
-fn first_line(plan: &ProcPlan, info: &DwarfInfo) -> Option<(u32, u32)> {
-    let i = info.first_row_from(plan.entry);
-    info.rows[i..]
-        .iter()
-        .take_while(|row| plan.ranges.iter().any(|r| r.contains(&row.address)))
-        .find(|row| row.file != NO_FILE && row.line > 0)
-        .map(|row| (row.file, row.line))
-}
-
-/// Lowest address of any statement at or below each live node of `local` (`u64::MAX` where
-/// there is none), in one pass from the leaves up.
-fn lowest_addresses(local: &LocalTree) -> Vec<u64> {
-    let mut lowest = vec![u64::MAX; local.nodes.len()];
-    let mut stack = vec![(0, false)];
-    while let Some((n, children_done)) = stack.pop() {
-        let node = &local.nodes[n];
-        let live = node.children.iter().filter(|&&c| !local.nodes[c].dead);
-        if children_done {
-            let own = node.stmts.values().flatten().map(|r| r.start).min();
-            lowest[n] = live
-                .map(|&c| lowest[c])
-                .fold(own.unwrap_or(u64::MAX), u64::min);
-        } else {
-            stack.push((n, true));
-            stack.extend(live.map(|&c| (c, false)));
-        }
-    }
-    lowest
 }

@@ -70,6 +70,7 @@
 mod aliens;
 mod analysis;
 mod analyze;
+mod assemble;
 mod binary;
 pub mod cfg;
 mod debuginfo;

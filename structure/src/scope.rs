@@ -22,6 +22,7 @@
 use crate::identity::BinaryIdentity;
 use crate::ranges::merge_in_place;
 use profiler::addr::Svma;
+use rayon::slice::ParallelSliceMut;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -222,6 +223,22 @@ impl ScopeTree {
         id
     }
 
+    /// Append `arena`, one procedure's scopes (the procedure first, parents before their
+    /// children, `parent` and `children` indices into `arena`; the procedure's parent `None`),
+    /// as the last child of `parent`, renumbered past the tree's scopes. Ranges are kept as
+    /// they are, the containers' too.
+    pub(crate) fn append_arena(&mut self, parent: ScopeId, mut arena: Vec<Scope>) {
+        let base = self.scopes.len() as u32;
+        for s in &mut arena {
+            s.parent = Some(s.parent.map_or(parent, |p| ScopeId(p.0 + base)));
+            for c in &mut s.children {
+                c.0 += base;
+            }
+        }
+        self.scopes[parent.index()].children.push(ScopeId(base));
+        self.scopes.append(&mut arena);
+    }
+
     /// The id of source file `path`, interning it on first use.
     pub fn intern_file(&mut self, path: &str) -> FileId {
         if self.file_ids.is_empty() && !self.files.is_empty() {
@@ -287,6 +304,12 @@ impl ScopeTree {
         self.build_index();
     }
 
+    /// [`ScopeTree::finish`] for a tree whose containers already hold their ranges (one built
+    /// of [`ScopeTree::append_arena`]'s arenas): only the address index is built.
+    pub(crate) fn finish_index(&mut self) {
+        self.build_index();
+    }
+
     fn compute_container_ranges(&mut self) {
         // Children always have larger ids than their parents, so one reverse pass suffices.
         // Modules and files hold no ranges: theirs would be most of the binary, built to be
@@ -328,7 +351,7 @@ impl ScopeTree {
             }
         }
         all.retain(|r| r.0 < r.1);
-        all.sort_unstable_by_key(|r| r.0);
+        all.par_sort_unstable_by_key(|r| r.0);
         if all.windows(2).all(|w| w[0].1 <= w[1].0) {
             // The common case (our own trees): already disjoint.
             self.index = all;

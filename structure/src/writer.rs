@@ -146,7 +146,7 @@ impl<'a> TreeWriter<'a, '_> {
     }
 
     /// Write scope `id`; `context` is the enclosing P, A or L (for guard aliens), if any.
-    fn scope(&mut self, id: ScopeId, context: Option<&Scope>) -> io::Result<()> {
+    fn scope(&mut self, id: ScopeId, context: Option<Context<'_>>) -> io::Result<()> {
         let scope = self.tree.get(id);
         match scope.kind {
             ScopeKind::Module => Err(io::Error::other("module scope below the root")),
@@ -157,35 +157,37 @@ impl<'a> TreeWriter<'a, '_> {
                 call_line,
             } => self.alien(scope, call_file, call_line),
             ScopeKind::Loop | ScopeKind::Statement => match context {
-                Some(ctx) if needs_guard(scope, ctx, self.earliest_line(id)) => {
-                    let i = self.index();
-                    let _ = write!(self.out, "<A i=\"{i}\" l=\"{}\" f=\"", scope.line);
+                Some(ctx) if needs_guard(scope, ctx.scope, ctx.earliest_line) => {
+                    self.open("<A i=\"", scope.line);
                     self.push_file(scope.file);
                     self.out.push_str("\" n=\"");
                     push_escaped(&mut self.out, GUARD_NAME);
                     self.out.push_str("\" v=\"{}\">\n");
-                    self.leaf_or_loop(scope)?;
+                    self.leaf_or_loop(scope, ctx.earliest_line)?;
                     self.out.push_str("</A>\n");
                     Ok(())
                 }
-                _ => self.leaf_or_loop(scope),
+                _ => self.leaf_or_loop(scope, context.map_or(0, |c| c.earliest_line)),
             },
         }
     }
 
-    /// The line before which a statement or loop needs a guard alien: its procedure's line,
-    /// or 0 (no such rule) inside inlined code, whose lines belong to the callee.
-    fn earliest_line(&self, id: ScopeId) -> u32 {
-        let mut chain = self.tree.ancestors(id);
-        match chain.find(|&a| !matches!(self.tree.get(a).kind, ScopeKind::Loop)) {
-            Some(p) if self.tree.get(p).kind == ScopeKind::Procedure => self.tree.get(p).line,
-            _ => 0,
-        }
+    /// Append `tag` (up to its `i` value's quote), the next index, and ` l="LINE" f="` as
+    /// statements, loops and aliens begin.
+    fn open(&mut self, tag: &str, line: u32) {
+        let i = self.index();
+        self.out.push_str(tag);
+        push_decimal(&mut self.out, i);
+        self.out.push_str("\" l=\"");
+        push_decimal(&mut self.out, line);
+        self.out.push_str("\" f=\"");
     }
 
     fn file(&mut self, scope: &Scope) -> io::Result<()> {
         let i = self.index();
-        let _ = write!(self.out, "<F i=\"{i}\" n=\"");
+        self.out.push_str("<F i=\"");
+        push_decimal(&mut self.out, i);
+        self.out.push_str("\" n=\"");
         push_escaped(&mut self.out, &scope.name);
         self.out.push_str("\">\n");
         for &child in &scope.children {
@@ -197,7 +199,9 @@ impl<'a> TreeWriter<'a, '_> {
 
     fn procedure(&mut self, scope: &Scope) -> io::Result<()> {
         let i = self.index();
-        let _ = write!(self.out, "<P i=\"{i}\" n=\"");
+        self.out.push_str("<P i=\"");
+        push_decimal(&mut self.out, i);
+        self.out.push_str("\" n=\"");
         push_escaped(&mut self.out, &scope.name);
         push_escaped(&mut self.out, &self.lib_suffix);
         self.out.push('"');
@@ -206,10 +210,12 @@ impl<'a> TreeWriter<'a, '_> {
             push_attr(&mut self.out, "ln", link);
         }
         let entry = scope.entry.or(scope.low_address()).unwrap_or(0);
-        let _ = write!(self.out, " l=\"{}\" v=\"", scope.line);
+        self.out.push_str(" l=\"");
+        push_decimal(&mut self.out, scope.line);
+        self.out.push_str("\" v=\"");
         push_one_byte(&mut self.out, entry);
         self.out.push_str("\">\n");
-        self.children(scope)?;
+        self.children(scope, scope.line)?;
         self.out.push_str("</P>\n");
         if self.out.len() >= SPILL_AT {
             self.sink.write_all(self.out.as_bytes())?;
@@ -218,8 +224,13 @@ impl<'a> TreeWriter<'a, '_> {
         Ok(())
     }
 
-    fn children(&mut self, scope: &Scope) -> io::Result<()> {
-        let context = (scope.kind != ScopeKind::Statement).then_some(scope);
+    /// Write the children of `scope`, whose statements and loops need a guard alien before
+    /// `earliest_line` (see [`Context`]).
+    fn children(&mut self, scope: &Scope, earliest_line: u32) -> io::Result<()> {
+        let context = (scope.kind != ScopeKind::Statement).then_some(Context {
+            scope,
+            earliest_line,
+        });
         for &child in &scope.children {
             self.scope(child, context)?;
         }
@@ -232,12 +243,10 @@ impl<'a> TreeWriter<'a, '_> {
         call_file: Option<FileId>,
         call_line: u32,
     ) -> io::Result<()> {
-        let outer = self.index();
-        let _ = write!(self.out, "<A i=\"{outer}\" l=\"{call_line}\" f=\"");
+        self.open("<A i=\"", call_line);
         self.push_file(call_file);
         self.out.push_str("\" n=\"\" v=\"{}\">\n");
-        let inner = self.index();
-        let _ = write!(self.out, "<A i=\"{inner}\" l=\"{}\" f=\"", scope.line);
+        self.open("<A i=\"", scope.line);
         self.push_file(scope.file);
         self.out.push_str("\" n=\"");
         push_escaped(&mut self.out, &scope.name);
@@ -246,29 +255,44 @@ impl<'a> TreeWriter<'a, '_> {
             push_attr(&mut self.out, "ln", ln);
         }
         self.out.push_str(" v=\"{}\">\n");
-        self.children(scope)?;
+        // Inside inlined code the lines are the callee's: no line is too early.
+        self.children(scope, 0)?;
         self.out.push_str("</A>\n</A>\n");
         Ok(())
     }
 
-    fn leaf_or_loop(&mut self, scope: &Scope) -> io::Result<()> {
-        let i = self.index();
+    /// Write a statement, or a loop with what it holds (`earliest_line`: its context's).
+    fn leaf_or_loop(&mut self, scope: &Scope, earliest_line: u32) -> io::Result<()> {
         if scope.kind == ScopeKind::Statement {
-            let _ = write!(self.out, "<S i=\"{i}\" l=\"{}\" v=\"", scope.line);
+            let i = self.index();
+            self.out.push_str("<S i=\"");
+            push_decimal(&mut self.out, i);
+            self.out.push_str("\" l=\"");
+            push_decimal(&mut self.out, scope.line);
+            self.out.push_str("\" v=\"");
             push_ranges(&mut self.out, &scope.ranges);
             self.out.push_str("\"/>\n");
             return Ok(());
         }
         let header = scope.entry.or(scope.low_address()).unwrap_or(0);
-        let _ = write!(self.out, "<L i=\"{i}\" l=\"{}\" f=\"", scope.line);
+        self.open("<L i=\"", scope.line);
         self.push_file(scope.file);
         self.out.push_str("\" v=\"");
         push_one_byte(&mut self.out, header);
         self.out.push_str("\">\n");
-        self.children(scope)?;
+        self.children(scope, earliest_line)?;
         self.out.push_str("</L>\n");
         Ok(())
     }
+}
+
+/// The scope whose children are being written, and the line before which its statements and
+/// loops need a guard alien: the procedure's line in a procedure and its loops, 0 (no such
+/// rule) inside inlined code, whose lines belong to the callee.
+#[derive(Clone, Copy)]
+struct Context<'a> {
+    scope: &'a Scope,
+    earliest_line: u32,
 }
 
 /// Whether a statement or loop directly inside procedure/loop `ctx` must be wrapped in a guard
@@ -303,9 +327,24 @@ fn push_one_byte(out: &mut String, addr: u64) {
 fn push_hex(out: &mut String, v: u64) {
     if v == 0 {
         out.push('0');
-    } else {
-        let _ = write!(out, "{v:#x}");
+        return;
     }
+    let mut digits = [0u8; 18];
+    let mut at = digits.len();
+    let mut rest = v;
+    while rest != 0 {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[(rest & 0xf) as usize];
+        rest >>= 4;
+    }
+    at -= 2;
+    digits[at..at + 2].copy_from_slice(b"0x");
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+}
+
+/// Append `v` in decimal.
+fn push_decimal(out: &mut String, v: impl itoa::Integer) {
+    out.push_str(itoa::Buffer::new().format(v));
 }
 
 /// Escape an attribute value the way hpcstruct does (`< > & "`), plus control characters.
