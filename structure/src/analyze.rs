@@ -273,7 +273,7 @@ struct Built {
 }
 
 /// Procedures built in parallel before they are put into the tree (see `analyze_in_pool`).
-const BUILD_CHUNK: usize = 4096;
+const BUILD_CHUNK: usize = 1024;
 
 /// Build one procedure's local tree, with `inferred` inlined calls instead of the plan's if
 /// given.

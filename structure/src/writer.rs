@@ -6,12 +6,14 @@
 //! guard aliens (`A n="<inline>"`) around statements and loops whose file differs from the
 //! enclosing scope's or whose line precedes their procedure's line.
 
+mod text;
+
 use crate::error::StructureError;
-use crate::scope::{module_basename, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
-use std::fmt::Write as _;
+use crate::scope::{module_basename, ScopeId, ScopeKind, ScopeTree};
+use rayon::prelude::*;
 use std::io::{self, Write};
-use std::ops::Range;
 use std::path::Path;
+use text::{indices, Formatter, Style};
 
 /// The document type declaration written at the top of every file (format version 4.9).
 const DOCTYPE: &str = r#"<!DOCTYPE HPCToolkitStructure [
@@ -69,26 +71,84 @@ pub fn write_structure<W: Write>(out: &mut W, trees: &[ScopeTree]) -> io::Result
     out.write_all(DOCTYPE.as_bytes())?;
     out.write_all(b"<HPCToolkitStructure i=\"0\" version=\"4.9\" n=\"\">\n")?;
     for tree in trees {
-        let mut writer = TreeWriter {
-            tree,
-            out: String::with_capacity(2 * SPILL_AT),
-            sink: &mut *out,
-            next_index: 2,
-            lib_suffix: if tree.is_shared_library() {
-                library_suffix(tree.module_path())
-            } else {
-                String::new()
-            },
-            files: tree
-                .files()
-                .iter()
-                .map(|f| escape(f).into_owned())
-                .collect(),
-        };
-        writer.module()?;
-        writer.sink.write_all(writer.out.as_bytes())?;
+        write_module(out, tree)?;
     }
     out.write_all(b"</HPCToolkitStructure>\n")
+}
+
+/// One part of a module's text, in document order.
+#[derive(Clone, Copy)]
+enum Piece {
+    /// A file's opening tag.
+    FileOpen(ScopeId),
+    /// A file's closing tag.
+    FileClose,
+    /// A scope directly in the module or in a file, with all below it.
+    Scope(ScopeId),
+}
+
+/// Pieces formatted together, then written in order: a few megabytes of text.
+const BATCH: usize = 512;
+
+/// Write one module. Its scopes below the module and file level (procedures) are formatted in
+/// parallel, a batch at a time, each numbered from its first index, known beforehand from
+/// what the scopes before it take ([`indices`]); the text is the same as one formatter's.
+fn write_module<W: Write>(out: &mut W, tree: &ScopeTree) -> io::Result<()> {
+    let style = Style::of(tree);
+    let mut start = Formatter::new(tree, &style, 2);
+    start.module_open();
+    out.write_all(start.out.as_bytes())?;
+    let pieces = pieces(tree);
+    let sizes: Vec<u64> = pieces
+        .par_iter()
+        .map(|piece| match *piece {
+            Piece::FileOpen(_) => 1,
+            Piece::FileClose => 0,
+            Piece::Scope(id) => indices(tree, id, None),
+        })
+        .collect();
+    let firsts: Vec<u64> = sizes
+        .iter()
+        .scan(3, |next, size| {
+            let first = *next;
+            *next += size;
+            Some(first)
+        })
+        .collect();
+    for (batch, firsts) in pieces.chunks(BATCH).zip(firsts.chunks(BATCH)) {
+        let texts: Vec<io::Result<String>> = (batch.par_iter().zip(firsts))
+            .map(|(piece, &first)| {
+                let mut text = Formatter::new(tree, &style, first);
+                match *piece {
+                    Piece::FileOpen(id) => text.file_open(tree.get(id)),
+                    Piece::FileClose => text.out.push_str("</F>\n"),
+                    Piece::Scope(id) => text.scope(id, None)?,
+                }
+                Ok(text.out)
+            })
+            .collect();
+        for text in texts {
+            out.write_all(text?.as_bytes())?;
+        }
+    }
+    out.write_all(b"</LM>\n")
+}
+
+/// The module's text in pieces: each file split into its opening tag, its scopes and its
+/// closing tag, every other scope in the module whole.
+fn pieces(tree: &ScopeTree) -> Vec<Piece> {
+    let mut pieces = Vec::new();
+    for &child in &tree.get(tree.root()).children {
+        let scope = tree.get(child);
+        if scope.kind == ScopeKind::File {
+            pieces.push(Piece::FileOpen(child));
+            pieces.extend(scope.children.iter().map(|&c| Piece::Scope(c)));
+            pieces.push(Piece::FileClose);
+        } else {
+            pieces.push(Piece::Scope(child));
+        }
+    }
+    pieces
 }
 
 /// `" [libfoo.so]"`: what HPCToolkit appends to the procedure names of a shared library.
@@ -96,321 +156,84 @@ pub(crate) fn library_suffix(module_path: &str) -> String {
     format!(" [{}]", module_basename(module_path))
 }
 
-/// Bytes of text gathered before they are handed to the output: the text of a whole module
-/// would be hundreds of megabytes for a large binary, grown by copying.
-const SPILL_AT: usize = 1 << 16;
-
-struct TreeWriter<'a, 'w> {
-    tree: &'a ScopeTree,
-    /// Text not yet written to `sink`.
-    out: String,
-    sink: &'w mut dyn Write,
-    next_index: u64,
-    lib_suffix: String,
-    /// Each file's path, escaped once (inlined code names its files hundreds of thousands of
-    /// times), indexed by `FileId.0`.
-    files: Vec<String>,
-}
-
-impl<'a> TreeWriter<'a, '_> {
-    fn index(&mut self) -> u64 {
-        let i = self.next_index;
-        self.next_index += 1;
-        i
-    }
-
-    fn module(&mut self) -> io::Result<()> {
-        let root = self.tree.get(self.tree.root());
-        let i = self.index();
-        let _ = writeln!(
-            self.out,
-            "<LM i=\"{i}\" n=\"{}\" has-calls=\"0\" v=\"{{}}\">",
-            escape(&root.name)
-        );
-        if let Some(identity) = self.tree.identity() {
-            let _ = writeln!(self.out, "<!--{}-->", identity.comment());
-        }
-        for &child in &root.children {
-            self.scope(child, None)?;
-        }
-        self.out.push_str("</LM>\n");
-        Ok(())
-    }
-
-    /// Append file `file`'s path, escaped, as an attribute value.
-    fn push_file(&mut self, file: Option<FileId>) {
-        match file {
-            Some(f) => self.out.push_str(&self.files[f.0 as usize]),
-            None => self.out.push_str(UNKNOWN_FILE),
-        }
-    }
-
-    /// Write scope `id`; `context` is the enclosing P, A or L (for guard aliens), if any.
-    fn scope(&mut self, id: ScopeId, context: Option<Context<'_>>) -> io::Result<()> {
-        let scope = self.tree.get(id);
-        match scope.kind {
-            ScopeKind::Module => Err(io::Error::other("module scope below the root")),
-            ScopeKind::File => self.file(scope),
-            ScopeKind::Procedure => self.procedure(scope),
-            ScopeKind::Alien {
-                call_file,
-                call_line,
-            } => self.alien(scope, call_file, call_line),
-            ScopeKind::Loop | ScopeKind::Statement => match context {
-                Some(ctx) if needs_guard(scope, ctx.scope, ctx.earliest_line) => {
-                    self.open("<A i=\"", scope.line);
-                    self.push_file(scope.file);
-                    self.out.push_str("\" n=\"");
-                    push_escaped(&mut self.out, GUARD_NAME);
-                    self.out.push_str("\" v=\"{}\">\n");
-                    self.leaf_or_loop(scope, ctx.earliest_line)?;
-                    self.out.push_str("</A>\n");
-                    Ok(())
-                }
-                _ => self.leaf_or_loop(scope, context.map_or(0, |c| c.earliest_line)),
-            },
-        }
-    }
-
-    /// Append `tag` (up to its `i` value's quote), the next index, and ` l="LINE" f="` as
-    /// statements, loops and aliens begin.
-    fn open(&mut self, tag: &str, line: u32) {
-        let i = self.index();
-        self.out.push_str(tag);
-        push_decimal(&mut self.out, i);
-        self.out.push_str("\" l=\"");
-        push_decimal(&mut self.out, line);
-        self.out.push_str("\" f=\"");
-    }
-
-    fn file(&mut self, scope: &Scope) -> io::Result<()> {
-        let i = self.index();
-        self.out.push_str("<F i=\"");
-        push_decimal(&mut self.out, i);
-        self.out.push_str("\" n=\"");
-        push_escaped(&mut self.out, &scope.name);
-        self.out.push_str("\">\n");
-        for &child in &scope.children {
-            self.scope(child, None)?;
-        }
-        self.out.push_str("</F>\n");
-        Ok(())
-    }
-
-    fn procedure(&mut self, scope: &Scope) -> io::Result<()> {
-        let i = self.index();
-        self.out.push_str("<P i=\"");
-        push_decimal(&mut self.out, i);
-        self.out.push_str("\" n=\"");
-        push_escaped(&mut self.out, &scope.name);
-        push_escaped(&mut self.out, &self.lib_suffix);
-        self.out.push('"');
-        let link = scope.link_name.as_deref().unwrap_or(&scope.name);
-        if !self.lib_suffix.is_empty() || link != scope.name {
-            push_attr(&mut self.out, "ln", link);
-        }
-        let entry = scope.entry.or(scope.low_address()).unwrap_or(0);
-        self.out.push_str(" l=\"");
-        push_decimal(&mut self.out, scope.line);
-        self.out.push_str("\" v=\"");
-        push_one_byte(&mut self.out, entry);
-        self.out.push_str("\">\n");
-        self.children(scope, scope.line)?;
-        self.out.push_str("</P>\n");
-        if self.out.len() >= SPILL_AT {
-            self.sink.write_all(self.out.as_bytes())?;
-            self.out.clear();
-        }
-        Ok(())
-    }
-
-    /// Write the children of `scope`, whose statements and loops need a guard alien before
-    /// `earliest_line` (see [`Context`]).
-    fn children(&mut self, scope: &Scope, earliest_line: u32) -> io::Result<()> {
-        let context = (scope.kind != ScopeKind::Statement).then_some(Context {
-            scope,
-            earliest_line,
-        });
-        for &child in &scope.children {
-            self.scope(child, context)?;
-        }
-        Ok(())
-    }
-
-    fn alien(
-        &mut self,
-        scope: &Scope,
-        call_file: Option<FileId>,
-        call_line: u32,
-    ) -> io::Result<()> {
-        self.open("<A i=\"", call_line);
-        self.push_file(call_file);
-        self.out.push_str("\" n=\"\" v=\"{}\">\n");
-        self.open("<A i=\"", scope.line);
-        self.push_file(scope.file);
-        self.out.push_str("\" n=\"");
-        push_escaped(&mut self.out, &scope.name);
-        self.out.push('"');
-        if let Some(ln) = scope.link_name.as_deref().filter(|ln| *ln != scope.name) {
-            push_attr(&mut self.out, "ln", ln);
-        }
-        self.out.push_str(" v=\"{}\">\n");
-        // Inside inlined code the lines are the callee's: no line is too early.
-        self.children(scope, 0)?;
-        self.out.push_str("</A>\n</A>\n");
-        Ok(())
-    }
-
-    /// Write a statement, or a loop with what it holds (`earliest_line`: its context's).
-    fn leaf_or_loop(&mut self, scope: &Scope, earliest_line: u32) -> io::Result<()> {
-        if scope.kind == ScopeKind::Statement {
-            let i = self.index();
-            self.out.push_str("<S i=\"");
-            push_decimal(&mut self.out, i);
-            self.out.push_str("\" l=\"");
-            push_decimal(&mut self.out, scope.line);
-            self.out.push_str("\" v=\"");
-            push_ranges(&mut self.out, &scope.ranges);
-            self.out.push_str("\"/>\n");
-            return Ok(());
-        }
-        let header = scope.entry.or(scope.low_address()).unwrap_or(0);
-        self.open("<L i=\"", scope.line);
-        self.push_file(scope.file);
-        self.out.push_str("\" v=\"");
-        push_one_byte(&mut self.out, header);
-        self.out.push_str("\">\n");
-        self.children(scope, earliest_line)?;
-        self.out.push_str("</L>\n");
-        Ok(())
-    }
-}
-
-/// The scope whose children are being written, and the line before which its statements and
-/// loops need a guard alien: the procedure's line in a procedure and its loops, 0 (no such
-/// rule) inside inlined code, whose lines belong to the callee.
-#[derive(Clone, Copy)]
-struct Context<'a> {
-    scope: &'a Scope,
-    earliest_line: u32,
-}
-
-/// Whether a statement or loop directly inside procedure/loop `ctx` must be wrapped in a guard
-/// alien: its file differs from the context's, or its line precedes `earliest_line`.
-fn needs_guard(scope: &Scope, ctx: &Scope, earliest_line: u32) -> bool {
-    let other_file = scope.file.is_some() && ctx.file.is_some() && scope.file != ctx.file;
-    other_file || (scope.line != 0 && scope.line < earliest_line)
-}
-
-/// Append ranges as hpcstruct's `v` attribute: `{[0x10-0x20) [0x30-0x38)}`.
-fn push_ranges(out: &mut String, ranges: &[Range<u64>]) {
-    out.push('{');
-    for (k, r) in ranges.iter().enumerate() {
-        if k > 0 {
-            out.push(' ');
-        }
-        out.push('[');
-        push_hex(out, r.start);
-        out.push('-');
-        push_hex(out, r.end);
-        out.push(')');
-    }
-    out.push('}');
-}
-
-/// The `v` of a `P` or `L`: the single byte at `addr`.
-fn push_one_byte(out: &mut String, addr: u64) {
-    push_ranges(out, std::slice::from_ref(&(addr..addr + 1)));
-}
-
-/// C's `%#lx`: `0` for zero, `0x…` otherwise.
-fn push_hex(out: &mut String, v: u64) {
-    if v == 0 {
-        out.push('0');
-        return;
-    }
-    let mut digits = [0u8; 18];
-    let mut at = digits.len();
-    let mut rest = v;
-    while rest != 0 {
-        at -= 1;
-        digits[at] = b"0123456789abcdef"[(rest & 0xf) as usize];
-        rest >>= 4;
-    }
-    at -= 2;
-    digits[at..at + 2].copy_from_slice(b"0x");
-    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
-}
-
-/// Append `v` in decimal.
-fn push_decimal(out: &mut String, v: impl itoa::Integer) {
-    out.push_str(itoa::Buffer::new().format(v));
-}
-
-/// Escape an attribute value the way hpcstruct does (`< > & "`), plus control characters.
-fn escape(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.bytes().any(|b| entity(b).is_some()) {
-        return s.into();
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    push_escaped(&mut out, s);
-    out.into()
-}
-
-/// Append ` NAME="VALUE"` to `out`, the value escaped.
-fn push_attr(out: &mut String, name: &str, value: &str) {
-    out.push(' ');
-    out.push_str(name);
-    out.push_str("=\"");
-    push_escaped(out, value);
-    out.push('"');
-}
-
-/// Append `s` to `out` escaped as [`escape`] does.
-fn push_escaped(out: &mut String, s: &str) {
-    let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        if let Some(e) = entity(b) {
-            // The characters replaced are ASCII: `i` is a character boundary.
-            out.push_str(&s[start..i]);
-            out.push_str(e);
-            start = i + 1;
-        }
-    }
-    out.push_str(&s[start..]);
-}
-
-/// The entity that stands for byte `b` in an attribute value, if it needs one.
-fn entity(b: u8) -> Option<&'static str> {
-    Some(match b {
-        b'<' => "&lt;",
-        b'>' => "&gt;",
-        b'&' => "&amp;",
-        b'"' => "&quot;",
-        b'\n' => "&#10;",
-        b'\r' => "&#13;",
-        b'\t' => "&#9;",
-        _ => return None,
-    })
-}
-
 #[cfg(test)]
-#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
+    use crate::scope::Scope;
 
-    #[test]
-    fn ranges_format_like_hpcstruct() {
-        let mut s = String::new();
-        push_ranges(&mut s, &[0..0x10, 0x1147..0x1172]);
-        assert_eq!(s, "{[0-0x10) [0x1147-0x1172)}");
-        s.clear();
-        push_ranges(&mut s, &[]);
-        assert_eq!(s, "{}");
+    /// A module of `procedures` procedures in three files, each with a guarded statement (its
+    /// line before the procedure's), an inlined call holding a loop, and a statement in it.
+    fn module(procedures: u32) -> ScopeTree {
+        let mut tree = ScopeTree::new("/bin/app");
+        let files: Vec<_> = (0..3)
+            .map(|f| {
+                let id = tree.intern_file(&format!("/src/f{f}.c"));
+                let mut scope = Scope::new(ScopeKind::File);
+                scope.name = format!("/src/f{f}.c");
+                scope.file = Some(id);
+                (id, tree.add(tree.root(), scope))
+            })
+            .collect();
+        for p in 0..procedures {
+            let (file, parent) = files[(p % 3) as usize];
+            let at = u64::from(p) * 0x100;
+            let mut procedure = Scope::new(ScopeKind::Procedure);
+            procedure.name = format!("f{p}");
+            procedure.file = Some(file);
+            procedure.line = 10;
+            procedure.entry = Some(at);
+            let proc_id = tree.add(parent, procedure);
+            let statement = |line, range: std::ops::Range<u64>| {
+                let mut s = Scope::new(ScopeKind::Statement);
+                s.file = Some(file);
+                s.line = line;
+                s.ranges = vec![range];
+                s
+            };
+            tree.add(proc_id, statement(5, at..at + 4));
+            let mut alien = Scope::new(ScopeKind::Alien {
+                call_file: Some(file),
+                call_line: 12,
+            });
+            alien.name = "inlined".into();
+            alien.file = Some(file);
+            alien.line = 1;
+            let alien_id = tree.add(proc_id, alien);
+            let mut lp = Scope::new(ScopeKind::Loop);
+            lp.file = Some(file);
+            lp.line = 2;
+            lp.entry = Some(at + 8);
+            let loop_id = tree.add(alien_id, lp);
+            tree.add(loop_id, statement(3, at + 8..at + 16));
+        }
+        tree.finish();
+        tree
+    }
+
+    /// Every element's `i`, in document order.
+    fn indices_in(text: &str) -> Vec<u64> {
+        text.split(" i=\"")
+            .skip(1)
+            .map(|rest| rest[..rest.find('"').unwrap()].parse().unwrap())
+            .collect()
     }
 
     #[test]
-    fn escapes_markup() {
-        assert_eq!(escape("a<b> & \"c\"'"), "a&lt;b&gt; &amp; &quot;c&quot;'");
+    fn elements_are_numbered_in_document_order_across_batches() {
+        // More procedures than one batch formats, so that numbers run on from batch to batch.
+        let procedures = 3 * BATCH as u32 / 2;
+        let mut out = Vec::new();
+        write_structure(&mut out, &[module(procedures)]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let numbers = indices_in(&text);
+        // Root 0, module 2, then one number per element: 3 files, and per procedure the
+        // procedure, a guard and its statement, two aliens, a loop and its statement.
+        assert_eq!(numbers.len() as u64, 2 + 3 + 7 * u64::from(procedures));
+        assert_eq!(&numbers[..2], &[0, 2]);
+        assert!(numbers[2..].iter().zip(3..).all(|(&n, want)| n == want));
+        assert_eq!(
+            text.matches("n=\"&lt;inline&gt;\"").count() as u32,
+            procedures
+        );
     }
 }

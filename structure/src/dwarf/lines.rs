@@ -1,13 +1,13 @@
 //! Line programs: rows, file tables, and the programs of `.debug_line` that no readable unit
 //! refers to (read by walking the section from one program header to the next).
 
-use super::{RawRows, Slice, UnitOutput};
+use super::{LineRow, RawRow, RawRows, Slice, UnitOutput};
 use gimli::AttributeValue;
 use std::collections::HashSet;
 use std::ops::Range;
 
-/// The line rows `(address, file, line, end_of_sequence)` of a program, dropping sequences
-/// outside the code.
+/// The line rows of a program (program-local files; an end of sequence marked
+/// [`RawRow::END`]), dropping sequences outside the code.
 pub(super) fn read_rows(
     program: gimli::IncompleteLineProgram<Slice<'_>>,
     in_code: &dyn Fn(u64) -> bool,
@@ -19,14 +19,20 @@ pub(super) fn read_rows(
         let line = row
             .line()
             .map_or(0, |l| l.get().min(u32::MAX as u64) as u32);
-        sequence.push((
-            row.address(),
-            row.file_index() as u32,
+        let file = if row.end_sequence() {
+            RawRow::END
+        } else {
+            // A (corrupt) index at the marker's value names no file, as any index past the
+            // program's table does.
+            row.file_index().min(u64::from(RawRow::END) - 1) as u32
+        };
+        sequence.push(LineRow {
+            address: row.address(),
+            file,
             line,
-            row.end_sequence(),
-        ));
+        });
         if row.end_sequence() {
-            if sequence.first().is_some_and(|s| in_code(s.0)) {
+            if sequence.first().is_some_and(|s| in_code(s.address)) {
                 rows_out.append(&mut sequence);
             }
             sequence.clear();
@@ -221,8 +227,9 @@ pub(super) fn sequence_ranges<'a>(programs: impl Iterator<Item = &'a RawRows>) -
     let mut out = Vec::new();
     for rows in programs {
         let mut start = None;
-        for &(address, _, _, end) in rows {
-            match (start, end) {
+        for row in rows {
+            let address = row.address;
+            match (start, RawRow::is_end(row)) {
                 (None, false) => start = Some(address),
                 (Some(s), true) => {
                     out.push(s..address);

@@ -210,8 +210,22 @@ impl DwarfInfo {
     }
 }
 
-/// Rows of a line program: `(address, file, line, end_of_sequence)` with program-local files.
-type RawRows = Vec<(u64, u32, u32, bool)>;
+/// Rows of a line program with program-local files, each end of sequence a row whose file is
+/// [`RawRow::END`] (16 bytes a row: libpython has 1.6 million).
+type RawRows = Vec<LineRow>;
+
+/// What marks an end of sequence among a program's rows.
+struct RawRow;
+
+impl RawRow {
+    /// The file of a row that ends a sequence (a row's own index is kept below it).
+    const END: u32 = NO_FILE;
+
+    /// Whether `row` ends a sequence.
+    fn is_end(row: &LineRow) -> bool {
+        row.file == Self::END
+    }
+}
 
 /// What one unit (or one line program without a unit) yields, with unit-local file indices.
 #[derive(Clone)]
@@ -274,30 +288,38 @@ fn merge_with_unitless(
 }
 
 /// Combine per-unit outputs: intern files globally, remap indices, merge line rows.
-fn merge_units(outputs: Vec<UnitOutput>, skipped: Vec<String>, units: usize) -> DwarfInfo {
+fn merge_units(mut outputs: Vec<UnitOutput>, skipped: Vec<String>, units: usize) -> DwarfInfo {
     let mut info = DwarfInfo::default();
     let mut file_ids: HashMap<String, u32> = HashMap::new();
-    let mut rows: RawRows = Vec::new();
-    for out in outputs {
-        let map: Vec<u32> = out
-            .files
-            .into_iter()
-            .map(|f| {
-                *file_ids.entry(f).or_insert_with_key(|k| {
-                    info.files.push(k.clone());
-                    (info.files.len() - 1) as u32
+    let maps: Vec<Vec<u32>> = (outputs.iter_mut())
+        .map(|out| {
+            (std::mem::take(&mut out.files).into_iter())
+                .map(|f| {
+                    *file_ids.entry(f).or_insert_with_key(|k| {
+                        info.files.push(k.clone());
+                        (info.files.len() - 1) as u32
+                    })
                 })
-            })
-            .collect();
+                .collect()
+        })
+        .collect();
+    // Rows take the module's file indices in place, each unit on its own; an end of sequence
+    // keeps its marker, and a row of a file the table lacks is told apart from it until the
+    // rows are sorted.
+    const MISSING: u32 = RawRow::END - 1;
+    (outputs.par_iter_mut().zip(&maps)).for_each(|(out, map)| {
+        for row in &mut out.rows {
+            if !RawRow::is_end(row) {
+                row.file = map.get(row.file as usize).copied().unwrap_or(MISSING);
+            }
+        }
+    });
+    let total = outputs.iter().map(|o| o.rows.len()).sum();
+    let mut rows: Vec<LineRow> = Vec::with_capacity(total);
+    for (out, map) in outputs.into_iter().zip(&maps) {
+        // Each unit's rows are freed as soon as they are moved: the rows are not held twice.
+        rows.extend(out.rows);
         let remap = |f: Option<u32>| f.and_then(|f| map.get(f as usize).copied());
-        rows.extend(out.rows.into_iter().map(|(a, f, l, end)| {
-            let f = if end {
-                NO_FILE
-            } else {
-                remap(Some(f)).unwrap_or(NO_FILE)
-            };
-            (a, f, l, end)
-        }));
         for mut p in out.procs {
             p.file = remap(p.file);
             for c in &mut p.inlines {
@@ -309,24 +331,22 @@ fn merge_units(outputs: Vec<UnitOutput>, skipped: Vec<String>, units: usize) -> 
     }
     // Rows at the same address: a real row beats an end-of-sequence marker; among real rows the
     // last one wins (the same choice as the addr2line crate). The sort is stable.
-    rows.par_sort_by_key(|&(a, _, _, end)| (a, !end));
-    let mut merged: Vec<LineRow> = Vec::with_capacity(rows.len());
-    for (address, file, line, _) in rows {
-        match merged.last_mut() {
-            Some(last) if last.address == address => {
-                *last = LineRow {
-                    address,
-                    file,
-                    line,
-                }
-            }
-            _ => merged.push(LineRow {
-                address,
-                file,
-                line,
-            }),
+    rows.par_sort_by_key(|row| (row.address, !RawRow::is_end(row)));
+    let mut kept = 0;
+    for i in 0..rows.len() {
+        let mut row = rows[i];
+        if row.file == MISSING {
+            row.file = NO_FILE;
+        }
+        if kept > 0 && rows[kept - 1].address == row.address {
+            rows[kept - 1] = row;
+        } else {
+            rows[kept] = row;
+            kept += 1;
         }
     }
+    rows.truncate(kept);
+    let merged = rows;
     info.rows = merged;
     info.skipped = skipped;
     info.units = units;
