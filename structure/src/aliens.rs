@@ -22,7 +22,8 @@
 use crate::binary::FunctionSymbol;
 use crate::dwarf::{DwarfInfo, InlineCall};
 use crate::plan::{clone_base, ProcPlan};
-use std::collections::HashMap;
+use fxhash::FxHashMap;
+use rayon::prelude::*;
 use std::ops::Range;
 
 /// Lines below a descriptor-less procedure's bounds that still join them (Algorithm 4.4).
@@ -46,7 +47,7 @@ struct Begin {
 /// sorted begin lines that bound and partition it.
 pub struct SourceBounds<'s> {
     begins: Vec<Option<Begin>>,
-    by_file: HashMap<u32, Vec<(u32, usize)>>,
+    by_file: FxHashMap<u32, Vec<(u32, usize)>>,
     /// Function symbols sorted by address: their demangled names show scoping (a lambda's
     /// `main::{lambda(int)#1}::operator()` where DWARF says only `operator()`).
     symbols: &'s [FunctionSymbol],
@@ -60,14 +61,14 @@ impl<'s> SourceBounds<'s> {
         symbols: &'s [FunctionSymbol],
         info: &DwarfInfo,
     ) -> SourceBounds<'s> {
-        let by_link: HashMap<&str, usize> = plans
+        let by_link: FxHashMap<&str, usize> = plans
             .iter()
             .enumerate()
             .map(|(i, p)| (link_name(p), i))
             .collect();
-        let own: Vec<Option<Begin>> = plans.iter().map(|p| own_begin(p, info)).collect();
+        let own: Vec<Option<Begin>> = plans.par_iter().map(|p| own_begin(p, info)).collect();
         let begins: Vec<Option<Begin>> = plans
-            .iter()
+            .par_iter()
             .zip(&own)
             .map(|(p, b)| {
                 let base = clone_base(link_name(p))
@@ -82,7 +83,7 @@ impl<'s> SourceBounds<'s> {
                 }
             })
             .collect();
-        let mut by_file: HashMap<u32, Vec<(u32, usize)>> = HashMap::new();
+        let mut by_file: FxHashMap<u32, Vec<(u32, usize)>> = FxHashMap::default();
         for (i, b) in begins.iter().enumerate() {
             if let Some(b) = b.filter(|b| !b.clone && b.line > 0) {
                 by_file.entry(b.file).or_default().push((b.line, i));
@@ -107,7 +108,7 @@ impl<'s> SourceBounds<'s> {
         let plan = &plans[index];
         let mut bounds = Bounds::new(begin, self.limit(begin, plans, index));
         let mut contexts: Vec<InlineCall> = Vec::new();
-        let mut by_key: HashMap<(u32, usize), usize> = HashMap::new();
+        let mut by_key: FxHashMap<(u32, usize), usize> = FxHashMap::default();
         for r in &plan.ranges {
             for (piece, row) in info.rows_in(r.clone()) {
                 if row.line == 0 || (row.file == begin.file && bounds.admit(row.line)) {

@@ -135,28 +135,55 @@ impl<'a, 'd> NoReturns<'a, 'd> {
             return false;
         };
         *self.analysed[i][below].get_or_init(|| {
-            let s = &self.symbols[i];
-            let end = s.address.saturating_add(s.size);
-            let Some(bytes) = self.code.iter().find_map(|c| c.slice(s.address, end)) else {
-                return false;
-            };
-            if bytes.is_empty() {
-                return false;
+            let (never_returns, by_level) = self.analyse(i, below);
+            if !by_level {
+                // No answer of the walk depended on the level: it holds at every level.
+                for (level, answer) in self.analysed[i].iter().enumerate() {
+                    if level != below {
+                        let _ = answer.set(never_returns);
+                    }
+                }
             }
-            let callee = |a: u64| self.at_level(a, below);
-            let pads = self
-                .exceptions
-                .pads(s.address, |a| bytes_from(self.data, a));
-            let env = CfgEnv {
-                is_noreturn: &callee,
-                read_data: &|_, _| None,
-                landing_pads: &pads,
-            };
-            let code = [CodeRange {
-                start: s.address,
-                bytes,
-            }];
-            !Cfg::may_return(&code, &env)
+            never_returns
         })
+    }
+
+    /// Whether the code of `symbols[i]` cannot return when its calls are judged at level
+    /// `below`, and whether that depended on the level: on the analysis of a callee, whose
+    /// answer may change from level to level (the names' answers do not).
+    fn analyse(&self, i: usize, below: usize) -> (bool, bool) {
+        let s = &self.symbols[i];
+        let end = s.address.saturating_add(s.size);
+        let Some(bytes) = self.code.iter().find_map(|c| c.slice(s.address, end)) else {
+            return (false, false);
+        };
+        if bytes.is_empty() {
+            return (false, false);
+        }
+        let by_level = std::cell::Cell::new(false);
+        let callee = |a: u64| {
+            let target = self.local_slots.get(&a).copied().unwrap_or(a);
+            if !self.named.contains(&target)
+                && (self.symbols)
+                    .binary_search_by_key(&target, |s| s.address)
+                    .is_ok()
+            {
+                by_level.set(true);
+            }
+            self.at_level(a, below)
+        };
+        let pads = self
+            .exceptions
+            .pads(s.address, |a| bytes_from(self.data, a));
+        let env = CfgEnv {
+            is_noreturn: &callee,
+            read_data: &|_, _| None,
+            landing_pads: &pads,
+        };
+        let code = [CodeRange {
+            start: s.address,
+            bytes,
+        }];
+        (!Cfg::may_return(&code, &env), by_level.get())
     }
 }

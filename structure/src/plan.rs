@@ -6,9 +6,11 @@
 use crate::binary::{CodeSection, FunctionSymbol};
 use crate::demangle::demangle;
 use crate::dwarf::DwarfInfo;
+use crate::dwarf::NoReturn;
 pub(crate) use crate::dwarf::ProcPlan;
 use crate::ranges::normalize_ranges;
-use std::collections::{BTreeMap, HashMap};
+use fxhash::FxHashMap;
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -41,7 +43,7 @@ pub(crate) fn plan_procedures(
     procs.sort_by_key(|p| p.entry);
     procs.dedup_by_key(|p| p.entry);
     let dwarf_entries: std::collections::BTreeSet<u64> = procs.iter().map(|p| p.entry).collect();
-    let by_link_name: HashMap<&str, u64> = symbols
+    let by_link_name: FxHashMap<&str, u64> = symbols
         .iter()
         .map(|s| (s.link_name.as_str(), s.address))
         .collect();
@@ -86,20 +88,24 @@ pub(crate) fn plan_procedures(
             ..p
         });
     }
+    // The symbols come in address order, so what they claim lies below the end of the last
+    // range claimed: a symbol inside it is claimed, and a symbol past it can only meet code of
+    // DWARF's procedures.
+    let from_dwarf: Vec<Range<u64>> = claimed.into_iter().map(|(s, e)| s..e).collect();
+    let no_callees = Arc::<NoReturn>::default();
+    let mut claimed_to = 0;
     for (i, s) in symbols.iter().enumerate() {
-        if is_claimed(&claimed, s.address) {
+        if s.address < claimed_to || covers(&from_dwarf, s.address) {
             continue;
         }
-        let ranges = unclaimed(&claimed, symbol_extent(symbols, i, code));
-        let Some(first) = ranges.first() else {
+        let ranges = outside(&from_dwarf, symbol_extent(symbols, i, code));
+        let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
             continue;
         };
         if first.start != s.address {
             continue;
         }
-        for r in &ranges {
-            claimed.insert(r.start, r.end);
-        }
+        claimed_to = last.end;
         plans.push(ProcPlan {
             ranges,
             entry: s.address,
@@ -111,7 +117,7 @@ pub(crate) fn plan_procedures(
             unit_has_inlines: false,
             from_dwarf: false,
             main_program: false,
-            noreturn_callees: Arc::default(),
+            noreturn_callees: Arc::clone(&no_callees),
         });
     }
     plans.sort_by_key(|p| p.entry);
@@ -140,11 +146,27 @@ pub(crate) fn symbol_extent(
     s.address..end
 }
 
-fn is_claimed(claimed: &BTreeMap<u64, u64>, addr: u64) -> bool {
-    claimed
-        .range(..=addr)
-        .next_back()
-        .is_some_and(|(_, &e)| addr < e)
+/// Whether one of `ranges` (sorted, disjoint) holds `addr`.
+fn covers(ranges: &[Range<u64>], addr: u64) -> bool {
+    let i = ranges.partition_point(|r| r.start <= addr);
+    i.checked_sub(1).is_some_and(|i| addr < ranges[i].end)
+}
+
+/// The parts of `r` outside `ranges` (sorted, disjoint).
+fn outside(ranges: &[Range<u64>], r: Range<u64>) -> Vec<Range<u64>> {
+    let mut out = Vec::new();
+    let mut cursor = r.start;
+    let first = ranges.partition_point(|c| c.end <= r.start);
+    for c in ranges[first..].iter().take_while(|c| c.start < r.end) {
+        if c.start > cursor {
+            out.push(cursor..c.start);
+        }
+        cursor = cursor.max(c.end);
+    }
+    if cursor < r.end {
+        out.push(cursor..r.end);
+    }
+    out
 }
 
 /// The parts of `r` not covered by `claimed`.
@@ -187,5 +209,18 @@ mod tests {
         assert_eq!(clone_base("_Z3fooi.part.0"), Some("_Z3fooi"));
         assert_eq!(clone_base("main"), None);
         assert_eq!(clone_base(".hidden"), None);
+    }
+
+    #[test]
+    fn symbols_get_the_code_outside_dwarfs_procedures() {
+        let claimed = [0x10..0x20, 0x30..0x40];
+        assert_eq!(
+            outside(&claimed, 0x0..0x50),
+            vec![0x0..0x10, 0x20..0x30, 0x40..0x50]
+        );
+        assert_eq!(outside(&claimed, 0x18..0x34), vec![0x20..0x30]);
+        assert_eq!(outside(&claimed, 0x12..0x1f), Vec::<Range<u64>>::new());
+        assert!(covers(&claimed, 0x10) && covers(&claimed, 0x3f));
+        assert!(!covers(&claimed, 0x20) && !covers(&claimed, 0xf) && !covers(&claimed, 0x40));
     }
 }
