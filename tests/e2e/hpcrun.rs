@@ -535,6 +535,7 @@ fn start_up_paths_in_the_dynamic_loader_reach_the_root() {
     let exe = compile("run_callers.c", &dir, "run_callers", CFLAGS);
     let db = dir.join("start.db");
     let (mut in_loader, mut partial) = (0, 0);
+    let mut partial_paths = Vec::new();
     for _ in 0..5 {
         let (status, stderr) = hpcrun(&db, &["-e", "cpu-clock@f20000", exe.to_str().unwrap(), "1"]);
         assert_eq!(status, 0, "{stderr}");
@@ -544,7 +545,10 @@ fn start_up_paths_in_the_dynamic_loader_reach_the_root() {
             for (frames, samples) in namer.paths(&t.cct) {
                 if frames.iter().any(|f| f.starts_with("ld-linux")) {
                     in_loader += samples;
-                    partial += samples * (frames[0] == "<partial call paths>") as u64;
+                    if frames[0] == "<partial call paths>" {
+                        partial += samples;
+                        partial_paths.push(format!("{samples}: {}", frames.join(" > ")));
+                    }
                 }
             }
         }
@@ -552,7 +556,8 @@ fn start_up_paths_in_the_dynamic_loader_reach_the_root() {
     assert!(in_loader >= 20, "only {in_loader} samples in the loader");
     assert!(
         partial * 10 <= in_loader,
-        "{partial} of {in_loader} loader samples partial"
+        "{partial} of {in_loader} loader samples partial:\n{}",
+        partial_paths.join("\n")
     );
 }
 

@@ -18,6 +18,17 @@ enum Open {
     Code(usize, Option<u32>),
 }
 
+/// Whether DIEs of `tag` describe a type whose children are its members.
+fn is_type(tag: gimli::DwTag) -> bool {
+    matches!(
+        tag,
+        gimli::DW_TAG_structure_type
+            | gimli::DW_TAG_class_type
+            | gimli::DW_TAG_union_type
+            | gimli::DW_TAG_enumeration_type
+    )
+}
+
 /// What the walk collects.
 struct Walk<'u, 'a, 'd> {
     unit: &'u gimli::Unit<Slice<'d>>,
@@ -77,7 +88,18 @@ impl<'d> Walk<'_, '_, 'd> {
     fn entries(&mut self) -> gimli::Result<()> {
         let mut stack: Vec<(isize, Open)> = Vec::new();
         let mut cursor = self.unit.entries();
-        while let Some(entry) = cursor.next_dfs()? {
+        let mut skip_children = false;
+        loop {
+            // A type's members are passed over whole, by the DIE's sibling link where the
+            // compiler gave one: no code is ever defined inside a type (a member function's
+            // code is a DIE of its own outside, pointing at its declaration).
+            let next = if skip_children && cursor.next_sibling()?.is_some() {
+                cursor.current()
+            } else {
+                cursor.next_dfs()?
+            };
+            let Some(entry) = next else { break };
+            skip_children = entry.has_children() && is_type(entry.tag());
             let depth = entry.depth();
             while stack.last().is_some_and(|&(d, _)| d >= depth) {
                 stack.pop();

@@ -128,11 +128,12 @@ struct Mapping {
     entry: Option<u64>,
 }
 
-/// Bytes after an entry point within which the entry code makes its first call. The kernel
-/// starts a process there with nothing above it on the stack, and the dynamic loader's entry
-/// code (`_start` in ld.so) has no unwind information: a path whose outermost return address
-/// is this close after an entry point has reached the thread's root.
-const ENTRY_CALL_WINDOW: u64 = 16;
+/// Bytes after an entry point within which the entry code makes its calls. The kernel starts a
+/// process there with nothing above it on the stack, and the dynamic loader's entry code
+/// (`_start` in ld.so) has no unwind information: a path whose outermost return address is
+/// this close after an entry point has reached the thread's root. glibc's loader calls
+/// `_dl_start` at once and `_dl_init` (the libraries' initialisers) 0x2b bytes in.
+const ENTRY_CALL_WINDOW: u64 = 64;
 
 /// A new executable mapping, as the kernel reported it (`PERF_RECORD_MMAP2` or `/proc/PID/maps`).
 #[derive(Debug, Clone, Copy)]
@@ -346,13 +347,20 @@ impl AddressSpace {
             .map(|m| m.kind)
     }
 
-    /// Whether return address `ra` is the return from the first call of a module's entry code
+    /// Whether return address `ra` is the return from a call of a module's entry code
     /// (see [`ENTRY_CALL_WINDOW`]): the outermost frame of a process's main thread.
     pub(crate) fn is_entry_return(&self, ra: Avma) -> bool {
         self.mapping_of(ra).is_some_and(|(m, svma)| {
             m.entry
                 .is_some_and(|e| svma.0 > e && svma.0 <= e + ENTRY_CALL_WINDOW)
         })
+    }
+
+    /// Whether instruction address `ip` is a module's entry point: where the kernel starts a
+    /// process, with nothing above it (a sample taken as `exec` returns to user space).
+    pub(crate) fn is_entry_point(&self, ip: Avma) -> bool {
+        self.mapping_of(ip)
+            .is_some_and(|(m, svma)| m.entry == Some(svma.0))
     }
 
     /// Populate from `/proc/PID/maps` (for what was mapped before sampling started).
@@ -423,6 +431,38 @@ mod tests {
         assert!(!space.is_code(0x7000_1000));
         let data = [0u64; 4];
         assert!(!space.is_code(data.as_ptr() as u64), "the stack is no code");
+    }
+
+    #[test]
+    fn the_loaders_entry_code_is_where_paths_begin() {
+        // Our own process was started by the dynamic loader: its entry point (where the kernel
+        // starts a process) and the returns from the calls its entry code makes are roots.
+        let mut modules = ModuleRegistry::default();
+        let mut space = AddressSpace::default();
+        space.load_proc_maps(std::process::id(), &mut modules);
+        // SAFETY: getauxval reads the auxiliary vector the kernel gave the process.
+        let base = unsafe { libc::getauxval(libc::AT_BASE) };
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let loader = (maps.lines())
+            .find_map(|l| {
+                l.split_whitespace()
+                    .nth(5)
+                    .filter(|p| p.contains("ld-linux"))
+            })
+            .expect("a dynamically linked test binary");
+        use object::Object;
+        let bytes = std::fs::read(loader).unwrap();
+        let entry = base + object::File::parse(&*bytes).unwrap().entry();
+        assert!(space.is_entry_point(Avma(entry)));
+        assert!(!space.is_entry_point(Avma(entry + 3)));
+        assert!(
+            !space.is_entry_return(Avma(entry)),
+            "a return is after a call"
+        );
+        for ra in [entry + 8, entry + 0x30] {
+            assert!(space.is_entry_return(Avma(ra)), "{:#x}", ra - entry);
+        }
+        assert!(!space.is_entry_return(Avma(entry + ENTRY_CALL_WINDOW + 1)));
     }
 
     #[test]

@@ -120,9 +120,12 @@ impl Recorder {
         );
 
         // A walk that stops at the return into an entry point's first call (the dynamic
-        // loader's `_start`, which has no unwind information) did reach the root.
-        let at_entry =
-            |f: &RawFrame| f.kind == AddrKind::Return && space.is_entry_return(Avma(f.avma));
+        // loader's `_start`, which has no unwind information) did reach the root, as did one
+        // whose only frame is the entry point itself (the process's first instruction).
+        let at_entry = |f: &RawFrame| match f.kind {
+            AddrKind::Return => space.is_entry_return(Avma(f.avma)),
+            _ => frames.len() == 1 && space.is_entry_point(Avma(f.avma)),
+        };
         let complete = end == WalkEnd::Complete || frames.last().is_some_and(at_entry);
         // Python's frames spliced in: such a path is never completed from another, whose
         // Python frames may differ under the same native frames.
