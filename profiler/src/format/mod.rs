@@ -19,3 +19,4 @@ pub mod sections;
 pub mod trace;
 pub mod vdso;
 pub mod watchdb;
+pub(crate) mod write_behind;
