@@ -14,6 +14,7 @@ use crate::demangle::demangle;
 use crate::imports::Imports;
 use crate::landing::ExceptionTables;
 use fxhash::{FxHashMap, FxHashSet};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 /// Names of functions known never to return, matched against (demangled) symbol names.
@@ -82,7 +83,16 @@ pub(crate) struct NoReturns<'a, 'd> {
     data: &'a [CodeSection<'d>],
     /// The analysis's answer per symbol (same order as `symbols`) and level, once asked.
     analysed: Vec<[OnceLock<bool>; LEVELS]>,
+    /// Per symbol, an answer that holds at every level ([`UNKNOWN`] until one is found).
+    every_level: Vec<AtomicU8>,
 }
+
+/// [`NoReturns::every_level`]: no answer for every level yet.
+const UNKNOWN: u8 = 0;
+/// [`NoReturns::every_level`]: the function may return, whatever the level.
+const RETURNS: u8 = 1;
+/// [`NoReturns::every_level`]: the function never returns, whatever the level.
+const NEVER_RETURNS: u8 = 2;
 
 impl<'a, 'd> NoReturns<'a, 'd> {
     /// The named ones among `symbols` and `imports`; `symbols` sorted by address, one per
@@ -111,6 +121,7 @@ impl<'a, 'd> NoReturns<'a, 'd> {
             exceptions,
             data,
             analysed: symbols.iter().map(|_| Default::default()).collect(),
+            every_level: symbols.iter().map(|_| AtomicU8::new(UNKNOWN)).collect(),
         }
     }
 
@@ -134,15 +145,19 @@ impl<'a, 'd> NoReturns<'a, 'd> {
         let Ok(i) = self.symbols.binary_search_by_key(&target, |s| s.address) else {
             return false;
         };
+        match self.every_level[i].load(Ordering::Relaxed) {
+            RETURNS => return false,
+            NEVER_RETURNS => return true,
+            _ => {}
+        }
         *self.analysed[i][below].get_or_init(|| {
             let (never_returns, by_level) = self.analyse(i, below);
             if !by_level {
-                // No answer of the walk depended on the level: it holds at every level.
-                for (level, answer) in self.analysed[i].iter().enumerate() {
-                    if level != below {
-                        let _ = answer.set(never_returns);
-                    }
-                }
+                // No answer of the walk depended on the level: it holds at every level. Kept
+                // apart from the levels' cells, which another thread may be filling: setting
+                // one of those would wait for it, and it may be waiting for this one.
+                let answer = [RETURNS, NEVER_RETURNS][usize::from(never_returns)];
+                self.every_level[i].store(answer, Ordering::Relaxed);
             }
             never_returns
         })
