@@ -12,9 +12,10 @@ use crate::analysis::IrreducibleLoop;
 use crate::dwarf::{DwarfInfo, InlineCall, NO_FILE};
 use crate::plan::ProcPlan;
 use crate::procedure::{LocalTree, Step};
-use crate::ranges::merge_in_place;
-use crate::scope::{module_basename, FileId, Scope, ScopeId, ScopeKind, ScopeTree};
-use std::ops::Range;
+use crate::scope::{
+    merge_container_ranges, module_basename, push_child, FileId, Scope, ScopeId, ScopeKind,
+    ScopeTree,
+};
 
 /// One procedure's scopes, ready to be appended to the module tree.
 pub(crate) struct ProcScopes {
@@ -30,8 +31,9 @@ pub(crate) struct ProcScopes {
 
 impl ProcScopes {
     /// The scopes of procedure `plan` from its local tree `local`, whose alien steps index
-    /// `calls` (`inferred`: calls guessed from the line map rather than DWARF's); `lowest` is
-    /// the lowest statement address at or below each node, which orders siblings.
+    /// `calls` (`inferred`: calls guessed from the line map rather than DWARF's); siblings in
+    /// the order of their lowest statement address. `module` names the file of code without
+    /// lines.
     pub(crate) fn new(
         plan: &ProcPlan,
         mut local: LocalTree,
@@ -101,12 +103,8 @@ struct Maker<'a> {
 
 impl Maker<'_> {
     /// Add `scope` below arena scope `parent`; its id.
-    fn add(&mut self, parent: usize, mut scope: Scope) -> usize {
-        let id = self.scopes.len();
-        scope.parent = Some(ScopeId(parent as u32));
-        self.scopes.push(scope);
-        self.scopes[parent].children.push(ScopeId(id as u32));
-        id
+    fn add(&mut self, parent: usize, scope: Scope) -> usize {
+        push_child(&mut self.scopes, ScopeId(parent as u32), scope).index()
     }
 
     /// The statements of local node `node`, then its live children in address order, each with
@@ -183,23 +181,6 @@ fn alien_scope(call: &InlineCall) -> Scope {
     s.file = dwarf_file(call.file);
     s.line = call.line;
     s
-}
-
-/// Give each procedure, alien and loop of an arena the union of the ranges below it (children
-/// come after their parents: one reverse pass).
-fn merge_container_ranges(scopes: &mut [Scope]) {
-    let mut scratch: Vec<Range<u64>> = Vec::new();
-    for i in (0..scopes.len()).rev() {
-        if scopes[i].kind == ScopeKind::Statement || scopes[i].children.is_empty() {
-            continue;
-        }
-        scratch.clear();
-        for &c in &scopes[i].children {
-            scratch.extend(scopes[c.index()].ranges.iter().cloned());
-        }
-        merge_in_place(&mut scratch);
-        scopes[i].ranges = scratch.clone();
-    }
 }
 
 /// (file, line) of the first line row inside the procedure with a known line.

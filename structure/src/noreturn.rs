@@ -132,17 +132,26 @@ impl<'a, 'd> NoReturns<'a, 'd> {
 
     /// `target` may be a function, a PLT stub or a GOT slot (for calls through memory).
     fn at_level(&self, target: u64, level: usize) -> bool {
-        let target = self.local_slots.get(&target).copied().unwrap_or(target);
-        self.named.contains(&target) || self.by_analysis(target, level)
+        self.judged(target, level).0
     }
 
-    /// True if `target` is a function symbol whose code cannot return when calls are judged at
-    /// the level below (see [`LEVELS`]); decided on first use.
-    fn by_analysis(&self, target: u64, level: usize) -> bool {
+    /// Whether a call to `target` never returns at `level`, and whether the answer may differ
+    /// at another level: it does not for a name, nor for what is no function of the module.
+    fn judged(&self, target: u64, level: usize) -> (bool, bool) {
+        let target = self.local_slots.get(&target).copied().unwrap_or(target);
+        if self.named.contains(&target) {
+            return (true, false);
+        }
+        match self.symbols.binary_search_by_key(&target, |s| s.address) {
+            Ok(i) => (self.by_analysis(i, level), true),
+            Err(_) => (false, false),
+        }
+    }
+
+    /// True if the code of `symbols[i]` cannot return when calls are judged at the level below
+    /// (see [`LEVELS`]); decided on first use.
+    fn by_analysis(&self, i: usize, level: usize) -> bool {
         let Some(below) = level.checked_sub(1) else {
-            return false;
-        };
-        let Ok(i) = self.symbols.binary_search_by_key(&target, |s| s.address) else {
             return false;
         };
         match self.every_level[i].load(Ordering::Relaxed) {
@@ -177,15 +186,11 @@ impl<'a, 'd> NoReturns<'a, 'd> {
         }
         let by_level = std::cell::Cell::new(false);
         let callee = |a: u64| {
-            let target = self.local_slots.get(&a).copied().unwrap_or(a);
-            if !self.named.contains(&target)
-                && (self.symbols)
-                    .binary_search_by_key(&target, |s| s.address)
-                    .is_ok()
-            {
+            let (never_returns, may_differ) = self.judged(a, below);
+            if may_differ {
                 by_level.set(true);
             }
-            self.at_level(a, below)
+            never_returns
         };
         let pads = self
             .exceptions

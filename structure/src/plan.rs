@@ -154,37 +154,34 @@ fn covers(ranges: &[Range<u64>], addr: u64) -> bool {
 
 /// The parts of `r` outside `ranges` (sorted, disjoint).
 fn outside(ranges: &[Range<u64>], r: Range<u64>) -> Vec<Range<u64>> {
-    let mut out = Vec::new();
-    let mut cursor = r.start;
     let first = ranges.partition_point(|c| c.end <= r.start);
-    for c in ranges[first..].iter().take_while(|c| c.start < r.end) {
-        if c.start > cursor {
-            out.push(cursor..c.start);
-        }
-        cursor = cursor.max(c.end);
-    }
-    if cursor < r.end {
-        out.push(cursor..r.end);
-    }
-    out
+    let end = r.end;
+    let covering = ranges[first..].iter().take_while(|c| c.start < end);
+    gaps(r, covering.cloned())
 }
 
 /// The parts of `r` not covered by `claimed`.
 fn unclaimed(claimed: &BTreeMap<u64, u64>, r: Range<u64>) -> Vec<Range<u64>> {
-    let mut out = Vec::new();
-    let mut cursor = r.start;
     let from = claimed
         .range(..=r.start)
         .next_back()
         .map_or(r.start, |(&s, _)| s);
-    for (&s, &e) in claimed.range(from..r.end) {
-        if e <= cursor {
+    gaps(r.clone(), claimed.range(from..r.end).map(|(&s, &e)| s..e))
+}
+
+/// The parts of `r` between `covering`: ranges sorted by start, none starting at or past
+/// `r.end`.
+fn gaps(r: Range<u64>, covering: impl Iterator<Item = Range<u64>>) -> Vec<Range<u64>> {
+    let mut out = Vec::new();
+    let mut cursor = r.start;
+    for c in covering {
+        if c.end <= cursor {
             continue;
         }
-        if s > cursor {
-            out.push(cursor..s.min(r.end));
+        if c.start > cursor {
+            out.push(cursor..c.start);
         }
-        cursor = cursor.max(e);
+        cursor = cursor.max(c.end);
     }
     if cursor < r.end {
         out.push(cursor..r.end);

@@ -215,12 +215,8 @@ impl ScopeTree {
     /// Add `scope` as the last child of `parent` and return its id. `scope.parent` and
     /// `scope.children` are overwritten.
     pub fn add(&mut self, parent: ScopeId, mut scope: Scope) -> ScopeId {
-        let id = ScopeId(self.scopes.len() as u32);
-        scope.parent = Some(parent);
         scope.children.clear();
-        self.scopes.push(scope);
-        self.scopes[parent.index()].children.push(id);
-        id
+        push_child(&mut self.scopes, parent, scope)
     }
 
     /// Append `arena`, one procedure's scopes (the procedure first, parents before their
@@ -311,26 +307,7 @@ impl ScopeTree {
     }
 
     fn compute_container_ranges(&mut self) {
-        // Children always have larger ids than their parents, so one reverse pass suffices.
-        // Modules and files hold no ranges: theirs would be most of the binary, built to be
-        // thrown away.
-        let mut scratch: Vec<Range<u64>> = Vec::new();
-        for i in (1..self.scopes.len()).rev() {
-            let scope = &self.scopes[i];
-            let container = !matches!(
-                scope.kind,
-                ScopeKind::Statement | ScopeKind::Module | ScopeKind::File
-            );
-            if !container || scope.children.is_empty() {
-                continue;
-            }
-            scratch.clear();
-            for &c in &scope.children {
-                scratch.extend(self.scopes[c.index()].ranges.iter().cloned());
-            }
-            merge_in_place(&mut scratch);
-            self.scopes[i].ranges = scratch.clone();
-        }
+        merge_container_ranges(&mut self.scopes);
         for i in 0..self.scopes.len() {
             if matches!(self.scopes[i].kind, ScopeKind::Module | ScopeKind::File) {
                 self.scopes[i].ranges.clear();
@@ -497,6 +474,39 @@ impl Iterator for Ancestors<'_> {
             scope.parent
         };
         Some(id)
+    }
+}
+
+/// Add `scope` to `scopes` (a tree's arena, or one procedure's) as the last child of `parent`;
+/// its id there. `scope.parent` is overwritten.
+pub(crate) fn push_child(scopes: &mut Vec<Scope>, parent: ScopeId, mut scope: Scope) -> ScopeId {
+    let id = ScopeId(scopes.len() as u32);
+    scope.parent = Some(parent);
+    scopes.push(scope);
+    scopes[parent.index()].children.push(id);
+    id
+}
+
+/// Give each procedure, alien and loop among `scopes` the union of its children's ranges.
+/// Children always come after their parents, so one reverse pass suffices. Modules and files
+/// get none: theirs would be most of the binary, built to be thrown away.
+pub(crate) fn merge_container_ranges(scopes: &mut [Scope]) {
+    let mut scratch: Vec<Range<u64>> = Vec::new();
+    for i in (0..scopes.len()).rev() {
+        let scope = &scopes[i];
+        let container = !matches!(
+            scope.kind,
+            ScopeKind::Statement | ScopeKind::Module | ScopeKind::File
+        );
+        if !container || scope.children.is_empty() {
+            continue;
+        }
+        scratch.clear();
+        for &c in &scope.children {
+            scratch.extend(scopes[c.index()].ranges.iter().cloned());
+        }
+        merge_in_place(&mut scratch);
+        scopes[i].ranges = scratch.clone();
     }
 }
 

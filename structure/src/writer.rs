@@ -109,7 +109,7 @@ fn write_module<W: Write>(out: &mut W, tree: &ScopeTree) -> io::Result<()> {
         .collect();
     let firsts: Vec<u64> = sizes
         .iter()
-        .scan(3, |next, size| {
+        .scan(start.next_index(), |next, size| {
             let first = *next;
             *next += size;
             Some(first)

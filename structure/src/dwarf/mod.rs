@@ -346,8 +346,7 @@ fn merge_units(mut outputs: Vec<UnitOutput>, skipped: Vec<String>, units: usize)
         }
     }
     rows.truncate(kept);
-    let merged = rows;
-    info.rows = merged;
+    info.rows = rows;
     info.skipped = skipped;
     info.units = units;
     info

@@ -54,19 +54,25 @@ impl<'a> Formatter<'a> {
         }
     }
 
-    fn index(&mut self) -> u64 {
-        let i = self.next_index;
+    /// The number the next element gets.
+    pub(super) fn next_index(&self) -> u64 {
+        self.next_index
+    }
+
+    /// Append `tag` (an element's name and ` i="`) and the next element number.
+    fn element(&mut self, tag: &str) {
+        self.out.push_str(tag);
+        push_decimal(&mut self.out, self.next_index);
         self.next_index += 1;
-        i
     }
 
     /// The module's opening tag and the comment recording its build.
     pub(super) fn module_open(&mut self) {
         let root = self.tree.get(self.tree.root());
-        let i = self.index();
+        self.element("<LM i=\"");
         let _ = writeln!(
             self.out,
-            "<LM i=\"{i}\" n=\"{}\" has-calls=\"0\" v=\"{{}}\">",
+            "\" n=\"{}\" has-calls=\"0\" v=\"{{}}\">",
             escape(&root.name)
         );
         if let Some(identity) = self.tree.identity() {
@@ -112,9 +118,7 @@ impl<'a> Formatter<'a> {
     /// Append `tag` (up to its `i` value's quote), the next index, and ` l="LINE" f="` as
     /// statements, loops and aliens begin.
     fn open(&mut self, tag: &str, line: u32) {
-        let i = self.index();
-        self.out.push_str(tag);
-        push_decimal(&mut self.out, i);
+        self.element(tag);
         self.out.push_str("\" l=\"");
         push_decimal(&mut self.out, line);
         self.out.push_str("\" f=\"");
@@ -131,18 +135,14 @@ impl<'a> Formatter<'a> {
 
     /// A file's opening tag.
     pub(super) fn file_open(&mut self, scope: &Scope) {
-        let i = self.index();
-        self.out.push_str("<F i=\"");
-        push_decimal(&mut self.out, i);
+        self.element("<F i=\"");
         self.out.push_str("\" n=\"");
         push_escaped(&mut self.out, &scope.name);
         self.out.push_str("\">\n");
     }
 
     fn procedure(&mut self, scope: &Scope) -> io::Result<()> {
-        let i = self.index();
-        self.out.push_str("<P i=\"");
-        push_decimal(&mut self.out, i);
+        self.element("<P i=\"");
         self.out.push_str("\" n=\"");
         push_escaped(&mut self.out, &scope.name);
         push_escaped(&mut self.out, &self.style.lib_suffix);
@@ -165,10 +165,7 @@ impl<'a> Formatter<'a> {
     /// Write the children of `scope`, whose statements and loops need a guard alien before
     /// `earliest_line` (see [`Context`]).
     fn children(&mut self, scope: &Scope, earliest_line: u32) -> io::Result<()> {
-        let context = (scope.kind != ScopeKind::Statement).then_some(Context {
-            scope,
-            earliest_line,
-        });
+        let context = Context::inside(scope, earliest_line);
         for &child in &scope.children {
             self.scope(child, context)?;
         }
@@ -202,9 +199,7 @@ impl<'a> Formatter<'a> {
     /// Write a statement, or a loop with what it holds (`earliest_line`: its context's).
     fn leaf_or_loop(&mut self, scope: &Scope, earliest_line: u32) -> io::Result<()> {
         if scope.kind == ScopeKind::Statement {
-            let i = self.index();
-            self.out.push_str("<S i=\"");
-            push_decimal(&mut self.out, i);
+            self.element("<S i=\"");
             self.out.push_str("\" l=\"");
             push_decimal(&mut self.out, scope.line);
             self.out.push_str("\" v=\"");
@@ -233,6 +228,16 @@ pub(super) struct Context<'a> {
     earliest_line: u32,
 }
 
+impl<'a> Context<'a> {
+    /// The context of `scope`'s children (none below a statement).
+    fn inside(scope: &'a Scope, earliest_line: u32) -> Option<Context<'a>> {
+        (scope.kind != ScopeKind::Statement).then_some(Context {
+            scope,
+            earliest_line,
+        })
+    }
+}
+
 /// Whether a statement or loop directly inside procedure/loop `ctx` must be wrapped in a guard
 /// alien: its file differs from the context's, or its line precedes `earliest_line`.
 fn needs_guard(scope: &Scope, ctx: &Scope, earliest_line: u32) -> bool {
@@ -245,10 +250,7 @@ fn needs_guard(scope: &Scope, ctx: &Scope, earliest_line: u32) -> bool {
 pub(super) fn indices(tree: &ScopeTree, id: ScopeId, context: Option<Context<'_>>) -> u64 {
     let scope = tree.get(id);
     let below = |earliest_line: u32| {
-        let inner = (scope.kind != ScopeKind::Statement).then_some(Context {
-            scope,
-            earliest_line,
-        });
+        let inner = Context::inside(scope, earliest_line);
         (scope.children.iter())
             .map(|&c| indices(tree, c, inner))
             .sum::<u64>()
