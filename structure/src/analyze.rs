@@ -12,7 +12,7 @@
 use crate::aliens::SourceBounds;
 use crate::analysis::{Analysis, Coverage, DebugSource, Heuristics, Options, Summary};
 use crate::assemble::{Assembler, ProcScopes};
-use crate::binary::{self, LoadedFile};
+use crate::binary::{self, CodeSection, FunctionSymbol, LoadedFile};
 use crate::debuginfo::{DebugFiles, DebugSections};
 use crate::dwarf::{self, DwarfInfo, InlineCall, NO_FILE};
 use crate::dwofiles::DwoFiles;
@@ -24,6 +24,7 @@ use crate::landing::ExceptionTables;
 use crate::loopnest::{self, LoopEnv};
 use crate::noreturn::NoReturns;
 use crate::normalize;
+use crate::parts;
 use crate::plan::{lacks_inline_records, plan_procedures, ProcPlan};
 use crate::procedure;
 use crate::ranges::normalize_ranges;
@@ -84,7 +85,26 @@ pub(crate) fn analyze(
             path: path.to_path_buf(),
             source: std::io::Error::other(e),
         })?;
+    fix_mmap_threshold();
     pool.install(|| analyze_in_pool(path, options, heuristics, focus))
+}
+
+/// Keep glibc's allocator from raising the size above which it maps blocks of their own. It
+/// raises it to the size of each such block freed (up to 32 MB): once the DWARF sections are
+/// freed, the growing scope tree and the analyses' large vectors would come from the heap
+/// arenas, where a vector that grows is copied (old and new held at once) and freed memory
+/// stays with the process. Fixed at 1 MiB, large blocks grow in place by remapping and go
+/// back to the kernel when freed (libpython: 124 -> 103 MB at the peak).
+fn fix_mmap_threshold() {
+    #[cfg(target_env = "gnu")]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        // SAFETY: mallopt only sets a parameter of the allocator's own; called once, before the
+        // analysis allocates.
+        ONCE.call_once(|| unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        });
+    }
 }
 
 fn analyze_in_pool(
@@ -94,52 +114,29 @@ fn analyze_in_pool(
     focus: Option<&[Svma]>,
 ) -> Result<Analysis, StructureError> {
     let start = Instant::now();
-    let loaded = LoadedFile::open(path)?;
+    let (loaded, debug_part) = parts::open(path, DebugFiles::reads_section)?;
     let file = loaded.parse()?;
     let code = binary::code_sections(&file);
-    let in_code = |a: u64| code.iter().any(|c| c.contains(a));
-
-    let debug_files = DebugFiles::open(path, &file);
-    let separate = debug_files.separate_file()?;
-    let symbols = binary::function_symbols(&file, separate.as_ref(), &code);
-    let mut skipped = debug_files.notes.clone();
-    // A focus on no address needs no debug information: nothing will be looked up.
-    let sections = if focus.is_none_or(|a| !a.is_empty()) {
-        debug_files.sections(&file)?
-    } else {
-        DebugSections::none()
-    };
-    let dwarf = sections.dwarf();
-    let dwo_files = DwoFiles::find(path, &dwarf);
-    let dwo_sections = dwo_files.sections(&dwarf);
-    skipped.extend(sections.notes.iter().chain(&dwo_sections.notes).cloned());
-    let split = dwo_sections.split();
-    let debug_source = debug_files.source.clone();
-
-    let (plans, selected, info, coverage) = match focus {
-        None => {
-            let mut info = dwarf::read_dwarf(&dwarf, &split, &in_code);
-            if info.procs.is_empty() && symbols.is_empty() {
-                return Err(StructureError::NothingToAnalyse {
-                    path: path.to_path_buf(),
-                });
-            }
-            let plans = plan_procedures(std::mem::take(&mut info.procs), &symbols, &code);
-            let selected = (0..plans.len()).collect();
-            (plans, selected, info, Coverage::Module)
-        }
-        Some(addresses) => {
-            let mut units = dwarf::UnitsOnDemand::new(&dwarf, &split, &in_code);
-            if units.is_empty() && symbols.is_empty() && !addresses.is_empty() {
-                return Err(StructureError::NothingToAnalyse {
-                    path: path.to_path_buf(),
-                });
-            }
-            let s = focus::select(&mut units, &symbols, &code, addresses, heuristics, &in_code);
-            (s.plans, s.selected, s.info, s.coverage)
-        }
-    };
-    skipped.extend(info.skipped.iter().cloned());
+    let identity = BinaryIdentity::of(&file, || debug_part.file_checksum(loaded.bytes()));
+    let Debug {
+        symbols,
+        mut plans,
+        selected,
+        info,
+        coverage,
+        mut skipped,
+        source: debug_source,
+    } = read_debug(
+        path,
+        &file,
+        &debug_part.image.parse()?,
+        &code,
+        heuristics,
+        focus,
+    )?;
+    // The DWARF sections are not read again: what the procedures' analyses need of them is in
+    // `info` and `plans`.
+    drop(debug_part);
 
     let data = binary::data_sections(&file);
     let imports = imports::imports(&file);
@@ -162,11 +159,11 @@ fn analyze_in_pool(
         .then(|| SourceBounds::new(&plans, &symbols, &info));
     let module_name = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let module_name = module_name.to_string_lossy();
-    let build = |i: usize| {
+    let build = |plans: &[ProcPlan], i: usize| {
         let inferred = bounds
             .as_ref()
             .filter(|_| lacks_inline_records(&plans[i], &info))
-            .map(|b| b.infer(&plans, i, &info));
+            .map(|b| b.infer(plans, i, &info));
         build_procedure(&plans[i], inferred, &info, &env, options, &module_name)
     };
     let mut assembler = Assembler::new(&module_name, &info);
@@ -179,10 +176,12 @@ fn analyze_in_pool(
     // tree, in order, before the next is built: what a procedure's analysis made lives until it
     // is in the tree, not until the whole module is built (node: 300 -> 200 MB at the peak).
     for chunk in selected.chunks(BUILD_CHUNK) {
-        let built: Vec<Built> = chunk.par_iter().map(|&i| build(i)).collect();
-        assembler
-            .tree
-            .reserve(built.iter().map(|b| b.scopes.len()).sum::<usize>());
+        let built: Vec<Built> = chunk.par_iter().map(|&i| build(&plans, i)).collect();
+        // Exactly what the chunk adds (its scopes, and at most one new File scope for each
+        // procedure): a tree grown by doubling holds up to twice its scopes at the peak
+        // (libpython: 60 MB of capacity for 38 MB of scopes).
+        let adds = built.iter().map(|b| b.scopes.len() + 1).sum::<usize>();
+        assembler.tree.reserve(adds);
         for mut b in built {
             skipped.extend(b.note.take());
             unresolved_jumps += b.unresolved_jumps;
@@ -191,10 +190,14 @@ fn analyze_in_pool(
             irreducible_loops.append(&mut b.scopes.irreducible);
             assembler.add(b.scopes);
         }
+        // A built procedure's inlined calls are in the tree now (libpython: 8 MB of them).
+        for &i in chunk {
+            plans[i].inlines = Vec::new();
+        }
         return_free_pages();
     }
     let mut tree = assembler.tree;
-    tree.set_identity(BinaryIdentity::of(&file, loaded.bytes()));
+    tree.set_identity(identity);
     let (units, unitless_programs) = (info.units, info.unitless_programs);
     // The line table and the plans with their inlined calls are freed on a thread of their own
     // too.
@@ -212,6 +215,82 @@ fn analyze_in_pool(
         tree,
         summary,
         coverage,
+    })
+}
+
+/// What the symbols and the debug information give the analysis.
+struct Debug {
+    symbols: Vec<FunctionSymbol>,
+    /// The procedures, planned.
+    plans: Vec<ProcPlan>,
+    /// Which of `plans` to build.
+    selected: Vec<usize>,
+    info: DwarfInfo,
+    coverage: Coverage,
+    /// What was skipped, one line each.
+    skipped: Vec<String>,
+    source: DebugSource,
+}
+
+/// Read the symbols of `file` (the binary at `path`) and its debug information (from
+/// `embedded`, its debug sections, or from the files they name), and plan the procedures to
+/// build: all of them, or with `focus` those holding these addresses. The debug files opened
+/// here are closed on return.
+fn read_debug(
+    path: &Path,
+    file: &object::File<'_>,
+    embedded: &object::File<'_>,
+    code: &[CodeSection<'_>],
+    heuristics: &Heuristics,
+    focus: Option<&[Svma]>,
+) -> Result<Debug, StructureError> {
+    let in_code = |a: u64| code.iter().any(|c| c.contains(a));
+    let debug_files = DebugFiles::open(path, file, embedded);
+    let separate = debug_files.separate_file()?;
+    let symbols = binary::function_symbols(file, separate.as_ref(), code);
+    let mut skipped = debug_files.notes.clone();
+    // A focus on no address needs no debug information: nothing will be looked up.
+    let sections = if focus.is_none_or(|a| !a.is_empty()) {
+        debug_files.sections(embedded)?
+    } else {
+        DebugSections::none()
+    };
+    let dwarf = sections.dwarf();
+    let dwo_files = DwoFiles::find(path, &dwarf);
+    let dwo_sections = dwo_files.sections(&dwarf);
+    skipped.extend(sections.notes.iter().chain(&dwo_sections.notes).cloned());
+    let split = dwo_sections.split();
+    let nothing = || StructureError::NothingToAnalyse {
+        path: path.to_path_buf(),
+    };
+    let (plans, selected, info, coverage) = match focus {
+        None => {
+            let mut info = dwarf::read_dwarf(&dwarf, &split, &in_code);
+            if info.procs.is_empty() && symbols.is_empty() {
+                return Err(nothing());
+            }
+            let plans = plan_procedures(std::mem::take(&mut info.procs), &symbols, code);
+            let selected = (0..plans.len()).collect();
+            (plans, selected, info, Coverage::Module)
+        }
+        Some(addresses) => {
+            let mut units = dwarf::UnitsOnDemand::new(&dwarf, &split, &in_code);
+            if units.is_empty() && symbols.is_empty() && !addresses.is_empty() {
+                return Err(nothing());
+            }
+            let s = focus::select(&mut units, &symbols, code, addresses, heuristics, &in_code);
+            (s.plans, s.selected, s.info, s.coverage)
+        }
+    };
+    skipped.extend(info.skipped.iter().cloned());
+    Ok(Debug {
+        symbols,
+        plans,
+        selected,
+        info,
+        coverage,
+        skipped,
+        source: debug_files.source.clone(),
     })
 }
 
@@ -247,7 +326,7 @@ pub fn line_table_addresses(path: &Path) -> Result<Vec<Svma>, StructureError> {
     let file = loaded.parse()?;
     let code = binary::code_sections(&file);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
-    let debug_files = DebugFiles::open(path, &file);
+    let debug_files = DebugFiles::open(path, &file, &file);
     let sections = debug_files.sections(&file)?;
     let dwarf = sections.dwarf();
     let dwo_files = DwoFiles::find(path, &dwarf);

@@ -20,27 +20,27 @@ pub struct LoadedFile {
 }
 
 impl LoadedFile {
-    /// Read `path` whole; anything but a regular file is refused (a directory would fail
-    /// obscurely, a FIFO block forever).
+    /// Read `path` whole ([`open_binary`]).
     pub fn open(path: &Path) -> Result<LoadedFile, StructureError> {
         let io_err = |source| StructureError::Io {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = open_regular(path).map_err(|e| match e {
-            OpenError::Io(source) => io_err(source),
-            OpenError::NotAFile if path.is_dir() => io_err(std::io::Error::other("is a directory")),
-            OpenError::NotAFile => io_err(std::io::Error::other("not a regular file")),
-        })?;
+        let mut file = open_binary(path)?;
         // Sized from the start: grown by doubling, a large binary would be copied again and
         // again.
         let size = file.metadata().map_or(0, |m| m.len() as usize);
         let mut bytes = Vec::with_capacity(size + 1);
         std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io_err)?;
-        Ok(LoadedFile {
+        Ok(LoadedFile::from_bytes(path, bytes))
+    }
+
+    /// The file at `path` as read into `bytes`.
+    pub(crate) fn from_bytes(path: &Path, bytes: Vec<u8>) -> LoadedFile {
+        LoadedFile {
             path: path.to_path_buf(),
             bytes,
-        })
+        }
     }
 
     /// The file's bytes.
@@ -66,6 +66,20 @@ impl LoadedFile {
         }
         Ok(file)
     }
+}
+
+/// Open `path` for reading; anything but a regular file is refused (a directory would fail
+/// obscurely, a FIFO block forever).
+pub(crate) fn open_binary(path: &Path) -> Result<std::fs::File, StructureError> {
+    let io_err = |source| StructureError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    open_regular(path).map_err(|e| match e {
+        OpenError::Io(source) => io_err(source),
+        OpenError::NotAFile if path.is_dir() => io_err(std::io::Error::other("is a directory")),
+        OpenError::NotAFile => io_err(std::io::Error::other("not a regular file")),
+    })
 }
 
 /// Whether `file` carries DWARF (a `.debug_info` section with content).

@@ -39,9 +39,15 @@ pub(crate) struct DebugSections<'d> {
 }
 
 impl DebugFiles {
-    /// Find the debug files of `binary` (parsed as `file`).
-    pub(crate) fn open(binary: &Path, file: &object::File<'_>) -> DebugFiles {
+    /// Find the debug files of `binary` (parsed as `file`; `embedded`: the same file, or the
+    /// part of it holding its debug sections, [`crate::parts`]).
+    pub(crate) fn open(
+        binary: &Path,
+        file: &object::File<'_>,
+        embedded: &object::File<'_>,
+    ) -> DebugFiles {
         let mut notes = Vec::new();
+        let embedded_file = embedded;
         let embedded = binary::has_debug_lines(file);
         let separate = if embedded {
             None
@@ -58,7 +64,7 @@ impl DebugFiles {
                 .parse()
                 .ok()
                 .and_then(|f| open_supplementary(&m.path, &f, &mut notes)),
-            None if embedded => open_supplementary(binary, file, &mut notes),
+            None if embedded => open_supplementary(binary, embedded_file, &mut notes),
             None => None,
         };
         DebugFiles {
@@ -68,6 +74,14 @@ impl DebugFiles {
             source,
             notes,
         }
+    }
+
+    /// Whether [`DebugFiles::sections`] reads the binary's section `name` where the DWARF is
+    /// in the binary (the section names that [`crate::parts`] is to read apart).
+    pub(crate) fn reads_section(name: &str) -> bool {
+        name == ".gnu_debugaltlink"
+            || name == ".debug_sup"
+            || gimli_section_ids().iter().any(|id| id.name() == name)
     }
 
     /// The separate debug file, parsed, if there is one.

@@ -265,7 +265,7 @@ mod tests {
     fn loads(exe: &Path) -> (usize, usize) {
         let loaded = LoadedFile::open(exe).unwrap();
         let file = loaded.parse().unwrap();
-        let debug_files = DebugFiles::open(exe, &file);
+        let debug_files = DebugFiles::open(exe, &file, &file);
         let sections = debug_files.sections(&file).unwrap();
         let dwarf = sections.dwarf();
         SECTION_LOADS.with(|n| n.set(0));

@@ -22,12 +22,13 @@ pub enum BinaryIdentity {
 const TAG: &str = "hpcstruct-rs";
 
 impl BinaryIdentity {
-    /// The identity of a file with these bytes, parsed as `file`.
-    pub(crate) fn of(file: &object::File<'_>, bytes: &[u8]) -> BinaryIdentity {
+    /// The identity of the binary parsed as `file`; `checksum` gives the CRC-32 of its bytes
+    /// ([`profiler::db::file_checksum`]), asked only where it has no build-id.
+    pub(crate) fn of(file: &object::File<'_>, checksum: impl FnOnce() -> u32) -> BinaryIdentity {
         use object::Object;
         match file.build_id() {
             Ok(Some(id)) => BinaryIdentity::BuildId(id.to_vec()),
-            _ => BinaryIdentity::Checksum(profiler::db::file_checksum(bytes)),
+            _ => BinaryIdentity::Checksum(checksum()),
         }
     }
 

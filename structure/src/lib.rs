@@ -87,6 +87,7 @@ mod loopnest;
 pub mod loops;
 mod noreturn;
 mod normalize;
+mod parts;
 mod plan;
 mod plt;
 mod procedure;

@@ -23,7 +23,7 @@ pub(super) fn read(path: &Path) -> Result<DataLayout, StructureError> {
     let code = binary::code_sections(&file);
     let in_code = |a: u64| code.iter().any(|c| c.contains(a));
 
-    let debug_files = DebugFiles::open(path, &file);
+    let debug_files = DebugFiles::open(path, &file, &file);
     let separate = debug_files.separate_file()?;
     let mut notes = debug_files.notes.clone();
     let sections = debug_files.sections_with_locations(&file)?;
