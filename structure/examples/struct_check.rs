@@ -160,7 +160,7 @@ fn unknown_inlined(tree: &ScopeTree) -> (usize, usize) {
     let aliens: Vec<_> = tree.ids().filter(|&i| tree.get(i).is_alien()).collect();
     let unknown = aliens
         .iter()
-        .filter(|&&i| tree.get(i).name == "<unknown>")
+        .filter(|&&i| &*tree.get(i).name == "<unknown>")
         .count();
     (unknown, aliens.len())
 }

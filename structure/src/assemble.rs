@@ -16,6 +16,7 @@ use crate::scope::{
     merge_container_ranges, module_basename, push_child, FileId, Scope, ScopeId, ScopeKind,
     ScopeTree,
 };
+use std::sync::Arc;
 
 /// One procedure's scopes, ready to be appended to the module tree.
 pub(crate) struct ProcScopes {
@@ -45,8 +46,8 @@ impl ProcScopes {
         let lowest = lowest_addresses(&local);
         let first_row = first_line(plan, info);
         let mut procedure = Scope::new(ScopeKind::Procedure);
-        procedure.name = plan.name.clone();
-        procedure.link_name = plan.link_name.clone();
+        procedure.name = plan.name.as_str().into();
+        procedure.link_name = plan.link_name.as_deref().map(Arc::from);
         procedure.file = dwarf_file(plan.file.or(first_row.map(|r| r.0)));
         procedure.line = if plan.line > 0 {
             plan.line
@@ -176,8 +177,10 @@ fn alien_scope(call: &InlineCall) -> Scope {
         call_file: call.call_file.filter(|&f| f != NO_FILE).map(FileId),
         call_line: call.call_line,
     });
-    s.name = call.name.to_string();
-    s.link_name = call.link_name.as_deref().map(str::to_string);
+    // Shared with every other call of the same callee in its unit (ripgrep: 266k inlined
+    // calls of 12k callees, whose names held 24 MB as copies).
+    s.name = Arc::clone(&call.name);
+    s.link_name = call.link_name.clone();
     s.file = dwarf_file(call.file);
     s.line = call.line;
     s
@@ -268,7 +271,7 @@ impl<'a> Assembler<'a> {
             return s;
         }
         let mut scope = Scope::new(ScopeKind::File);
-        scope.name = self.tree.file_name(file).to_string();
+        scope.name = self.tree.file_name(file).into();
         scope.file = Some(file);
         let id = self.tree.add(self.tree.root(), scope);
         self.file_scopes[i] = Some(id);

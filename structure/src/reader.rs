@@ -223,7 +223,7 @@ impl Parser {
         let tree = self.tree();
         let file = tree.intern_file(path);
         let mut scope = Scope::new(ScopeKind::File);
-        scope.name = path.to_string();
+        scope.name = path.into();
         scope.file = Some(file);
         let id = tree.add(tree.root(), scope);
         Ok(Frame {
@@ -263,11 +263,13 @@ impl Parser {
         scope.name = match name.strip_suffix(suffix.as_str()) {
             Some(plain) => {
                 self.tree().set_shared_library(true);
-                plain.to_string()
+                plain.into()
             }
-            None => name.clone(),
+            None => name.as_str().into(),
         };
-        scope.link_name = attrs.get("ln").filter(|ln| **ln != scope.name).cloned();
+        scope.link_name = (attrs.get("ln"))
+            .filter(|ln| ln.as_str() != &*scope.name)
+            .map(|ln| ln.as_str().into());
         scope.file = file;
         scope.line = line;
         scope.entry = Some(entry);
@@ -313,8 +315,10 @@ impl Parser {
             call_file: parent_file,
             call_line: parent_line,
         });
-        scope.link_name = attrs.get("ln").filter(|ln| **ln != name).cloned();
-        scope.name = name;
+        scope.link_name = (attrs.get("ln"))
+            .filter(|ln| **ln != name)
+            .map(|ln| ln.as_str().into());
+        scope.name = name.into();
         scope.file = file;
         scope.line = line;
         let id = tree.add(parent_scope, scope);

@@ -26,6 +26,7 @@ use rayon::slice::ParallelSliceMut;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// Index of a scope in its [`ScopeTree`]'s arena. Only meaningful for the tree that made it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -77,9 +78,9 @@ pub struct Scope {
     /// Display name: module path, file path, procedure or inlined callee name (demangled).
     /// For a procedure of a shared library this is the plain name, without HPCToolkit's
     /// `" [libname]"` suffix (the writer adds it, the reader strips it).
-    pub name: String,
+    pub name: Arc<str>,
     /// Link-time (mangled) name of a procedure, when it differs from `name`.
-    pub link_name: Option<String>,
+    pub link_name: Option<Arc<str>>,
     /// Source file of the code in this scope (for statements: the file the line belongs to).
     pub file: Option<FileId>,
     /// Begin line (procedure: declaration or first line; loop: begin line; statement: its line);
@@ -100,7 +101,7 @@ impl Scope {
             kind,
             parent: None,
             children: Vec::new(),
-            name: String::new(),
+            name: Arc::default(),
             link_name: None,
             file: None,
             line: 0,
@@ -141,7 +142,7 @@ impl ScopeTree {
     /// A tree holding only the module root, named `module_path` (the binary as analysed).
     pub fn new(module_path: &str) -> ScopeTree {
         let mut root = Scope::new(ScopeKind::Module);
-        root.name = module_path.to_string();
+        root.name = module_path.into();
         ScopeTree {
             scopes: vec![root],
             ..ScopeTree::default()
@@ -255,13 +256,14 @@ impl ScopeTree {
     pub fn rename_module(&mut self, path: &str) {
         let old = format!("[{}]", module_basename(self.module_path()));
         let new = format!("[{}]", module_basename(path));
-        self.scopes[0].name = path.to_string();
+        self.scopes[0].name = path.into();
         for f in self.files.iter_mut().filter(|f| **f == old) {
             f.clone_from(&new);
         }
+        let new_name: Arc<str> = new.as_str().into();
         for s in self.scopes.iter_mut() {
-            if s.kind == ScopeKind::File && s.name == old {
-                s.name.clone_from(&new);
+            if s.kind == ScopeKind::File && *s.name == *old {
+                s.name = Arc::clone(&new_name);
             }
         }
         self.rebuild_file_ids();

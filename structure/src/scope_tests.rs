@@ -110,6 +110,6 @@ fn a_renamed_module_names_its_file_of_unknown_lines_after_the_new_path() {
     assert_eq!(tree.module_path(), "/home/u/app");
     assert_eq!(tree.files(), ["[app]", "app.c"]);
     assert_eq!(tree.intern_file("[app]"), unknown);
-    let names: Vec<&str> = tree.ids().map(|id| tree.get(id).name.as_str()).collect();
+    let names: Vec<&str> = tree.ids().map(|id| &*tree.get(id).name).collect();
     assert_eq!(names, ["/home/u/app", "[app]"]);
 }

@@ -71,8 +71,8 @@ pub fn tree_frames(tree: &ScopeTree, svma: Svma, naming: Naming) -> Option<Vec<F
     for id in tree.ancestors(stmt) {
         let s = tree.get(id);
         let function = match naming {
-            Naming::Link => s.link_name.as_ref().unwrap_or(&s.name).clone(),
-            Naming::Readable | Naming::Gdb => s.name.clone(),
+            Naming::Link => s.link_name.as_ref().unwrap_or(&s.name).to_string(),
+            Naming::Readable | Naming::Gdb => s.name.to_string(),
         };
         match s.kind {
             ScopeKind::Alien {

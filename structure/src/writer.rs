@@ -169,7 +169,7 @@ mod tests {
             .map(|f| {
                 let id = tree.intern_file(&format!("/src/f{f}.c"));
                 let mut scope = Scope::new(ScopeKind::File);
-                scope.name = format!("/src/f{f}.c");
+                scope.name = format!("/src/f{f}.c").into();
                 scope.file = Some(id);
                 (id, tree.add(tree.root(), scope))
             })
@@ -178,7 +178,7 @@ mod tests {
             let (file, parent) = files[(p % 3) as usize];
             let at = u64::from(p) * 0x100;
             let mut procedure = Scope::new(ScopeKind::Procedure);
-            procedure.name = format!("f{p}");
+            procedure.name = format!("f{p}").into();
             procedure.file = Some(file);
             procedure.line = 10;
             procedure.entry = Some(at);

@@ -64,7 +64,7 @@ fn full_and_line_only(dir: &Path) -> (PathBuf, PathBuf) {
 
 fn procedure(tree: &ScopeTree, name: &str) -> ScopeId {
     tree.procedures()
-        .find(|&p| tree.get(p).name == name)
+        .find(|&p| &*tree.get(p).name == name)
         .unwrap_or_else(|| panic!("no procedure {name}"))
 }
 
@@ -79,7 +79,7 @@ fn context_at(tree: &ScopeTree, addr: Svma) -> Option<(String, String)> {
     let proc_ = tree.procedure_of(stmt)?;
     let alien = tree.ancestors(stmt).find(|&a| tree.get(a).is_alien());
     let file = alien.map_or("", |a| base(tree.scope_file(a).unwrap_or("")));
-    Some((tree.get(proc_).name.clone(), file.to_string()))
+    Some((tree.get(proc_).name.to_string(), file.to_string()))
 }
 
 /// Loops below `scope`: (line, file basename, whether an alien lies between it and `scope`).

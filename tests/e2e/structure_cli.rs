@@ -92,7 +92,7 @@ fn without_dwarf_procedures_come_from_symbols_and_loops_from_code() {
     let tree = &a.tree;
     let triply = tree
         .procedures()
-        .find(|&p| tree.get(p).name == "triply")
+        .find(|&p| &*tree.get(p).name == "triply")
         .expect("triply");
     let loops: Vec<_> = tree
         .descendants(triply)
@@ -125,7 +125,7 @@ fn stripped_shared_library_uses_dynsym() {
     assert!(tree.is_shared_library());
     for name in ["single", "doubly", "calls_inline"] {
         assert!(
-            tree.procedures().any(|p| tree.get(p).name == name),
+            tree.procedures().any(|p| &*tree.get(p).name == name),
             "{name} from .dynsym"
         );
     }
@@ -156,7 +156,7 @@ fn separate_and_compressed_debug_info_are_found() {
     let stripped = analyze_file(&dir.join("app-stripped"), &Options::default()).unwrap();
     let tree = &stripped.tree;
     assert!(
-        tree.procedures().any(|p| tree.get(p).name == "_start"),
+        tree.procedures().any(|p| &*tree.get(p).name == "_start"),
         "_start named from the debug file's .symtab"
     );
 

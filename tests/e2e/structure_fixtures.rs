@@ -16,7 +16,7 @@ fn analyze(binary: &Path) -> ScopeTree {
 
 fn procedure(tree: &ScopeTree, name: &str) -> ScopeId {
     tree.procedures()
-        .find(|&p| tree.get(p).name == name)
+        .find(|&p| &*tree.get(p).name == name)
         .unwrap_or_else(|| panic!("no procedure {name}"))
 }
 
@@ -50,7 +50,7 @@ fn max_depth(tree: &ScopeTree, proc_: &str) -> usize {
 fn aliens_named(tree: &ScopeTree, scope: ScopeId, callee: &str) -> Vec<ScopeId> {
     tree.descendants(scope)
         .into_iter()
-        .filter(|&d| tree.get(d).is_alien() && tree.get(d).name == callee)
+        .filter(|&d| tree.get(d).is_alien() && &*tree.get(d).name == callee)
         .collect()
 }
 
@@ -154,7 +154,7 @@ fn c_loop_shapes_and_inlining_at_all_levels() {
             let chain: Vec<(String, u32)> = std::iter::once(a)
                 .chain(tree.ancestors(a))
                 .filter(|&x| tree.get(x).is_alien())
-                .map(|x| (tree.get(x).name.clone(), call_line(&tree, x)))
+                .map(|x| (tree.get(x).name.to_string(), call_line(&tree, x)))
                 .collect();
             let want = vec![
                 (
@@ -225,7 +225,7 @@ fn cpp_names_are_demangled_with_link_names_kept() {
     let tree = analyze(&bin);
     let add = tree
         .ids()
-        .find(|&i| tree.get(i).name == "Mp::add(int, double)")
+        .find(|&i| &*tree.get(i).name == "Mp::add(int, double)")
         .expect("Mp::add somewhere");
     assert_eq!(tree.get(add).link_name.as_deref(), Some("_ZN2Mp3addEid"));
 }

@@ -48,7 +48,7 @@ struct Callee<'a> {
 fn addresses_in(binary: &Path, tree: &ScopeTree, procedure: &str) -> Vec<Svma> {
     let proc_ = tree
         .procedures()
-        .find(|&p| tree.get(p).name == procedure)
+        .find(|&p| &*tree.get(p).name == procedure)
         .unwrap_or_else(|| panic!("{}: no procedure {procedure}", binary.display()));
     let ranges: Vec<_> = tree
         .descendants(proc_)
@@ -161,7 +161,7 @@ fn assert_named_like(binary: &Path, procedure: &str, names: Names<'_>, callees: 
     let unknown = full
         .tree
         .ids()
-        .filter(|&i| full.tree.get(i).is_alien() && full.tree.get(i).name == "<unknown>")
+        .filter(|&i| full.tree.get(i).is_alien() && &*full.tree.get(i).name == "<unknown>")
         .count();
     assert_eq!(unknown, 0, "{}: unnamed inlined calls", binary.display());
 }
@@ -172,7 +172,7 @@ fn assert_declared(tree: &ScopeTree, callee: &Callee<'_>) {
     let line = marker(file, mark);
     let scopes: Vec<_> = tree
         .ids()
-        .filter(|&i| tree.get(i).is_alien() && tree.get(i).name == callee.name)
+        .filter(|&i| tree.get(i).is_alien() && &*tree.get(i).name == callee.name)
         .collect();
     assert!(!scopes.is_empty(), "no inlined call of {}", callee.name);
     for s in scopes {
@@ -344,7 +344,7 @@ fn cxx_procedures_named_as_binutils_names_their_entries() {
         // Where it falls back on the symbol table, binutils also prints the symbol's clone
         // suffix (`[clone .constprop.0]`); a procedure is named after its source function.
         let theirs = frame.function.split(" [clone ").next().unwrap();
-        if p.name != theirs {
+        if &*p.name != theirs {
             wrong.push(format!(
                 "{:#x}: ours {}\n  binutils {theirs}",
                 p.entry.unwrap(),
@@ -366,7 +366,7 @@ fn cxx_procedures_named_as_binutils_names_their_entries() {
         })
         .expect("apply_each's lambda instance is a procedure, with its symbol's link name");
     assert_eq!(
-        lambda_instance.name,
+        &*lambda_instance.name,
         "long apply_each<main::{lambda(long)#2}>(std::vector<long, std::allocator<long> > const&, main::{lambda(long)#2})"
     );
 }
@@ -546,7 +546,7 @@ fn split_dwarf_in_a_dwp_package_or_moved_with_the_binary() {
         assert!(full
             .tree
             .ids()
-            .any(|i| full.tree.get(i).name == "manhattan"));
+            .any(|i| &*full.tree.get(i).name == "manhattan"));
     }
 }
 
@@ -596,7 +596,7 @@ fn split_dwarf_missing_or_stale_dwo_is_reported_and_symbols_still_name_procedure
     assert!(analysis
         .tree
         .procedures()
-        .any(|p| analysis.tree.get(p).name == "walk"));
+        .any(|p| &*analysis.tree.get(p).name == "walk"));
     std::fs::write(&dwo, fresh).unwrap();
     let analysis = analyze_file(&exe, &Options::default()).unwrap();
     assert!(
@@ -607,5 +607,5 @@ fn split_dwarf_missing_or_stale_dwo_is_reported_and_symbols_still_name_procedure
     assert!(analysis
         .tree
         .ids()
-        .any(|i| analysis.tree.get(i).name == "manhattan"));
+        .any(|i| &*analysis.tree.get(i).name == "manhattan"));
 }

@@ -21,7 +21,7 @@ fn assert_procedure_loops(
     let tree = analyze_file(exe, &Options::default()).unwrap().tree;
     let proc_ = tree
         .procedures()
-        .find(|&p| tree.get(p).name == name)
+        .find(|&p| &*tree.get(p).name == name)
         .unwrap_or_else(|| panic!("{}: no procedure {name}", exe.display()));
     let link = tree.get(proc_).link_name.clone().unwrap_or_default();
     assert!(link_ok(&link), "{name}: link name {link:?}");

@@ -56,7 +56,7 @@ fn unit_of(file: &Path, source: &str, proc_: &str) -> (usize, usize) {
 
 fn procedure(tree: &ScopeTree, name: &str) -> ScopeId {
     tree.procedures()
-        .find(|&p| tree.get(p).name == name)
+        .find(|&p| &*tree.get(p).name == name)
         .unwrap_or_else(|| panic!("no procedure {name}"))
 }
 
@@ -142,7 +142,7 @@ fn a_corrupt_unit_is_skipped_and_the_other_recovered() {
         assert!(
             tree.descendants(main)
                 .iter()
-                .any(|&d| tree.get(d).is_alien() && tree.get(d).name == "total"),
+                .any(|&d| tree.get(d).is_alien() && &*tree.get(d).name == "total"),
             "{what}: main's inline record for total"
         );
 

@@ -95,11 +95,11 @@ fn sample_content_is_read_faithfully() {
     assert_eq!(tree.get(s).line, 9);
     let chain: Vec<ScopeId> = tree.ancestors(s).collect();
     let alien = tree.get(chain[0]);
-    assert_eq!(alien.name, "f_inlined");
+    assert_eq!(&*alien.name, "f_inlined");
     assert!(matches!(alien.kind, ScopeKind::Alien { call_line: 19, .. }));
     let proc_ = tree.get(chain[1]);
     assert_eq!(proc_.kind, ScopeKind::Procedure);
-    assert_eq!(proc_.name, "f2", "library suffix stripped");
+    assert_eq!(&*proc_.name, "f2", "library suffix stripped");
     assert_eq!(proc_.entry, Some(0x1123));
     // f3_1's loop: header 0x1159, statement 0x1145..0x1156 at line 25.
     let s = tree.lookup(Svma(0x1150)).unwrap();

@@ -271,7 +271,7 @@ impl<'a> Enricher<'a> {
                 ScopeKind::Module | ScopeKind::File => continue,
             };
             let name = match kind {
-                NodeKind::Procedure | NodeKind::Inlined => scope.name.clone(),
+                NodeKind::Procedure | NodeKind::Inlined => scope.name.to_string(),
                 _ => String::new(),
             };
             let end_line = match kind {

@@ -185,7 +185,7 @@ pub(crate) fn describes(tree: &ScopeTree, facts: &BinaryFacts) -> bool {
             let base = n.split('.').next().unwrap_or(n);
             [*n, base]
                 .iter()
-                .any(|n| *n == p.name || p.link_name.as_deref() == Some(n))
+                .any(|n| *n == &*p.name || p.link_name.as_deref() == Some(n))
         };
         agree += usize::from(names.iter().any(same));
     }

@@ -226,7 +226,7 @@ impl ModuleCode {
         let code = decode(&self.bytes, &tree.get(scope).ranges).map_err(unreadable)?;
         let metrics = db.metrics.len();
         let mut view = AsmView {
-            procedure: procedure.clone(),
+            procedure: procedure.to_string(),
             binary: self.binary.clone(),
             metrics: (db.metrics.iter())
                 .map(|m| (m.name.clone(), m.unit.clone()))
@@ -322,7 +322,7 @@ fn structure_of(
 
 /// The procedure scope named `name` in `tree`.
 fn find_scope(tree: &ScopeTree, name: &str) -> Option<ScopeId> {
-    tree.procedures().find(|&p| tree.get(p).name == name)
+    tree.procedures().find(|&p| &*tree.get(p).name == name)
 }
 
 /// The instructions in `ranges` of the ELF file `bytes`, decoded.

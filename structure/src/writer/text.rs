@@ -148,7 +148,7 @@ impl<'a> Formatter<'a> {
         push_escaped(&mut self.out, &self.style.lib_suffix);
         self.out.push('"');
         let link = scope.link_name.as_deref().unwrap_or(&scope.name);
-        if !self.style.lib_suffix.is_empty() || link != scope.name {
+        if !self.style.lib_suffix.is_empty() || link != &*scope.name {
             push_attr(&mut self.out, "ln", link);
         }
         let entry = scope.entry.or(scope.low_address()).unwrap_or(0);
@@ -186,7 +186,7 @@ impl<'a> Formatter<'a> {
         self.out.push_str("\" n=\"");
         push_escaped(&mut self.out, &scope.name);
         self.out.push('"');
-        if let Some(ln) = scope.link_name.as_deref().filter(|ln| *ln != scope.name) {
+        if let Some(ln) = scope.link_name.as_deref().filter(|ln| *ln != &*scope.name) {
             push_attr(&mut self.out, "ln", ln);
         }
         self.out.push_str(" v=\"{}\">\n");

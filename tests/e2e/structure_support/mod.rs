@@ -44,7 +44,7 @@ pub fn context(tree: &ScopeTree, addr: Svma) -> Option<Vec<Frame>> {
         };
         Frame {
             kind,
-            name: s.name.clone(),
+            name: s.name.to_string(),
             file: tree.scope_file(id).map(str::to_string),
             line: s.line,
             entry: s.entry,
