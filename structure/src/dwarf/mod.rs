@@ -287,24 +287,56 @@ fn merge_rows(mut units: Vec<RawRows>) -> Vec<LineRow> {
         });
         rows.shrink_to_fit();
     });
+    // Rows at one address can only come from units whose address spans meet: those are merged
+    // row by row, and the others (nearly all: a unit's code is mostly its own) copied whole.
+    let mut order: Vec<usize> = (0..units.len()).filter(|&u| !units[u].is_empty()).collect();
+    order.sort_by_key(|&u| (units[u][0].address, u));
     let mut merged: Vec<LineRow> = Vec::with_capacity(units.iter().map(Vec::len).sum());
-    let mut next = vec![0; units.len()];
-    let mut heads: BinaryHeap<Reverse<((u64, bool), usize)>> = (units.iter().enumerate())
-        .filter_map(|(u, rows)| Some(Reverse((key(rows.first()?), u))))
-        .collect();
-    while let Some(Reverse((_, u))) = heads.pop() {
-        let row = units[u][next[u]];
-        next[u] += 1;
-        if let Some(following) = units[u].get(next[u]) {
-            heads.push(Reverse((key(following), u)));
+    let (mut group, mut group_end) = (Vec::new(), 0);
+    for u in order {
+        let (first, last) = (units[u][0].address, units[u][units[u].len() - 1].address);
+        if !group.is_empty() && first > group_end {
+            merge_meeting(&units, &mut group, &mut merged);
         }
-        match merged.last_mut() {
-            Some(last) if last.address == row.address => *last = row,
-            _ => merged.push(row),
-        }
+        group_end = if group.is_empty() {
+            last
+        } else {
+            group_end.max(last)
+        };
+        group.push(u);
     }
+    merge_meeting(&units, &mut group, &mut merged);
     merged.shrink_to_fit();
     merged
+}
+
+/// Append to `out` the rows of `units[group]` (each unit's sorted, one row an address; `group`
+/// in unit order among units of equal first address), one row an address: the greatest by
+/// (real row, unit), as [`merge_rows`] says. Empties `group`.
+fn merge_meeting(units: &[RawRows], group: &mut Vec<usize>, out: &mut Vec<LineRow>) {
+    if let [u] = group[..] {
+        out.extend_from_slice(&units[u]);
+        group.clear();
+        return;
+    }
+    let key = |row: &LineRow| (row.address, !RawRow::is_end(row));
+    let members = std::mem::take(group);
+    let mut next = vec![0; members.len()];
+    // Heads by (key, unit): of equal keys the earlier unit's comes out first, the later wins.
+    let mut heads: BinaryHeap<Reverse<((u64, bool), usize, usize)>> = (members.iter().enumerate())
+        .map(|(k, &u)| Reverse((key(&units[u][0]), u, k)))
+        .collect();
+    while let Some(Reverse((_, u, k))) = heads.pop() {
+        let row = units[u][next[k]];
+        next[k] += 1;
+        if let Some(following) = units[u].get(next[k]) {
+            heads.push(Reverse((key(following), u, k)));
+        }
+        match out.last_mut() {
+            Some(last) if last.address == row.address => *last = row,
+            _ => out.push(row),
+        }
+    }
 }
 
 /// The message for a unit that could not be read.
@@ -379,4 +411,69 @@ fn merge_units(mut outputs: Vec<UnitOutput>, skipped: Vec<String>, units: usize)
     info.skipped = skipped;
     info.units = units;
     info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(address: u64, file: u32, line: u32) -> LineRow {
+        LineRow {
+            address,
+            file,
+            line,
+        }
+    }
+
+    /// What sorting all rows at once (stably, ends of sequences before real rows at an
+    /// address) and keeping the last row at each address gives.
+    fn sorted_whole(units: &[RawRows]) -> Vec<LineRow> {
+        let mut all: Vec<LineRow> = units.concat();
+        all.sort_by_key(|r| (r.address, !RawRow::is_end(r)));
+        let mut out: Vec<LineRow> = Vec::new();
+        for r in all {
+            match out.last_mut() {
+                Some(last) if last.address == r.address => *last = r,
+                _ => out.push(r),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn merged_rows_are_those_of_one_sort_of_all() {
+        let end = RawRow::END;
+        let units = vec![
+            // Two sequences out of order, a duplicate address, an end shared with the next
+            // unit's first row.
+            vec![
+                row(0x40, 1, 4),
+                row(0x48, end, 0),
+                row(0x10, 1, 1),
+                row(0x10, 1, 2),
+                row(0x20, end, 0),
+            ],
+            vec![row(0x20, 2, 7), row(0x30, 2, 8), row(0x38, end, 0)],
+            // Apart from the others: copied whole.
+            vec![row(0x100, 3, 1), row(0x110, end, 0)],
+            // Meets the first unit's second sequence: of two real rows at 0x40 the later
+            // unit's wins; its end at 0x44 falls inside the first unit's row.
+            vec![row(0x40, 4, 9), row(0x44, end, 0)],
+            Vec::new(),
+        ];
+        let merged = merge_rows(units.clone());
+        assert_eq!(merged, sorted_whole(&units));
+        assert_eq!(
+            merged.iter().find(|r| r.address == 0x40),
+            Some(&row(0x40, 4, 9))
+        );
+        assert_eq!(
+            merged.iter().find(|r| r.address == 0x20),
+            Some(&row(0x20, 2, 7))
+        );
+        assert_eq!(
+            merged.iter().find(|r| r.address == 0x10),
+            Some(&row(0x10, 1, 2))
+        );
+    }
 }
