@@ -310,6 +310,9 @@ fn merge_rows(mut units: Vec<RawRows>) -> Vec<LineRow> {
     merged
 }
 
+/// How rows at one address are ordered: by address, then ends of sequences before real rows.
+type RowKey = (u64, bool);
+
 /// Append to `out` the rows of `units[group]` (each unit's sorted, one row an address; `group`
 /// in unit order among units of equal first address), one row an address: the greatest by
 /// (real row, unit), as [`merge_rows`] says. Empties `group`.
@@ -323,7 +326,7 @@ fn merge_meeting(units: &[RawRows], group: &mut Vec<usize>, out: &mut Vec<LineRo
     let members = std::mem::take(group);
     let mut next = vec![0; members.len()];
     // Heads by (key, unit): of equal keys the earlier unit's comes out first, the later wins.
-    let mut heads: BinaryHeap<Reverse<((u64, bool), usize, usize)>> = (members.iter().enumerate())
+    let mut heads: BinaryHeap<Reverse<(RowKey, usize, usize)>> = (members.iter().enumerate())
         .map(|(k, &u)| Reverse((key(&units[u][0]), u, k)))
         .collect();
     while let Some(Reverse((_, u, k))) = heads.pop() {
