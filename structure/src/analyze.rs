@@ -352,8 +352,10 @@ struct Built {
     duplicated_tests: usize,
 }
 
-/// Procedures built in parallel before they are put into the tree (see `analyze_in_pool`).
-const BUILD_CHUNK: usize = 1024;
+/// Procedures built in parallel before they are put into the tree (see `analyze_in_pool`): what
+/// they made is held at once (ripgrep's peak: 165 MB with 1,024, 159 MB with 512, in as much
+/// time).
+const BUILD_CHUNK: usize = 512;
 
 /// Build one procedure's local tree, with `inferred` inlined calls instead of the plan's if
 /// given.
