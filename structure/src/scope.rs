@@ -22,7 +22,7 @@
 use crate::identity::BinaryIdentity;
 use crate::ranges::merge_in_place;
 use profiler::addr::Svma;
-use rayon::slice::ParallelSliceMut;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -318,18 +318,14 @@ impl ScopeTree {
     }
 
     fn build_index(&mut self) {
-        let mut all: Vec<(u64, u64, ScopeId)> = Vec::new();
-        for (i, scope) in self.scopes.iter().enumerate() {
-            if scope.kind == ScopeKind::Statement {
-                all.extend(
-                    scope
-                        .ranges
-                        .iter()
-                        .map(|r| (r.start, r.end, ScopeId(i as u32))),
-                );
-            }
-        }
-        all.retain(|r| r.0 < r.1);
+        let mut all: Vec<(u64, u64, ScopeId)> = (self.scopes.par_iter().enumerate())
+            .filter(|(_, scope)| scope.kind == ScopeKind::Statement)
+            .flat_map_iter(|(i, scope)| {
+                (scope.ranges.iter())
+                    .filter(|r| r.start < r.end)
+                    .map(move |r| (r.start, r.end, ScopeId(i as u32)))
+            })
+            .collect();
         all.par_sort_unstable_by_key(|r| r.0);
         if all.windows(2).all(|w| w[0].1 <= w[1].0) {
             // The common case (our own trees): already disjoint.
