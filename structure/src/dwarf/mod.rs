@@ -34,8 +34,7 @@ pub(crate) use units::{DebugUnits, Section, UnitId};
 use gimli::{EndianSlice, LittleEndian};
 use rayon::prelude::*;
 use std::borrow::Cow;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -271,75 +270,37 @@ pub fn read_dwarf<'d>(
 /// last one wins, in unit order (the same choice as the addr2line crate).
 ///
 /// Each unit's rows are sorted (stably) and thinned to one an address on their own, in
-/// parallel, and the units are then merged: a later unit's row at an address is the last one
-/// there. Sorting all rows at once would hold them twice, with a scratch buffer as large
-/// (libpython: 826k rows, 366k kept; 40 MB at once instead of 12).
+/// parallel; the thinned rows, in unit order, are then sorted stably again and thinned, so that
+/// of two units' rows at an address the later unit's is the last one there. Sorting all rows
+/// at once would hold twice as many, with a scratch buffer as large (libpython: 826k rows, 366k
+/// kept; 40 MB at once instead of 12).
 fn merge_rows(mut units: Vec<RawRows>) -> Vec<LineRow> {
-    let key = |row: &LineRow| (row.address, !RawRow::is_end(row));
     units.par_iter_mut().for_each(|rows| {
-        rows.sort_by_key(key);
-        rows.dedup_by(|later, earlier| {
-            let same = later.address == earlier.address;
-            if same {
-                *earlier = *later;
-            }
-            same
-        });
+        sort_and_thin(rows);
         rows.shrink_to_fit();
     });
-    // Rows at one address can only come from units whose address spans meet: those are merged
-    // row by row, and the others (nearly all: a unit's code is mostly its own) copied whole.
-    let mut order: Vec<usize> = (0..units.len()).filter(|&u| !units[u].is_empty()).collect();
-    order.sort_by_key(|&u| (units[u][0].address, u));
     let mut merged: Vec<LineRow> = Vec::with_capacity(units.iter().map(Vec::len).sum());
-    let (mut group, mut group_end) = (Vec::new(), 0);
-    for u in order {
-        let (first, last) = (units[u][0].address, units[u][units[u].len() - 1].address);
-        if !group.is_empty() && first > group_end {
-            merge_meeting(&units, &mut group, &mut merged);
-        }
-        group_end = if group.is_empty() {
-            last
-        } else {
-            group_end.max(last)
-        };
-        group.push(u);
+    for rows in units {
+        // Each unit's rows are freed as soon as they are moved: they are not held twice.
+        merged.extend(rows);
     }
-    merge_meeting(&units, &mut group, &mut merged);
+    // Runs already sorted (a unit's rows each): the stable sort merges them.
+    sort_and_thin(&mut merged);
     merged.shrink_to_fit();
     merged
 }
 
-/// How rows at one address are ordered: by address, then ends of sequences before real rows.
-type RowKey = (u64, bool);
-
-/// Append to `out` the rows of `units[group]` (each unit's sorted, one row an address; `group`
-/// in unit order among units of equal first address), one row an address: the greatest by
-/// (real row, unit), as [`merge_rows`] says. Empties `group`.
-fn merge_meeting(units: &[RawRows], group: &mut Vec<usize>, out: &mut Vec<LineRow>) {
-    if let [u] = group[..] {
-        out.extend_from_slice(&units[u]);
-        group.clear();
-        return;
-    }
-    let key = |row: &LineRow| (row.address, !RawRow::is_end(row));
-    let members = std::mem::take(group);
-    let mut next = vec![0; members.len()];
-    // Heads by (key, unit): of equal keys the earlier unit's comes out first, the later wins.
-    let mut heads: BinaryHeap<Reverse<(RowKey, usize, usize)>> = (members.iter().enumerate())
-        .map(|(k, &u)| Reverse((key(&units[u][0]), u, k)))
-        .collect();
-    while let Some(Reverse((_, u, k))) = heads.pop() {
-        let row = units[u][next[k]];
-        next[k] += 1;
-        if let Some(following) = units[u].get(next[k]) {
-            heads.push(Reverse((key(following), u, k)));
+/// Sort `rows` stably by address, ends of sequences before real rows at one address, and keep
+/// the last row at each address.
+fn sort_and_thin(rows: &mut RawRows) {
+    rows.sort_by_key(|row| (row.address, !RawRow::is_end(row)));
+    rows.dedup_by(|later, earlier| {
+        let same = later.address == earlier.address;
+        if same {
+            *earlier = *later;
         }
-        match out.last_mut() {
-            Some(last) if last.address == row.address => *last = row,
-            _ => out.push(row),
-        }
-    }
+        same
+    });
 }
 
 /// The message for a unit that could not be read.
