@@ -177,6 +177,7 @@ pub fn build_local_tree(
         loop_entries: nest.loops.iter().map(|l| l.entries.clone()).collect(),
     };
     let mut index = FxHashMap::default();
+    let mut rows = dwarf.row_cursor();
     for ((seg, chain), loops) in segments.iter().zip(&chains).zip(&loop_chains) {
         let mut node = 0;
         let mut emitted = 0;
@@ -191,7 +192,7 @@ pub fn build_local_tree(
         for &c in &chain[emitted..] {
             node = tree.child(node, Step::Alien(c), &mut index);
         }
-        let (file, line) = match dwarf.row_at(seg.range.start) {
+        let (file, line) = match rows.row_at(seg.range.start) {
             Some(row) if row.file != NO_FILE => (row.file, row.line),
             _ => (default_file, 0),
         };

@@ -84,37 +84,59 @@ pub(super) fn read_unit(
 }
 
 impl<'d> Walk<'_, '_, 'd> {
-    /// Walk all entries depth first, keeping the context of each open DIE.
+    /// Walk all entries depth first, keeping the context of each open DIE. Only subprograms
+    /// and inlined calls in code are read whole; every other entry's attributes are passed
+    /// over unread (reading all was a fifth of libpython's analysis).
     fn entries(&mut self) -> gimli::Result<()> {
         let mut stack: Vec<(isize, Open)> = Vec::new();
-        let mut cursor = self.unit.entries();
-        let mut skip_children = false;
-        loop {
-            // A type's members are passed over whole, by the DIE's sibling link where the
-            // compiler gave one: no code is ever defined inside a type (a member function's
-            // code is a DIE of its own outside, pointing at its declaration).
-            let next = if skip_children && cursor.next_sibling()?.is_some() {
-                cursor.current()
-            } else {
-                cursor.next_dfs()?
+        let mut raw = self.unit.entries_raw(None)?;
+        let mut entry = gimli::DebuggingInformationEntry::null();
+        // While inside a type: its depth. A type's members are passed over whole: no code is
+        // ever defined inside a type (a member function's code is a DIE of its own outside,
+        // pointing at its declaration).
+        let mut members_of: Option<isize> = None;
+        while !raw.is_empty() {
+            let depth = raw.next_depth();
+            let mut past_code = raw.clone();
+            let Some(abbrev) = past_code.read_abbreviation()? else {
+                raw = past_code; // the end of a DIE's children
+                continue;
             };
-            let Some(entry) = next else { break };
-            skip_children = entry.has_children() && is_type(entry.tag());
-            let depth = entry.depth();
+            if members_of.is_some_and(|d| depth > d) {
+                raw = past_code;
+                raw.skip_attributes(abbrev.attributes())?;
+                continue;
+            }
+            members_of = None;
             while stack.last().is_some_and(|&(d, _)| d >= depth) {
                 stack.pop();
             }
             let context = stack.last().map_or(Open::Nothing, |&(_, o)| o);
-            let open = match (entry.tag(), context) {
-                (gimli::DW_TAG_subprogram, _) => self.subprogram(entry)?,
-                (gimli::DW_TAG_inlined_subroutine, Open::Code(p, parent)) => {
-                    self.inlined(entry, p, parent)?
+            let tag = abbrev.tag();
+            let open = match (tag, context) {
+                (gimli::DW_TAG_subprogram, _) => {
+                    raw.read_entry(&mut entry)?;
+                    self.subprogram(&entry)?
                 }
-                (gimli::DW_TAG_inlined_subroutine, Open::Nothing) => Open::Nothing,
-                _ => context,
+                (gimli::DW_TAG_inlined_subroutine, Open::Code(p, parent)) => {
+                    raw.read_entry(&mut entry)?;
+                    self.inlined(&entry, p, parent)?
+                }
+                _ => {
+                    raw = past_code;
+                    raw.skip_attributes(abbrev.attributes())?;
+                    match tag {
+                        gimli::DW_TAG_inlined_subroutine => Open::Nothing,
+                        _ => context,
+                    }
+                }
             };
-            if entry.has_children() {
-                stack.push((depth, open));
+            if abbrev.has_children() {
+                if is_type(tag) {
+                    members_of = Some(depth);
+                } else {
+                    stack.push((depth, open));
+                }
             }
         }
         Ok(())

@@ -173,6 +173,14 @@ impl DwarfInfo {
         (row.file != NO_FILE).then_some(row)
     }
 
+    /// [`DwarfInfo::row_at`] for addresses asked mostly in ascending order.
+    pub fn row_cursor(&self) -> RowCursor<'_> {
+        RowCursor {
+            rows: &self.rows,
+            next: 0,
+        }
+    }
+
     /// Index of the first row whose address is >= `addr`.
     pub fn first_row_from(&self, addr: u64) -> usize {
         self.rows.partition_point(|r| r.address < addr)
@@ -207,6 +215,39 @@ impl DwarfInfo {
         let pos = self.unitless_code.partition_point(|r| r.start <= addr);
         pos.checked_sub(1)
             .is_some_and(|i| self.unitless_code[i].contains(&addr))
+    }
+}
+
+/// Answers [`DwarfInfo::row_at`] by stepping on from the row of the address asked before, for
+/// addresses asked in ascending order (a procedure's statements, one row each: a binary search
+/// of the whole table for each was 5% of libpython's instructions); any other order is answered
+/// by a search.
+pub struct RowCursor<'a> {
+    rows: &'a [LineRow],
+    /// Index of the first row past the address asked before.
+    next: usize,
+}
+
+impl RowCursor<'_> {
+    /// Rows stepped over before the rest is searched.
+    const STEPS: usize = 8;
+
+    /// The line row covering `addr`, if any.
+    pub fn row_at(&mut self, addr: u64) -> Option<&LineRow> {
+        let rows = self.rows;
+        if self.next > 0 && rows[self.next - 1].address > addr {
+            self.next = rows.partition_point(|r| r.address <= addr);
+        } else {
+            let stop = rows.len().min(self.next + Self::STEPS);
+            while self.next < stop && rows[self.next].address <= addr {
+                self.next += 1;
+            }
+            if self.next == stop {
+                self.next += rows[stop..].partition_point(|r| r.address <= addr);
+            }
+        }
+        let row = rows.get(self.next.checked_sub(1)?)?;
+        (row.file != NO_FILE).then_some(row)
     }
 }
 
@@ -402,6 +443,29 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_cursor_answers_as_a_search_in_any_order() {
+        let rows: Vec<LineRow> = (0..100u32)
+            .map(|i| {
+                row(
+                    u64::from(i) * 4,
+                    if i % 7 == 3 { NO_FILE } else { i % 5 },
+                    i,
+                )
+            })
+            .collect();
+        let info = DwarfInfo {
+            rows,
+            ..DwarfInfo::default()
+        };
+        let mut cursor = info.row_cursor();
+        // Ascending with small and large steps, then back, then past the end.
+        let asked = [0, 1, 5, 13, 14, 80, 81, 399, 200, 2, 3, 1000, 396, 397];
+        for addr in asked {
+            assert_eq!(cursor.row_at(addr), info.row_at(addr), "at {addr}");
+        }
     }
 
     #[test]
