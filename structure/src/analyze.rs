@@ -10,7 +10,9 @@
 //! 4. Assemble module > file > procedure and index addresses.
 
 use crate::aliens::SourceBounds;
-use crate::analysis::{Analysis, Coverage, DebugSource, Heuristics, Options, Summary};
+use crate::analysis::{
+    Analysis, Coverage, DebugSource, Heuristics, IrreducibleLoop, Options, Summary,
+};
 use crate::assemble::{Assembler, ProcScopes};
 use crate::binary::{self, CodeSection, FunctionSymbol, LoadedFile};
 use crate::debuginfo::{DebugFiles, DebugSections};
@@ -159,43 +161,57 @@ fn analyze_in_pool(
         .then(|| SourceBounds::new(&plans, &symbols, &info));
     let module_name = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let module_name = module_name.to_string_lossy();
-    let build = |plans: &[ProcPlan], i: usize| {
+    let build = |plans: &[ProcPlan], i: usize, calls: &[InlineCall]| {
         let inferred = bounds
             .as_ref()
             .filter(|_| lacks_inline_records(&plans[i], &info))
             .map(|b| b.infer(plans, i, &info));
-        build_procedure(&plans[i], inferred, &info, &env, options, &module_name)
+        build_procedure(
+            &plans[i],
+            calls,
+            inferred,
+            &info,
+            &env,
+            options,
+            &module_name,
+        )
     };
     let mut assembler = Assembler::new(&module_name, &info);
     assembler
         .tree
         .set_shared_library(binary::is_shared_library(&file));
-    let (mut unresolved_jumps, mut duplicated_tests) = (0, 0);
-    let (mut inferred_inlined, mut irreducible_loops) = (0, Vec::new());
+    let mut totals = Totals::default();
     // The procedures are built in parallel a chunk at a time, and each chunk is put into the
-    // tree, in order, before the next is built: what a procedure's analysis made lives until it
-    // is in the tree, not until the whole module is built (node: 300 -> 200 MB at the peak).
+    // tree, in order, while the next is built: what a procedure's analysis made lives until it
+    // is in the tree, not until the whole module is built (node: 300 -> 200 MB at the peak),
+    // and no worker waits for the tree (libpython: a tenth of the build's time).
+    let mut pending = Vec::new();
     for chunk in selected.chunks(BUILD_CHUNK) {
-        let built: Vec<Built> = chunk.par_iter().map(|&i| build(&plans, i)).collect();
-        // Exactly what the chunk adds (its scopes, and at most one new File scope for each
-        // procedure): a tree grown by doubling holds up to twice its scopes at the peak
-        // (libpython: 60 MB of capacity for 38 MB of scopes).
-        let adds = built.iter().map(|b| b.scopes.len() + 1).sum::<usize>();
-        assembler.tree.reserve(adds);
-        for mut b in built {
-            skipped.extend(b.note.take());
-            unresolved_jumps += b.unresolved_jumps;
-            duplicated_tests += b.duplicated_tests;
-            inferred_inlined += b.scopes.inferred;
-            irreducible_loops.append(&mut b.scopes.irreducible);
-            assembler.add(b.scopes);
-        }
-        // A built procedure's inlined calls are in the tree now (libpython: 8 MB of them).
-        for &i in chunk {
-            plans[i].inlines = Vec::new();
-        }
+        // A procedure's inlined calls are freed once it is built (libpython: 8 MB of them).
+        let calls: Vec<Vec<InlineCall>> = (chunk.iter())
+            .map(|&i| std::mem::take(&mut plans[i].inlines))
+            .collect();
+        let previous = std::mem::take(&mut pending);
+        (pending, ()) = rayon::join(
+            || {
+                (chunk.par_iter().zip(&calls))
+                    .map(|(&i, calls)| build(&plans, i, calls))
+                    .collect()
+            },
+            || totals.assemble(&mut assembler, previous),
+        );
+        drop(calls);
         return_free_pages();
     }
+    totals.assemble(&mut assembler, pending);
+    let Totals {
+        skipped: notes,
+        unresolved_jumps,
+        duplicated_tests,
+        inferred_inlined,
+        irreducible_loops,
+    } = totals;
+    skipped.extend(notes);
     let mut tree = assembler.tree;
     tree.set_identity(identity);
     let (units, unitless_programs) = (info.units, info.unitless_programs);
@@ -362,15 +378,45 @@ struct Built {
     duplicated_tests: usize,
 }
 
+/// What the built procedures say besides their scopes, summed in the order they are built.
+#[derive(Default)]
+struct Totals {
+    skipped: Vec<String>,
+    unresolved_jumps: usize,
+    duplicated_tests: usize,
+    inferred_inlined: usize,
+    irreducible_loops: Vec<IrreducibleLoop>,
+}
+
+impl Totals {
+    /// Put `built` into the tree, in order, and count what it says.
+    fn assemble(&mut self, assembler: &mut Assembler<'_>, built: Vec<Built>) {
+        // Exactly what the chunk adds (its scopes, and at most one new File scope for each
+        // procedure): a tree grown by doubling holds up to twice its scopes at the peak
+        // (libpython: 60 MB of capacity for 38 MB of scopes).
+        let adds = built.iter().map(|b| b.scopes.len() + 1).sum::<usize>();
+        assembler.tree.reserve(adds);
+        for mut b in built {
+            self.skipped.extend(b.note.take());
+            self.unresolved_jumps += b.unresolved_jumps;
+            self.duplicated_tests += b.duplicated_tests;
+            self.inferred_inlined += b.scopes.inferred;
+            self.irreducible_loops.append(&mut b.scopes.irreducible);
+            assembler.add(b.scopes);
+        }
+    }
+}
+
 /// Procedures built in parallel before they are put into the tree (see `analyze_in_pool`): what
 /// they made is held at once (ripgrep's peak: 165 MB with 1,024, 159 MB with 512, in as much
 /// time).
 const BUILD_CHUNK: usize = 512;
 
-/// Build one procedure's local tree, with `inferred` inlined calls instead of the plan's if
-/// given.
+/// Build one procedure's local tree, with its inlined calls `calls` (DWARF's), or `inferred`
+/// ones instead if given.
 fn build_procedure(
     plan: &ProcPlan,
+    calls: &[InlineCall],
     inferred: Option<Vec<InlineCall>>,
     info: &DwarfInfo,
     env: &LoopEnv<'_, '_>,
@@ -386,7 +432,7 @@ fn build_procedure(
         .file
         .or_else(|| first_file(plan, info))
         .unwrap_or(NO_FILE);
-    let calls = inferred.as_deref().unwrap_or(&plan.inlines);
+    let calls = inferred.as_deref().unwrap_or(calls);
     let mut local = procedure::build_local_tree(&plan.ranges, calls, info, &nest, default_file);
     normalize::normalize(&mut local);
     // Each statement's ranges become its scope's as they are (most statements hold one range):
