@@ -396,6 +396,7 @@ impl Totals {
         // (libpython: 60 MB of capacity for 38 MB of scopes).
         let adds = built.iter().map(|b| b.scopes.len() + 1).sum::<usize>();
         assembler.tree.reserve(adds);
+        (assembler.tree).reserve_index(built.iter().map(|b| b.scopes.intervals()).sum());
         for mut b in built {
             self.skipped.extend(b.note.take());
             self.unresolved_jumps += b.unresolved_jumps;

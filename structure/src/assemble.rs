@@ -28,6 +28,11 @@ pub(crate) struct ProcScopes {
     pub(crate) irreducible: Vec<IrreducibleLoop>,
     /// Inlined calls among the scopes that the line map suggested (DWARF had none).
     pub(crate) inferred: usize,
+    /// The statements' address intervals (start, end, arena index), for the tree's address
+    /// index: taken here, in parallel, where the ranges are still in the cache (taken from the
+    /// whole tree afterwards, a walk to each statement's ranges, it was 25 ms of libpython's
+    /// 0.5 s).
+    statements: Vec<(u64, u64, u32)>,
 }
 
 impl ProcScopes {
@@ -81,16 +86,30 @@ impl ProcScopes {
         } else {
             0
         };
+        let statements = (scopes.iter().enumerate())
+            .filter(|(_, s)| s.kind == ScopeKind::Statement)
+            .flat_map(|(i, s)| {
+                (s.ranges.iter())
+                    .filter(|r| r.start < r.end)
+                    .map(move |r| (r.start, r.end, i as u32))
+            })
+            .collect();
         ProcScopes {
             scopes,
             irreducible,
             inferred,
+            statements,
         }
     }
 
     /// Number of scopes, the procedure included.
     pub(crate) fn len(&self) -> usize {
         self.scopes.len()
+    }
+
+    /// Number of statement intervals.
+    pub(crate) fn intervals(&self) -> usize {
+        self.statements.len()
     }
 }
 
@@ -296,6 +315,9 @@ impl<'a> Assembler<'a> {
         }
         let file = procedure.scopes[0].file.unwrap_or(self.unknown_file);
         let parent = self.file_scope(file);
-        self.tree.append_arena(parent, procedure.scopes);
+        let base = self.tree.append_arena(parent, procedure.scopes);
+        self.tree.index_statements(
+            (procedure.statements.into_iter()).map(|(s, e, i)| (s, e, ScopeId(base + i))),
+        );
     }
 }

@@ -224,7 +224,7 @@ impl ScopeTree {
     /// children, `parent` and `children` indices into `arena`; the procedure's parent `None`),
     /// as the last child of `parent`, renumbered past the tree's scopes. Ranges are kept as
     /// they are, the containers' too.
-    pub(crate) fn append_arena(&mut self, parent: ScopeId, mut arena: Vec<Scope>) {
+    pub(crate) fn append_arena(&mut self, parent: ScopeId, mut arena: Vec<Scope>) -> u32 {
         let base = self.scopes.len() as u32;
         for s in &mut arena {
             s.parent = Some(s.parent.map_or(parent, |p| ScopeId(p.0 + base)));
@@ -234,6 +234,18 @@ impl ScopeTree {
         }
         self.scopes[parent.index()].children.push(ScopeId(base));
         self.scopes.append(&mut arena);
+        base
+    }
+
+    /// Add statement intervals (start, end, statement) to the address index, which
+    /// [`ScopeTree::finish_index`] then completes.
+    pub(crate) fn index_statements(&mut self, intervals: impl Iterator<Item = (u64, u64, ScopeId)>) {
+        self.index.extend(intervals);
+    }
+
+    /// Room for `additional` more intervals in the address index.
+    pub(crate) fn reserve_index(&mut self, additional: usize) {
+        self.index.reserve_exact(additional);
     }
 
     /// The id of source file `path`, interning it on first use.
@@ -303,9 +315,11 @@ impl ScopeTree {
     }
 
     /// [`ScopeTree::finish`] for a tree whose containers already hold their ranges (one built
-    /// of [`ScopeTree::append_arena`]'s arenas): only the address index is built.
+    /// of [`ScopeTree::append_arena`]'s arenas) and whose statements' intervals were given to
+    /// [`ScopeTree::index_statements`]: only the address index is completed.
     pub(crate) fn finish_index(&mut self) {
-        self.build_index();
+        let given = std::mem::take(&mut self.index);
+        self.set_index(given);
     }
 
     fn compute_container_ranges(&mut self) {
@@ -318,7 +332,7 @@ impl ScopeTree {
     }
 
     fn build_index(&mut self) {
-        let mut all: Vec<(u64, u64, ScopeId)> = (self.scopes.par_iter().enumerate())
+        let all: Vec<(u64, u64, ScopeId)> = (self.scopes.par_iter().enumerate())
             .filter(|(_, scope)| scope.kind == ScopeKind::Statement)
             .flat_map_iter(|(i, scope)| {
                 (scope.ranges.iter())
@@ -326,6 +340,11 @@ impl ScopeTree {
                     .map(move |r| (r.start, r.end, ScopeId(i as u32)))
             })
             .collect();
+        self.set_index(all);
+    }
+
+    /// The address index of the statements' non-empty intervals `all` (any order).
+    fn set_index(&mut self, mut all: Vec<(u64, u64, ScopeId)>) {
         all.par_sort_unstable_by_key(|r| r.0);
         if all.windows(2).all(|w| w[0].1 <= w[1].0) {
             // The common case (our own trees): already disjoint.
