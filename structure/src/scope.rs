@@ -239,7 +239,10 @@ impl ScopeTree {
 
     /// Add statement intervals (start, end, statement) to the address index, which
     /// [`ScopeTree::finish_index`] then completes.
-    pub(crate) fn index_statements(&mut self, intervals: impl Iterator<Item = (u64, u64, ScopeId)>) {
+    pub(crate) fn index_statements(
+        &mut self,
+        intervals: impl Iterator<Item = (u64, u64, ScopeId)>,
+    ) {
         self.index.extend(intervals);
     }
 

@@ -325,8 +325,9 @@ fn merge_rows(mut units: Vec<RawRows>) -> Vec<LineRow> {
         // Each unit's rows are freed as soon as they are moved: they are not held twice.
         merged.extend(rows);
     }
-    // Runs already sorted (a unit's rows each): the stable sort merges them.
-    sort_and_thin(&mut merged);
+    // Runs already sorted (a unit's rows each): the stable sort merges them, in parallel.
+    merged.par_sort_by_key(row_key);
+    thin(&mut merged);
     merged.shrink_to_fit();
     merged
 }
@@ -334,7 +335,17 @@ fn merge_rows(mut units: Vec<RawRows>) -> Vec<LineRow> {
 /// Sort `rows` stably by address, ends of sequences before real rows at one address, and keep
 /// the last row at each address.
 fn sort_and_thin(rows: &mut RawRows) {
-    rows.sort_by_key(|row| (row.address, !RawRow::is_end(row)));
+    rows.sort_by_key(row_key);
+    thin(rows);
+}
+
+/// How rows are sorted: by address, ends of sequences before real rows at one address.
+fn row_key(row: &LineRow) -> (u64, bool) {
+    (row.address, !RawRow::is_end(row))
+}
+
+/// Keep the last of sorted `rows` at each address.
+fn thin(rows: &mut RawRows) {
     rows.dedup_by(|later, earlier| {
         let same = later.address == earlier.address;
         if same {
