@@ -96,7 +96,7 @@ pub(crate) fn analyze(
 /// freed, the growing scope tree and the analyses' large vectors would come from the heap
 /// arenas, where a vector that grows is copied (old and new held at once) and freed memory
 /// stays with the process. Fixed at 1 MiB, large blocks grow in place by remapping and go
-/// back to the kernel when freed (libpython: 124 -> 103 MB at the peak).
+/// back to the kernel when freed (libpython: 124 -> 102 MB at the peak).
 fn fix_mmap_threshold() {
     #[cfg(target_env = "gnu")]
     {
@@ -184,10 +184,10 @@ fn analyze_in_pool(
     // The procedures are built in parallel a chunk at a time, and each chunk is put into the
     // tree, in order, while the next is built: what a procedure's analysis made lives until it
     // is in the tree, not until the whole module is built (node: 300 -> 200 MB at the peak),
-    // and no worker waits for the tree (libpython: a tenth of the build's time).
+    // and no worker waits while the tree grows.
     let mut pending = Vec::new();
     for chunk in selected.chunks(BUILD_CHUNK) {
-        // A procedure's inlined calls are freed once it is built (libpython: 8 MB of them).
+        // A procedure's inlined calls are freed once it is built, not at the end.
         let calls: Vec<Vec<InlineCall>> = (chunk.iter())
             .map(|&i| std::mem::take(&mut plans[i].inlines))
             .collect();

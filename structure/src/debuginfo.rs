@@ -39,15 +39,14 @@ pub(crate) struct DebugSections<'d> {
 }
 
 impl DebugFiles {
-    /// Find the debug files of `binary` (parsed as `file`; `embedded`: the same file, or the
+    /// Find the debug files of `binary` (parsed as `file`; `own_dwarf`: the same file, or the
     /// part of it holding its debug sections, [`crate::parts`]).
     pub(crate) fn open(
         binary: &Path,
         file: &object::File<'_>,
-        embedded: &object::File<'_>,
+        own_dwarf: &object::File<'_>,
     ) -> DebugFiles {
         let mut notes = Vec::new();
-        let embedded_file = embedded;
         let embedded = binary::has_debug_lines(file);
         let separate = if embedded {
             None
@@ -64,7 +63,7 @@ impl DebugFiles {
                 .parse()
                 .ok()
                 .and_then(|f| open_supplementary(&m.path, &f, &mut notes)),
-            None if embedded => open_supplementary(binary, embedded_file, &mut notes),
+            None if embedded => open_supplementary(binary, own_dwarf, &mut notes),
             None => None,
         };
         DebugFiles {

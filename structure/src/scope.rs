@@ -77,7 +77,8 @@ pub struct Scope {
     pub children: Vec<ScopeId>,
     /// Display name: module path, file path, procedure or inlined callee name (demangled).
     /// For a procedure of a shared library this is the plain name, without HPCToolkit's
-    /// `" [libname]"` suffix (the writer adds it, the reader strips it).
+    /// `" [libname]"` suffix (the writer adds it, the reader strips it). Shared: the inlined
+    /// calls of one callee hold one name (ripgrep: 266k calls, 12k callees).
     pub name: Arc<str>,
     /// Link-time (mangled) name of a procedure, when it differs from `name`.
     pub link_name: Option<Arc<str>>,
@@ -222,8 +223,8 @@ impl ScopeTree {
 
     /// Append `arena`, one procedure's scopes (the procedure first, parents before their
     /// children, `parent` and `children` indices into `arena`; the procedure's parent `None`),
-    /// as the last child of `parent`, renumbered past the tree's scopes. Ranges are kept as
-    /// they are, the containers' too.
+    /// as the last child of `parent`, renumbered past the tree's scopes; the id of its first
+    /// scope. Ranges are kept as they are, the containers' too.
     pub(crate) fn append_arena(&mut self, parent: ScopeId, mut arena: Vec<Scope>) -> u32 {
         let base = self.scopes.len() as u32;
         for s in &mut arena {
