@@ -196,11 +196,16 @@ pub fn build_local_tree(
             Some(row) if row.file != NO_FILE => (row.file, row.line),
             _ => (default_file, 0),
         };
-        tree.nodes[node]
-            .stmts
+        // Segments come in address order: a piece that continues its statement's last one
+        // extends it, and most statements end with one range, in a vector of one (pushed piece
+        // by piece into a vector of four, then trimmed: 1.5% of libpython's instructions).
+        let ranges = (tree.nodes[node].stmts)
             .entry((file, line))
-            .or_default()
-            .push(seg.range.clone());
+            .or_insert_with(|| Vec::with_capacity(1));
+        match ranges.last_mut() {
+            Some(last) if last.end == seg.range.start => last.end = seg.range.end,
+            _ => ranges.push(seg.range.clone()),
+        }
     }
     tree
 }
