@@ -120,6 +120,7 @@ fn analyze_in_pool(
     let file = loaded.parse()?;
     let code = binary::code_sections(&file);
     let identity = BinaryIdentity::of(&file, || debug_part.file_checksum(loaded.bytes()));
+    let own_dwarf = debug_part.parse()?;
     let Debug {
         symbols,
         mut plans,
@@ -131,13 +132,14 @@ fn analyze_in_pool(
     } = read_debug(
         path,
         &file,
-        &debug_part.image.parse()?,
+        own_dwarf.as_ref().unwrap_or(&file),
         &code,
         heuristics,
         focus,
     )?;
     // The DWARF sections are not read again: what the procedures' analyses need of them is in
     // `info` and `plans`.
+    drop(own_dwarf);
     drop(debug_part);
 
     let data = binary::data_sections(&file);

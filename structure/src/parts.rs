@@ -76,6 +76,15 @@ pub(crate) fn open(
 }
 
 impl DebugPart {
+    /// The debug part parsed, or `None` where the file was read whole into the other part
+    /// (which then holds the debug sections too).
+    pub(crate) fn parse(&self) -> Result<Option<object::File<'_>>, StructureError> {
+        if self.image.bytes().is_empty() {
+            return Ok(None);
+        }
+        self.image.parse().map(Some)
+    }
+
     /// The CRC-32 of the whole file ([`profiler::db::file_checksum`]) whose other part is
     /// `rest`. It is that of the file only where the file has no build-id (all its bytes are
     /// then read).
@@ -353,6 +362,41 @@ mod tests {
         assert_eq!(rest.bytes(), b"not an ELF file at all, but text");
         assert!(debug.image.bytes().is_empty() && debug.ranges.is_empty());
         assert!(rest.parse().is_err());
+        assert!(
+            matches!(debug.parse(), Ok(None)),
+            "the other part holds everything"
+        );
+    }
+
+    #[test]
+    fn a_binary_whose_layout_does_not_split_is_analysed_whole() {
+        // `.debug_aranges` (never read) moved onto the ELF header: the parts cannot be told
+        // apart, so the file is read whole, and analysed as if it had been read apart.
+        let (dir, exe) = program(true);
+        let mut bytes = std::fs::read(&exe).unwrap();
+        let header = {
+            use object::{Object, ObjectSection};
+            let file = object::File::parse(&*bytes).unwrap();
+            let index = file.section_by_name(".debug_aranges").unwrap().index().0;
+            let shoff = u64::from_le_bytes(bytes[0x28..0x30].try_into().unwrap()) as usize;
+            shoff + index * std::mem::size_of::<object::elf::SectionHeader64<object::Endianness>>()
+        };
+        bytes[header + 0x18..header + 0x20].copy_from_slice(&0u64.to_le_bytes());
+        bytes[header + 0x20..header + 0x28].copy_from_slice(&16u64.to_le_bytes());
+        let moved = dir.path().join("moved");
+        std::fs::write(&moved, &bytes).unwrap();
+        let (_, debug) = open(&moved, |n| n.starts_with(".debug_")).unwrap();
+        assert!(matches!(debug.parse(), Ok(None)));
+        let options = crate::Options::default();
+        let whole = crate::analyze_file(&moved, &options).unwrap().tree;
+        let split = crate::analyze_file(&exe, &options).unwrap().tree;
+        let text = |tree: &crate::ScopeTree| {
+            let mut out = Vec::new();
+            crate::write_structure(&mut out, std::slice::from_ref(tree)).unwrap();
+            String::from_utf8(out).unwrap().replace("moved", "p")
+        };
+        assert_eq!(text(&whole), text(&split));
+        assert!(text(&whole).contains("n=\"twice\""));
     }
 
     #[test]
