@@ -14,6 +14,7 @@
 
 use crate::binary::LoadedFile;
 use crate::error::StructureError;
+use crate::ranges::gaps;
 use object::read::elf::{FileHeader, SectionHeader};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
@@ -21,7 +22,7 @@ use std::path::Path;
 
 type Header = object::elf::FileHeader64<object::Endianness>;
 
-/// File ranges, sorted and disjoint.
+/// File ranges.
 type Ranges = Vec<Range<usize>>;
 
 /// The DWARF part of a binary read by [`open`].
@@ -30,7 +31,7 @@ pub(crate) struct DebugPart {
     pub(crate) image: LoadedFile,
     /// Where the debug sections' bytes are, sorted and disjoint (the headers, which both
     /// images hold, are not among them).
-    ranges: Vec<Range<usize>>,
+    ranges: Ranges,
 }
 
 /// Read `path` in two parts: everything but its debug sections, and the headers with the
@@ -110,11 +111,11 @@ fn has_build_id(image: &[u8]) -> bool {
 /// Where a file's parts lie, from its headers.
 struct Layout {
     /// The ELF header, program headers, section headers and section names.
-    headers: Vec<Range<usize>>,
+    headers: Ranges,
     /// The wanted debug sections.
-    debug: Vec<Range<usize>>,
+    debug: Ranges,
     /// The debug sections not wanted, read into neither part.
-    skipped: Vec<Range<usize>>,
+    skipped: Ranges,
 }
 
 impl Layout {
@@ -243,28 +244,18 @@ fn file_range(offset: u64, size: u64, len: usize) -> Option<Range<usize>> {
     (end <= len).then_some(start..end)
 }
 
-fn sorted(mut ranges: Vec<Range<usize>>) -> Vec<Range<usize>> {
+/// `ranges` without the empty ones, sorted.
+fn sorted(mut ranges: Ranges) -> Ranges {
     ranges.retain(|r| !r.is_empty());
     ranges.sort_by_key(|r| (r.start, r.end));
     ranges
 }
 
-/// The parts of `0..size` that none of `taken` covers (each list sorted; the lists may
-/// overlap one another).
-fn complement(size: usize, taken: &[&[Range<usize>]]) -> Vec<Range<usize>> {
-    let mut all: Vec<&Range<usize>> = taken.iter().flat_map(|t| t.iter()).collect();
+/// The parts of `0..size` that none of `taken` covers (the lists may overlap one another).
+fn complement(size: usize, taken: &[&[Range<usize>]]) -> Ranges {
+    let mut all: Ranges = taken.iter().flat_map(|t| t.iter().cloned()).collect();
     all.sort_by_key(|r| r.start);
-    let (mut gaps, mut at) = (Vec::new(), 0);
-    for r in all {
-        if r.start > at {
-            gaps.push(at..r.start);
-        }
-        at = at.max(r.end);
-    }
-    if at < size {
-        gaps.push(at..size);
-    }
-    gaps
+    gaps(0..size, all.into_iter())
 }
 
 /// Fill `buf` from `file` at `offset`; a file that has shrunk since it was measured is an

@@ -8,7 +8,7 @@ use crate::demangle::demangle;
 use crate::dwarf::DwarfInfo;
 use crate::dwarf::NoReturn;
 pub(crate) use crate::dwarf::ProcPlan;
-use crate::ranges::normalize_ranges;
+use crate::ranges::{gaps, normalize_ranges};
 use fxhash::FxHashMap;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -167,26 +167,6 @@ fn unclaimed(claimed: &BTreeMap<u64, u64>, r: Range<u64>) -> Vec<Range<u64>> {
         .next_back()
         .map_or(r.start, |(&s, _)| s);
     gaps(r.clone(), claimed.range(from..r.end).map(|(&s, &e)| s..e))
-}
-
-/// The parts of `r` between `covering`: ranges sorted by start, none starting at or past
-/// `r.end`.
-fn gaps(r: Range<u64>, covering: impl Iterator<Item = Range<u64>>) -> Vec<Range<u64>> {
-    let mut out = Vec::new();
-    let mut cursor = r.start;
-    for c in covering {
-        if c.end <= cursor {
-            continue;
-        }
-        if c.start > cursor {
-            out.push(cursor..c.start);
-        }
-        cursor = cursor.max(c.end);
-    }
-    if cursor < r.end {
-        out.push(cursor..r.end);
-    }
-    out
 }
 
 /// The procedure a compiler-made part or copy belongs to: `f` for `f.cold`, `f.part.0`,

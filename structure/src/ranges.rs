@@ -39,6 +39,29 @@ pub(crate) fn ranges_meet(region: &[Range<u64>], ranges: &[Range<u64>]) -> bool 
     })
 }
 
+/// The parts of `r` between `covering`: ranges sorted by start (they may overlap one another),
+/// none starting at or past `r.end`.
+pub(crate) fn gaps<T: Copy + Ord>(
+    r: Range<T>,
+    covering: impl Iterator<Item = Range<T>>,
+) -> Vec<Range<T>> {
+    let mut out = Vec::new();
+    let mut cursor = r.start;
+    for c in covering {
+        if c.end <= cursor {
+            continue;
+        }
+        if c.start > cursor {
+            out.push(cursor..c.start);
+        }
+        cursor = cursor.max(c.end);
+    }
+    if cursor < r.end {
+        out.push(cursor..r.end);
+    }
+    out
+}
+
 #[cfg(test)]
 #[allow(clippy::single_range_in_vec_init)]
 mod tests {

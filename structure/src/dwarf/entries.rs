@@ -86,7 +86,7 @@ pub(super) fn read_unit(
 impl<'d> Walk<'_, '_, 'd> {
     /// Walk all entries depth first, keeping the context of each open DIE. Only subprograms
     /// and inlined calls in code are read whole; every other entry's attributes are passed
-    /// over unread (reading all was a fifth of libpython's analysis).
+    /// over unread (libpython: the units' reading from 1.12 to 1.05 billion instructions).
     fn entries(&mut self) -> gimli::Result<()> {
         let mut stack: Vec<(isize, Open)> = Vec::new();
         let mut raw = self.unit.entries_raw(None)?;

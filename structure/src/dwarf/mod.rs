@@ -220,8 +220,8 @@ impl DwarfInfo {
 
 /// Answers [`DwarfInfo::row_at`] by stepping on from the row of the address asked before, for
 /// addresses asked in ascending order (a procedure's statements, one row each: a binary search
-/// of the whole table for each was 5% of libpython's instructions); any other order is answered
-/// by a search.
+/// of the whole table for each was 3.5% of libpython's instructions); any other order is
+/// answered by a search.
 pub struct RowCursor<'a> {
     rows: &'a [LineRow],
     /// Index of the first row past the address asked before.
@@ -493,7 +493,7 @@ mod tests {
                 row(0x20, end, 0),
             ],
             vec![row(0x20, 2, 7), row(0x30, 2, 8), row(0x38, end, 0)],
-            // Apart from the others: copied whole.
+            // Apart from the others.
             vec![row(0x100, 3, 1), row(0x110, end, 0)],
             // Meets the first unit's second sequence: of two real rows at 0x40 the later
             // unit's wins; its end at 0x44 falls inside the first unit's row.
