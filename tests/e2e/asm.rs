@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::support::{json_node as node, run, run_ok, scratch_dir, tool_command};
+use crate::support::{json_node as node, marker, run, run_ok, scratch_dir, tool_command};
 
 /// The instructions' start addresses objdump lists between `from` and `to` in `binary`.
 fn objdump_addresses(binary: &str, from: u64, to: u64, dir: &std::path::Path) -> BTreeSet<u64> {
@@ -76,7 +76,7 @@ fn a_procedures_instructions_carry_its_exclusive_cost_on_its_machine_code() {
     assert_eq!(ours, theirs);
     // Its three loops, each closed by a back edge named for its line.
     assert_eq!(asm["loops"], 3);
-    for line in [34, 37, 39] {
+    for line in ["rounds", "pages", "work"].map(|m| marker("derived_faults.c", m)) {
         let edge = format!("back edge of the loop at derived_faults.c: {line}");
         assert!(
             instructions.iter().any(|i| i["jump"] == edge.as_str()),
@@ -84,7 +84,7 @@ fn a_procedures_instructions_carry_its_exclusive_cost_on_its_machine_code() {
         );
     }
     // The faults (in the kernel's handler below the instruction, or at it) are at the byte
-    // store of line 38, which touches each page first.
+    // store marked @store, which touches each page first.
     let faults = |i: &&&Value| i["costs"][1].as_u64().unwrap() + i["kernel"][1].as_u64().unwrap();
     let store = instructions.iter().max_by_key(faults).unwrap();
     let text = store["text"].as_str().unwrap();
