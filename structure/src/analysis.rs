@@ -77,6 +77,10 @@ pub struct Summary {
     /// that the compiler duplicated before the loop and at its bottom: natural loops of the
     /// source, each analysed as entered through one virtual block that holds the test.
     pub duplicated_tests: usize,
+    /// Loops (not among the irreducible ones) entered also at short blocks that lead straight
+    /// to their header, a tail the compiler merged with the code before the loop: natural once
+    /// each such block is split for the path from outside (node splitting).
+    pub split_entries: usize,
     /// Statements in the tree.
     pub statements: usize,
     /// DWARF compilation units read.

@@ -210,6 +210,7 @@ fn analyze_in_pool(
         skipped: notes,
         unresolved_jumps,
         duplicated_tests,
+        split_entries,
         inferred_inlined,
         irreducible_loops,
     } = totals;
@@ -229,6 +230,7 @@ fn analyze_in_pool(
     summary.irreducible_loops = irreducible_loops;
     summary.unresolved_jumps = unresolved_jumps;
     summary.duplicated_tests = duplicated_tests;
+    summary.split_entries = split_entries;
     Ok(Analysis {
         tree,
         summary,
@@ -338,6 +340,7 @@ fn summarize(
         irreducible_loops: Vec::new(),
         unresolved_jumps: 0,
         duplicated_tests: 0,
+        split_entries: 0,
         statements,
         units,
         unitless_line_programs: 0,
@@ -378,6 +381,8 @@ struct Built {
     unresolved_jumps: usize,
     /// Loops entered through copies of one test.
     duplicated_tests: usize,
+    /// Loops entered also at short blocks that lead to their header.
+    split_entries: usize,
 }
 
 /// What the built procedures say besides their scopes, summed in the order they are built.
@@ -386,6 +391,7 @@ struct Totals {
     skipped: Vec<String>,
     unresolved_jumps: usize,
     duplicated_tests: usize,
+    split_entries: usize,
     inferred_inlined: usize,
     irreducible_loops: Vec<IrreducibleLoop>,
 }
@@ -403,6 +409,7 @@ impl Totals {
             self.skipped.extend(b.note.take());
             self.unresolved_jumps += b.unresolved_jumps;
             self.duplicated_tests += b.duplicated_tests;
+            self.split_entries += b.split_entries;
             self.inferred_inlined += b.scopes.inferred;
             self.irreducible_loops.append(&mut b.scopes.irreducible);
             assembler.add(b.scopes);
@@ -453,6 +460,7 @@ fn build_procedure(
         note,
         unresolved_jumps: nest.unresolved_jumps,
         duplicated_tests: nest.duplicated_tests,
+        split_entries: nest.split_entries,
     }
 }
 

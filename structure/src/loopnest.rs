@@ -138,5 +138,6 @@ fn describe<'i>(cfg: &Cfg, forest: &LoopForest, info: &DwarfInfo) -> LoopNest<'i
         begin_line: None,
         unresolved_jumps,
         duplicated_tests: forest.loops.iter().filter(|l| l.duplicated_test).count(),
+        split_entries: forest.loops.iter().filter(|l| l.split_entry).count(),
     }
 }

@@ -128,6 +128,9 @@ fn print_summary(
             s.duplicated_tests
         ));
     }
+    if s.split_entries > 0 {
+        kinds.push(format!("{} entered through a short block", s.split_entries));
+    }
     let irreducible = if kinds.is_empty() {
         String::new()
     } else {

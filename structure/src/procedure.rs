@@ -57,6 +57,9 @@ pub struct LoopNest<'a> {
     /// Loops whose several entries all come from copies of one test (see
     /// [`crate::loops::Loop::duplicated_test`]): natural loops, not irreducible ones.
     pub duplicated_tests: usize,
+    /// Loops entered also at short blocks that lead straight to their header (see
+    /// [`crate::loops::Loop::split_entry`]): natural once those are split, not irreducible.
+    pub split_entries: usize,
 }
 
 impl LoopNest<'_> {

@@ -2,147 +2,116 @@
 //! that compilers produce rarely or not on demand (jump-table bounds, cold parts, noreturn
 //! calls, padding, deep nests, irreducible regions), plus robustness.
 
+mod common;
+
 use std::collections::HashMap;
 
+use common::*;
 use structure::cfg::{CallKind, Cfg, CfgEnv, CodeRange, EdgeKind, Terminator};
 use structure::loops::{LoopForest, LoopId, LOOP_BEGIN_TOLERANCE};
 
-/// A tiny x86-64 assembler: raw opcode bytes plus labelled rel8/rel32 branch fixups.
-struct Asm {
-    base: u64,
-    code: Vec<u8>,
-    labels: HashMap<&'static str, u64>,
-    fixups: Vec<(usize, &'static str, bool)>,
-}
-
-impl Asm {
-    fn new(base: u64) -> Self {
-        Asm {
-            base,
-            code: Vec::new(),
-            labels: HashMap::new(),
-            fixups: Vec::new(),
-        }
-    }
-    fn here(&self) -> u64 {
-        self.base + self.code.len() as u64
-    }
-    fn op(&mut self, bytes: &[u8]) -> &mut Self {
-        self.code.extend_from_slice(bytes);
-        self
-    }
-    fn label(&mut self, name: &'static str) -> &mut Self {
-        self.labels.insert(name, self.here());
-        self
-    }
-    /// `opcode` followed by an 8-bit displacement to `label`.
-    fn rel8(&mut self, opcode: &[u8], label: &'static str) -> &mut Self {
-        self.op(opcode);
-        self.fixups.push((self.code.len(), label, false));
-        self.op(&[0])
-    }
-    /// `opcode` followed by a 32-bit displacement to `label`.
-    fn rel32(&mut self, opcode: &[u8], label: &'static str) -> &mut Self {
-        self.op(opcode);
-        self.fixups.push((self.code.len(), label, true));
-        self.op(&[0; 4])
-    }
-    /// `opcode` followed by a 32-bit displacement to the absolute address `target`.
-    fn rel32_to(&mut self, opcode: &[u8], target: u64) -> &mut Self {
-        self.op(opcode);
-        let next = self.here() + 4;
-        let disp = (target as i64 - next as i64) as i32;
-        self.op(&disp.to_le_bytes())
-    }
-    fn finish(&mut self) -> Vec<u8> {
-        for &(at, label, wide) in &self.fixups {
-            let target = self.labels[label] as i64;
-            let next = (self.base + at as u64 + if wide { 4 } else { 1 }) as i64;
-            let disp = target - next;
-            if wide {
-                self.code[at..at + 4].copy_from_slice(&(disp as i32).to_le_bytes());
-            } else {
-                self.code[at] = i8::try_from(disp).expect("rel8 in range") as u8;
-            }
-        }
-        self.code.clone()
-    }
-    fn addr(&self, label: &str) -> u64 {
-        self.labels[label]
-    }
-}
-
-const INC_EAX: &[u8] = &[0xff, 0xc0];
-const INC_ECX: &[u8] = &[0xff, 0xc1];
-const CMP_ECX_10: &[u8] = &[0x83, 0xf9, 0x0a];
-const TEST_EDI: &[u8] = &[0x85, 0xff];
-const RET: &[u8] = &[0xc3];
-const JE: &[u8] = &[0x74];
-const JL: &[u8] = &[0x7c];
-const JMP8: &[u8] = &[0xeb];
-
-fn build(base: u64, bytes: &[u8]) -> (Cfg, LoopForest) {
-    let cfg = Cfg::build(&[CodeRange { start: base, bytes }], &CfgEnv::blind());
-    let forest = LoopForest::build(&cfg);
-    (cfg, forest)
-}
-
-/// Structural invariants every CFG and forest must satisfy, whatever the input.
-fn check_invariants(cfg: &Cfg, forest: &LoopForest) {
-    for (i, b) in cfg.blocks.iter().enumerate() {
-        assert!(b.start < b.end && b.start <= b.last_insn && b.last_insn < b.end);
-        assert!(
-            cfg.ranges.iter().any(|&(s, e)| s <= b.start && b.end <= e),
-            "block {b:?} outside {:x?}",
-            cfg.ranges
-        );
-        if i > 0 {
-            assert!(cfg.blocks[i - 1].end <= b.start, "blocks overlap");
-        }
-        for e in &b.succs {
-            assert!(cfg
-                .block(e.to)
-                .preds
-                .contains(&structure::cfg::BlockId(i as u32)));
-        }
-    }
-    for (i, l) in forest.loops.iter().enumerate() {
-        assert!(l.blocks.contains(&l.header));
-        assert!(l.own_blocks.iter().all(|b| l.blocks.contains(b)));
-        assert!(l.entries.iter().all(|b| l.blocks.contains(b)));
-        assert_eq!(l.irreducible || l.duplicated_test, l.entries.len() > 1);
-        assert!(!(l.irreducible && l.duplicated_test));
-        match l.parent {
-            Some(p) => {
-                assert_eq!(forest.get(p).depth + 1, l.depth);
-                assert!(forest.get(p).children.contains(&LoopId(i as u32)));
-            }
-            None => assert_eq!(l.depth, 1),
-        }
-    }
-}
-
-#[test]
-fn jump_into_loop_body_makes_two_entries() {
+/// `if (edi == 0) goto inside; do { top: eax++ (`top` instructions); inside: ecx++; } while
+/// (ecx < 10)`: a jump into the loop's body.
+fn jump_into_the_body(top: usize) -> (Asm, Vec<u8>) {
     let mut a = Asm::new(0x1000);
-    a.op(TEST_EDI)
-        .rel8(JE, "inside")
-        .label("top")
-        .op(INC_EAX)
-        .label("inside")
+    a.op(TEST_EDI).rel8(JE, "inside").label("top");
+    for _ in 0..top {
+        a.op(INC_EAX);
+    }
+    a.label("inside")
         .op(INC_ECX)
         .op(CMP_ECX_10)
         .rel8(JL, "top")
         .op(RET);
-    let (cfg, forest) = build(0x1000, &a.finish());
+    let bytes = a.finish();
+    (a, bytes)
+}
+
+#[test]
+fn jump_into_loop_body_makes_two_entries() {
+    let (a, bytes) = jump_into_the_body(4);
+    let (cfg, forest) = build(0x1000, &bytes);
     check_invariants(&cfg, &forest);
     assert_eq!(forest.len(), 1);
     let l = &forest.loops[0];
-    assert!(l.irreducible);
+    assert!(l.irreducible && !l.split_entry, "{l:?}");
     let starts: Vec<u64> = l.entries.iter().map(|&b| cfg.block(b).start).collect();
     // Depth-first search reaches `inside` first (taken arm of the je), so it is the header.
     assert_eq!(starts, vec![a.addr("inside"), a.addr("top")]);
     assert_eq!(l.blocks.len(), 2);
+}
+
+/// The same with one instruction at `top` (at most three): the block entered from outside only
+/// leads to the other entry, as where gcc's cross-jumping merged an increment before the loop
+/// with the one at its bottom. Split for the path from outside, the loop is natural, headed by
+/// the block both paths reach; the machine code's entries are still both listed.
+#[test]
+fn a_loop_entered_also_at_a_short_block_before_its_header_is_natural_once_split() {
+    for top in [1, 3] {
+        let (a, bytes) = jump_into_the_body(top);
+        let (cfg, forest) = build(0x1000, &bytes);
+        check_invariants(&cfg, &forest);
+        assert_eq!(forest.len(), 1);
+        let l = &forest.loops[0];
+        assert!(l.split_entry && !l.irreducible, "{top}: {l:?}");
+        let starts: Vec<u64> = l.entries.iter().map(|&b| cfg.block(b).start).collect();
+        assert_eq!(starts, vec![a.addr("inside"), a.addr("top")]);
+        assert_eq!(cfg.block(l.header).start, a.addr("inside"));
+        let blocks: Vec<u64> = l.blocks.iter().map(|&b| cfg.block(b).start).collect();
+        assert_eq!(blocks, vec![a.addr("top"), a.addr("inside")], "{top}");
+    }
+}
+
+/// gcc's jump threading copies a loop's test with the load it tests (`while ((p = x->next))`):
+/// one copy before the loop falls into the body or leaves, the other at its bottom, entered
+/// from outside too, branches back on the opposite condition. Same code, same choice: one test,
+/// a natural loop. With `bottom_load` another load, or `bottom_jump` the same condition to the
+/// other arm, the two compute different choices and the loop has two entries (its body is
+/// long enough not to be split).
+fn test_with_its_load(bottom_load: &[u8], bottom_jump: &[u8]) -> (Asm, Vec<u8>) {
+    let mut a = Asm::new(0x1a00);
+    a.op(TEST_EDI)
+        .rel8(JE, "bottom")
+        .op(LOAD_EAX)
+        .op(TEST_EAX)
+        .rel8(JE, "out")
+        .label("body")
+        .op(INC_ECX)
+        .op(INC_ECX)
+        .op(INC_ECX)
+        .op(INC_ECX)
+        .label("bottom")
+        .op(bottom_load)
+        .op(TEST_EAX);
+    if bottom_jump == JNE {
+        a.rel8(JNE, "body");
+    } else {
+        a.rel8(JE, "body");
+    }
+    a.label("out").op(RET);
+    let bytes = a.finish();
+    (a, bytes)
+}
+
+#[test]
+fn a_loop_test_copied_with_its_load_and_the_opposite_branch_is_one_natural_loop() {
+    let (a, bytes) = test_with_its_load(LOAD_EAX, JNE);
+    let (cfg, forest) = build(0x1a00, &bytes);
+    check_invariants(&cfg, &forest);
+    assert_eq!(forest.len(), 1, "{:?}", forest.loops);
+    let l = &forest.loops[0];
+    assert!(l.duplicated_test && !l.irreducible, "{l:?}");
+    assert_eq!(cfg.block(l.header).start, a.addr("body"));
+    for (load, jump) in [(LOAD_EAX_4, JNE), (LOAD_EAX, JE)] {
+        let (_, bytes) = test_with_its_load(load, jump);
+        let (cfg, forest) = build(0x1a00, &bytes);
+        check_invariants(&cfg, &forest);
+        assert!(
+            forest.loops.iter().any(|l| l.irreducible),
+            "{:?}",
+            forest.loops
+        );
+    }
 }
 
 /// The shape LLVM's tail duplication leaves (core::slice::sort's drift sort in ripgrep): the

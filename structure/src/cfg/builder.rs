@@ -162,6 +162,7 @@ impl<'d, 'e> Builder<'d, 'e> {
                     preds: SmallVec::new(),
                     passes_through: false,
                     only_tests: false,
+                    test_code: 0,
                     insns: start as u32..(i + 1) as u32,
                 });
                 start = i + 1;
@@ -202,6 +203,9 @@ impl<'d, 'e> Builder<'d, 'e> {
                         || matches!(d.flows[last], Flow::Jump(_)));
             cfg.blocks[b].only_tests = terminator == Terminator::Branch
                 && only(&[Mnemonic::Nop, Mnemonic::Cmp, Mnemonic::Test]);
+            if terminator == Terminator::Branch {
+                cfg.blocks[b].test_code = test_code(&d.insns[first..=last]);
+            }
             for edge in edges {
                 if cfg.blocks[b].succs.iter().all(|e| e.to != edge.to) {
                     cfg.blocks[b].succs.push(edge);
@@ -215,6 +219,24 @@ impl<'d, 'e> Builder<'d, 'e> {
         cfg.unresolved_targets.dedup();
         cfg
     }
+}
+
+/// The fingerprint of a block `insns` ending in a conditional branch (see
+/// [`BasicBlock::test_code`]): its instructions but the branch as decoded, without their
+/// addresses (iced's hash leaves those out; a RIP-relative operand is hashed as the address it
+/// names), in the high 48 bits; the branch's condition and its negation in the low two bytes.
+fn test_code(insns: &[Instruction]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let (branch, body) = insns.split_last().expect("a block has an instruction");
+    let mut h = fxhash::FxHasher64::default();
+    body.hash(&mut h);
+    let mut negated = *branch;
+    negated.negate_condition_code();
+    let (cc, not) = (
+        branch.condition_code() as u64,
+        negated.condition_code() as u64,
+    );
+    (h.finish() << 16) | not << 8 | cc
 }
 
 /// Exception edges: from the block of each call in a call-site range to its landing pad.

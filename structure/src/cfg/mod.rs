@@ -176,8 +176,33 @@ pub struct BasicBlock {
     /// The block only compares (`cmp`, `test`) and branches conditionally: it has no effect
     /// but choosing one of its two successors.
     pub only_tests: bool,
+    /// For a block ending in a conditional branch: a fingerprint of its instructions (their
+    /// operands, not their addresses) and of the branch's condition; 0 for other blocks. See
+    /// [`BasicBlock::test_choice`].
+    pub test_code: u64,
     /// Position of the block's instructions in [`Cfg::insn_addrs`].
     insns: std::ops::Range<u32>,
+}
+
+impl BasicBlock {
+    /// For a block ending in a conditional branch with both arms in the procedure: its code
+    /// (the fingerprint with the condition under which it goes to the lower of its arms as
+    /// `arm` names them) and that arm. Two blocks with the same choice are copies of one test,
+    /// even where one branches on the opposite condition to the other arm: gcc's jump threading
+    /// copies a loop's test, with the load it tests, into the blocks before the loop.
+    pub fn test_choice(&self, arm: impl Fn(BlockId) -> u32) -> Option<(u64, u32)> {
+        if self.test_code == 0 {
+            return None;
+        }
+        let to = |kind| Some(arm(self.succs.iter().find(|e| e.kind == kind)?.to));
+        let (taken, fall) = (to(EdgeKind::Taken)?, to(EdgeKind::NotTaken)?);
+        let body = self.test_code & !0xffff;
+        let (cc, not) = (self.test_code & 0xff, (self.test_code >> 8) & 0xff);
+        Some(match taken <= fall {
+            true => (body | cc, taken),
+            false => (body | not, fall),
+        })
+    }
 }
 
 /// Whether a [`CallSite`] returns to its caller.

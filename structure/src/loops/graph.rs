@@ -84,12 +84,23 @@ pub(super) struct Graph {
     /// For each block that only tests and that its dispatch node replaced as the target of
     /// every edge into it (see [`Graph::new`]), that node; `u32::MAX` for the others.
     absorbed: Vec<u32>,
+    /// The edges moved past a merged tail (see [`Skip`]), sorted.
+    skips: Vec<Skip>,
 }
+
+/// An edge from a block outside a loop into a short block of it whose one successor is another
+/// entry of the loop, taken as an edge to that successor: `(from, block, to)`. gcc's
+/// cross-jumping merges the same few instructions at the end of the code before a loop and at
+/// the end of its body (a pointer's increment, a constant loaded) into one block, which the code
+/// before the loop then enters; the loop of the source was entered at the block after them. As
+/// if the code before the loop kept its own copy of them, the cycle keeps the block, and the
+/// edge from outside goes where the copy would have led.
+pub(super) type Skip = (u32, u32, u32);
 
 impl Graph {
     /// The graph of `cfg`, with dispatch nodes where blocks share their successors if
-    /// `dispatch`.
-    pub(super) fn new(cfg: &Cfg, dispatch: bool) -> Graph {
+    /// `dispatch`, and with the edges `skips` moved (see [`Skip`]).
+    pub(super) fn new(cfg: &Cfg, dispatch: bool, skips: &[Skip]) -> Graph {
         let n = cfg.len();
         let block_succs = |b: usize| cfg.blocks[b].succs.iter().map(|e| e.to.0);
         if !dispatch {
@@ -100,9 +111,17 @@ impl Graph {
                 entry: cfg.entry.map(|b| b.0),
                 blocks: n,
                 absorbed: Vec::new(),
+                skips: Vec::new(),
             };
         }
         let mut succs: Adjacency = (0..n).map(|b| block_succs(b).collect()).collect();
+        for &(from, block, to) in skips {
+            let out = &mut succs[from as usize];
+            out.retain(|s| *s != block);
+            if !out.contains(&to) {
+                out.push(to);
+            }
+        }
         // Blocks by the set of places they lead to, pass-through blocks looked through.
         let mut by_targets: FxHashMap<SmallVec<[u32; 4]>, SmallVec<[u32; 2]>> =
             FxHashMap::default();
@@ -127,7 +146,8 @@ impl Graph {
         for (targets, members) in shared {
             let node = succs.len() as u32;
             let mut out: SmallVec<[u32; 2]> = targets.iter().copied().collect();
-            for &m in &members {
+            let copies = copies_of_one_test(cfg, &members);
+            for (i, &m) in members.iter().enumerate() {
                 out.extend(
                     succs[m as usize]
                         .iter()
@@ -135,8 +155,8 @@ impl Graph {
                         .filter(|&s| beyond(cfg, s) != s),
                 );
                 succs[m as usize] = SmallVec::from_slice(&[node]);
-                let only_tests = cfg.block(BlockId(m)).only_tests;
-                if only_tests && !targets.contains(&m) && cfg.entry != Some(BlockId(m)) {
+                let test = cfg.block(BlockId(m)).only_tests || copies[i];
+                if test && !targets.contains(&m) && cfg.entry != Some(BlockId(m)) {
                     absorbed[m as usize] = node;
                 }
             }
@@ -166,6 +186,19 @@ impl Graph {
             entry: cfg.entry.map(|b| b.0),
             blocks: n,
             absorbed,
+            skips: skips.to_vec(),
+        }
+    }
+
+    /// Where the edge from block `from` to block `to` enters in this graph: `to`, or the block
+    /// after it where the edge was moved past a merged tail (see [`Skip`]).
+    pub(super) fn entered_at(&self, from: u32, to: u32) -> u32 {
+        match self
+            .skips
+            .binary_search_by_key(&(from, to), |&(f, b, _)| (f, b))
+        {
+            Ok(i) => self.skips[i].2,
+            Err(_) => to,
         }
     }
 
@@ -220,6 +253,18 @@ impl Graph {
     pub(super) fn is_dispatch(&self, v: u32) -> bool {
         v as usize >= self.blocks
     }
+}
+
+/// For each of `members` (blocks with the same successors), whether another member makes the
+/// same choice ([`crate::cfg::BasicBlock::test_choice`]): copies of one test, which compute the
+/// same choice between the same places.
+fn copies_of_one_test(cfg: &Cfg, members: &[u32]) -> SmallVec<[bool; 4]> {
+    let choices: SmallVec<[_; 4]> = (members.iter())
+        .map(|&m| cfg.block(BlockId(m)).test_choice(|b| beyond(cfg, b.0)))
+        .collect();
+    (choices.iter().enumerate())
+        .map(|(i, c)| c.is_some() && (choices.iter().enumerate()).any(|(j, o)| j != i && o == c))
+        .collect()
 }
 
 /// Where control goes from block `b` once the blocks that only pass it on are skipped (at most

@@ -30,6 +30,10 @@
 mod graph;
 mod lines;
 
+/// The most instructions a merged tail has (see [`graph::Skip`]): gcc's cross-jumping merges a
+/// few (an increment, a constant loaded, a jump).
+const MERGED_TAIL: usize = 3;
+
 use crate::cfg::{BlockId, Cfg};
 use graph::{Dfs, Graph, Havlak, NodeKind};
 
@@ -63,6 +67,13 @@ pub struct Loop {
     /// dispatch node (see the module's documentation): a natural loop whose test the compiler
     /// duplicated.
     pub duplicated_test: bool,
+    /// True when the loop has several entries, every one but the header a short block (at most
+    /// [`MERGED_TAIL`] instructions, no call) whose one successor is another entry: natural once
+    /// such a block is split for the paths from outside (node splitting), each then entering
+    /// where the block leads. gcc's cross-jumping makes these, merging the same few
+    /// instructions before a loop and at the end of its body into one block (see
+    /// `graph::Skip`).
+    pub split_entry: bool,
     /// All blocks of the loop, inner loops' blocks included, sorted by address.
     pub blocks: Vec<BlockId>,
     /// Blocks of this loop that are in no inner loop (the header among them), sorted.
@@ -98,21 +109,67 @@ impl LoopForest {
     pub fn build(cfg: &Cfg) -> LoopForest {
         // Dispatch nodes only where the blocks alone make a loop irreducible: every other
         // procedure is analysed on its blocks as they are.
-        let mut graph = Graph::new(cfg, false);
+        let mut graph = Graph::new(cfg, false, &[]);
         let mut dfs = Dfs::new(&graph);
         let mut havlak = Havlak::run(&graph, &dfs);
-        if havlak.kind.contains(&NodeKind::Irreducible) {
-            graph = Graph::new(cfg, true);
-            dfs = Dfs::new(&graph);
-            havlak = Havlak::run(&graph, &dfs);
+        if !havlak.kind.contains(&NodeKind::Irreducible) {
+            return LoopForest::finish(cfg, &graph, &dfs, havlak);
         }
-        let mut forest = LoopForest::from_havlak(&graph, &dfs, havlak);
+        graph = Graph::new(cfg, true, &[]);
+        dfs = Dfs::new(&graph);
+        havlak = Havlak::run(&graph, &dfs);
+        let forest = LoopForest::finish(cfg, &graph, &dfs, havlak);
+        // Still irreducible: once more with the edges into merged tails moved.
+        let skips = forest.merged_tails(cfg);
+        if skips.is_empty() {
+            return forest;
+        }
+        graph = Graph::new(cfg, true, &skips);
+        dfs = Dfs::new(&graph);
+        havlak = Havlak::run(&graph, &dfs);
+        LoopForest::finish(cfg, &graph, &dfs, havlak)
+    }
+
+    /// The forest of Havlak's result on `graph`, numbered by `dfs`, with every field filled.
+    fn finish(cfg: &Cfg, graph: &Graph, dfs: &Dfs, havlak: Havlak) -> LoopForest {
+        let mut forest = LoopForest::from_havlak(graph, dfs, havlak);
         forest.link_tree();
-        forest.place_absorbed(cfg, &graph);
+        forest.place_absorbed(cfg, graph);
         forest.collect_blocks(cfg.len());
-        forest.find_entries(cfg, &graph, &dfs);
+        forest.find_entries(cfg, graph, dfs);
         forest.innermost.truncate(cfg.len());
         forest
+    }
+
+    /// The edges into merged tails of the irreducible loops (see [`graph::Skip`]): an entry of
+    /// at most [`MERGED_TAIL`] instructions, no call among them, whose one successor is another
+    /// entry, and each edge into it from outside the loop.
+    fn merged_tails(&self, cfg: &Cfg) -> Vec<graph::Skip> {
+        let mut skips = Vec::new();
+        for (i, l) in self.loops.iter().enumerate().filter(|(_, l)| l.irreducible) {
+            for &b in &l.entries {
+                let block = cfg.block(b);
+                let [next] = block.succs.as_slice() else {
+                    continue;
+                };
+                let short = cfg.instructions(b).len() <= MERGED_TAIL;
+                let calls = cfg
+                    .calls
+                    .iter()
+                    .any(|c| block.start <= c.addr && c.addr < block.end);
+                if !short || calls || next.to == b || !l.entries.contains(&next.to) {
+                    continue;
+                }
+                let outside = block
+                    .preds
+                    .iter()
+                    .filter(|&&p| !self.contains(LoopId(i as u32), p));
+                skips.extend(outside.map(|p| (p.0, b.0, next.to.0)));
+            }
+        }
+        skips.sort_unstable();
+        skips.dedup_by_key(|&mut (from, block, _)| (from, block));
+        skips
     }
 
     /// The loops Havlak's algorithm found (each headed by a block: a dispatch node stands for
@@ -141,6 +198,7 @@ impl LoopForest {
                 entries: Vec::new(),
                 irreducible: false,
                 duplicated_test: false,
+                split_entry: false,
                 blocks: Vec::new(),
                 own_blocks: Vec::new(),
                 parent: havlak.header[w].map(loop_at),
@@ -249,27 +307,34 @@ impl LoopForest {
         }
     }
 
-    /// Fill `entries`, `irreducible`, `duplicated_test` and `back_edge_sources`.
+    /// Fill `entries`, `irreducible`, `duplicated_test`, `split_entry` and `back_edge_sources`.
     fn find_entries(&mut self, cfg: &Cfg, graph: &Graph, dfs: &Dfs) {
         for i in 0..self.loops.len() {
             let id = LoopId(i as u32);
             let header = self.loops[i].header;
-            // Edges from outside the loop into it (`None` from: the procedure's entry).
+            // Edges from outside the loop into it (`None` from: the procedure's entry), each
+            // where the graph enters (past a split block).
             let mut entering: Vec<(Option<BlockId>, BlockId)> = Vec::new();
+            let mut entries: Vec<BlockId> = Vec::new();
             for &b in &self.loops[i].blocks {
                 let w = dfs.number[b.index()] as usize;
                 // An absorbed test is a root only because edges into it were moved.
                 if dfs.is_root[w] && graph.absorbed_into(b.0).is_none() {
                     entering.push((None, b));
+                    entries.push(b);
                 }
                 for &p in &cfg.block(b).preds {
                     let v = dfs.number[p.index()] as usize;
                     if !self.contains(id, p) && !dfs.enters_from_later_tree(v, w) {
-                        entering.push((Some(p), b));
+                        entering.push((Some(p), BlockId(graph.entered_at(p.0, b.0))));
+                        entries.push(b);
                     }
                 }
             }
-            let mut entries: Vec<BlockId> = entering.iter().map(|&(_, b)| b).collect();
+            let mut entered: Vec<BlockId> = entering.iter().map(|&(_, b)| b).collect();
+            entered.sort_unstable();
+            entered.dedup();
+            let split = entered.len() == 1 && entered[0] == header;
             entries.sort_unstable();
             entries.dedup();
             entries.retain(|&b| b != header);
@@ -293,8 +358,9 @@ impl LoopForest {
             latches.sort_unstable();
             latches.dedup();
             let l = &mut self.loops[i];
-            l.irreducible = entries.len() > 1 && !one_test;
+            l.irreducible = entries.len() > 1 && !one_test && !split;
             l.duplicated_test = entries.len() > 1 && one_test;
+            l.split_entry = entries.len() > 1 && !one_test && split;
             l.entries = entries;
             l.back_edge_sources = latches;
         }
