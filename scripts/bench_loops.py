@@ -7,7 +7,9 @@ and peak memory of hpcstruct-rs and of BASELINE (an older hpcstruct-rs, if given
 and agreement too, on a row of their own; medians of ROUNDS alternating rounds, with min-max)
 and of one `objdump -d -l` (left out with OBJDUMP=0: minutes on node), and, for programs built
 here by clang, agreement with LLVM's own loop analysis. `dup.`: loops entered at several blocks
-from copies of one duplicated test, which hpcstruct-rs counts apart from the irreducible ones.
+from copies of one duplicated test, and `split`: loops entered also at a short block that leads
+straight to another entry (natural once it is split), both of which hpcstruct-rs counts apart
+from the irreducible ones.
 
 The oracle: each clang-built program is compiled to optimized LLVM IR (`clang -O2 -g -S
 -emit-llvm`), LLVM prints the loops of every function of that IR (`opt -passes='print<loops>'`),
@@ -41,7 +43,8 @@ SQLITE_CRATE = "https://static.crates.io/crates/libsqlite3-sys/libsqlite3-sys-0.
 NO_COPIES = ["-fno-vectorize", "-fno-slp-vectorize", "-fno-unroll-loops"]
 SUMMARY = re.compile(
     r"(\d+) loops(?: \((?:(\d+) irreducible)?(?:, )?"
-    r"(?:(\d+) entered through a duplicated test)?\))?(?:, (\d+) indirect jumps unresolved)?"
+    r"(?:(\d+) entered through a duplicated test)?(?:, )?"
+    r"(?:(\d+) entered through a short block)?\))?(?:, (\d+) indirect jumps unresolved)?"
 )
 
 
@@ -179,7 +182,7 @@ def count_loops(label, binary, path, lls, work):
     out = os.path.join(work, "x.hpcstruct")
     r = subprocess.run([binary, path, "-o", out], capture_output=True, text=True)
     m = SUMMARY.search(r.stderr)
-    loops, irr, dup, unres = (int(g or 0) for g in m.groups()) if m else (0, 0, 0, 0)
+    loops, irr, dup, split, unres = (int(g or 0) for g in m.groups()) if m else (0,) * 5
     oracle_cols = ""
     differ = []
     if lls:
@@ -190,7 +193,8 @@ def count_loops(label, binary, path, lls, work):
         oracle_cols = f"{n:>15}{100 * agree / max(n, 1):>6.1f}%{lo:>9}/{lu:<7}"
     size = os.path.getsize(path) / 1e6
     pct = 100 * irr / max(loops, 1)
-    print(f"{label:<26}{size:>6.1f}{loops:>8}{irr:>8}{pct:>6.1f}{dup:>7}{unres:>8}{oracle_cols}")
+    print(f"{label:<26}{size:>6.1f}{loops:>8}{irr:>8}{pct:>6.1f}{dup:>7}{split:>7}{unres:>8}"
+          f"{oracle_cols}")
     for f, want, got in differ[:5]:
         print(f"    {f[:70]}: llvm depths {want}, ours {got}")
     if len(differ) > 5:
@@ -236,7 +240,8 @@ def main():
             ),
         ))
 
-        print(f"{'binary':<26}{'MB':>6}{'loops':>8}{'irred.':>8}{'%':>6}{'dup.':>7}{'unres.':>8}"
+        print(f"{'binary':<26}{'MB':>6}{'loops':>8}{'irred.':>8}{'%':>6}{'dup.':>7}{'split':>7}"
+              f"{'unres.':>8}"
               f"{'oracle: funcs':>15}{'agree':>7}{'loops llvm/ours':>17}")
         timing_rows = []
         builds = [("", ours_bin)] + ([("  baseline", baseline)] if baseline else [])

@@ -176,8 +176,9 @@ pub struct BasicBlock {
     /// The block only compares (`cmp`, `test`) and branches conditionally: it has no effect
     /// but choosing one of its two successors.
     pub only_tests: bool,
-    /// For a block ending in a conditional branch: a fingerprint of its instructions (their
-    /// operands, not their addresses) and of the branch's condition; 0 for other blocks. See
+    /// For a block ending in a conditional branch after at most four other instructions: a
+    /// fingerprint of its instructions (their operands, not their addresses) and of the
+    /// branch's condition; 0 for other blocks. See
     /// [`BasicBlock::test_choice`].
     pub test_code: u64,
     /// Position of the block's instructions in [`Cfg::insn_addrs`].

@@ -21,7 +21,11 @@
 //! (copies of one test: LLVM's tail duplication and gcc's jump threading leave one before the
 //! loop and one at its bottom), which those blocks branch through instead (module `graph`). A
 //! loop all of whose entries come through one dispatch node is natural, its test duplicated
-//! ([`Loop::duplicated_test`]); the others stay irreducible.
+//! ([`Loop::duplicated_test`]). Where a loop is still irreducible and one of its entries is a
+//! short block whose one successor is another entry (a tail gcc's cross-jumping merged with the
+//! code before the loop), the procedure is analysed a third time with the edges from outside
+//! into that block moved to its successor, as if it were split ([`Loop::split_entry`]); the
+//! others stay irreducible.
 //!
 //! Each [`Loop`] reports its header, its entry blocks (several for an irreducible loop), all its
 //! blocks, the blocks it owns directly (not in an inner loop), its parent and children, its depth
@@ -68,7 +72,7 @@ pub struct Loop {
     /// duplicated.
     pub duplicated_test: bool,
     /// True when the loop has several entries, every one but the header a short block (at most
-    /// [`MERGED_TAIL`] instructions, no call) whose one successor is another entry: natural once
+    /// three instructions, no call) whose one successor is the header: natural once
     /// such a block is split for the paths from outside (node splitting), each then entering
     /// where the block leads. gcc's cross-jumping makes these, merging the same few
     /// instructions before a loop and at the end of its body into one block (see
