@@ -27,36 +27,27 @@ fn jump_into_the_body(top: usize) -> (Asm, Vec<u8>) {
     (a, bytes)
 }
 
+/// With four instructions at `top`, a jump into the body: two entries, irreducible. With one
+/// or three (at most three), the block entered from outside only leads to the other entry, as
+/// where gcc's cross-jumping merged an increment before the loop with the one at its bottom:
+/// split for the path from outside, the loop is natural, headed by the block both paths reach.
+/// Either way the machine code's two entries are listed, the header first.
 #[test]
-fn jump_into_loop_body_makes_two_entries() {
-    let (a, bytes) = jump_into_the_body(4);
-    let (cfg, forest) = build(0x1000, &bytes);
-    check_invariants(&cfg, &forest);
-    assert_eq!(forest.len(), 1);
-    let l = &forest.loops[0];
-    assert!(l.irreducible && !l.split_entry, "{l:?}");
-    let starts: Vec<u64> = l.entries.iter().map(|&b| cfg.block(b).start).collect();
-    // Depth-first search reaches `inside` first (taken arm of the je), so it is the header.
-    assert_eq!(starts, vec![a.addr("inside"), a.addr("top")]);
-    assert_eq!(l.blocks.len(), 2);
-}
-
-/// The same with one instruction at `top` (at most three): the block entered from outside only
-/// leads to the other entry, as where gcc's cross-jumping merged an increment before the loop
-/// with the one at its bottom. Split for the path from outside, the loop is natural, headed by
-/// the block both paths reach; the machine code's entries are still both listed.
-#[test]
-fn a_loop_entered_also_at_a_short_block_before_its_header_is_natural_once_split() {
-    for top in [1, 3] {
+fn jump_into_loop_body_makes_two_entries_and_a_short_block_before_the_header_is_split() {
+    for (top, split) in [(4, false), (1, true), (3, true)] {
         let (a, bytes) = jump_into_the_body(top);
         let (cfg, forest) = build(0x1000, &bytes);
         check_invariants(&cfg, &forest);
         assert_eq!(forest.len(), 1);
         let l = &forest.loops[0];
-        assert!(l.split_entry && !l.irreducible, "{top}: {l:?}");
+        assert_eq!(
+            (l.irreducible, l.split_entry),
+            (!split, split),
+            "{top}: {l:?}"
+        );
         let starts: Vec<u64> = l.entries.iter().map(|&b| cfg.block(b).start).collect();
+        // Depth-first search reaches `inside` first (taken arm of the je), so it is the header.
         assert_eq!(starts, vec![a.addr("inside"), a.addr("top")]);
-        assert_eq!(cfg.block(l.header).start, a.addr("inside"));
         let blocks: Vec<u64> = l.blocks.iter().map(|&b| cfg.block(b).start).collect();
         assert_eq!(blocks, vec![a.addr("top"), a.addr("inside")], "{top}");
     }
@@ -82,13 +73,10 @@ fn test_with_its_load(bottom_load: &[u8], bottom_jump: &[u8]) -> (Asm, Vec<u8>) 
         .op(INC_ECX)
         .label("bottom")
         .op(bottom_load)
-        .op(TEST_EAX);
-    if bottom_jump == JNE {
-        a.rel8(JNE, "body");
-    } else {
-        a.rel8(JE, "body");
-    }
-    a.label("out").op(RET);
+        .op(TEST_EAX)
+        .rel8(bottom_jump, "body")
+        .label("out")
+        .op(RET);
     let bytes = a.finish();
     (a, bytes)
 }
@@ -104,13 +92,7 @@ fn a_loop_test_copied_with_its_load_and_the_opposite_branch_is_one_natural_loop(
     assert_eq!(cfg.block(l.header).start, a.addr("body"));
     for (load, jump) in [(LOAD_EAX_4, JNE), (LOAD_EAX, JE)] {
         let (_, bytes) = test_with_its_load(load, jump);
-        let (cfg, forest) = build(0x1a00, &bytes);
-        check_invariants(&cfg, &forest);
-        assert!(
-            forest.loops.iter().any(|l| l.irreducible),
-            "{:?}",
-            forest.loops
-        );
+        irreducible_forest(0x1a00, &bytes);
     }
 }
 
@@ -168,13 +150,7 @@ fn a_loop_test_duplicated_before_the_loop_and_at_its_bottom_is_one_natural_loop(
 
     // The bottom copy does work before it reaches `a`: really two entries.
     let (_, bytes) = test_copied_to_the_bottom(false);
-    let (cfg, forest) = build(0x1800, &bytes);
-    check_invariants(&cfg, &forest);
-    assert!(
-        forest.loops.iter().any(|l| l.irreducible),
-        "{:?}",
-        forest.loops
-    );
+    let forest = irreducible_forest(0x1800, &bytes);
     assert!(forest.loops.iter().all(|l| !l.duplicated_test));
 }
 

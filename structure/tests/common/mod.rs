@@ -94,6 +94,15 @@ pub fn build(base: u64, bytes: &[u8]) -> (Cfg, LoopForest) {
     (cfg, forest)
 }
 
+/// The forest of `bytes` at `base`, checked ([`check_invariants`]) to hold an irreducible loop.
+pub fn irreducible_forest(base: u64, bytes: &[u8]) -> LoopForest {
+    let (cfg, forest) = build(base, bytes);
+    check_invariants(&cfg, &forest);
+    let irreducible = forest.loops.iter().any(|l| l.irreducible);
+    assert!(irreducible, "{:?}", forest.loops);
+    forest
+}
+
 /// Structural invariants every CFG and forest must satisfy, whatever the input.
 pub fn check_invariants(cfg: &Cfg, forest: &LoopForest) {
     for (i, b) in cfg.blocks.iter().enumerate() {
