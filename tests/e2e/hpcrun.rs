@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::symbols::{Namer, SymbolTable};
-use crate::support::work_clocks;
-use crate::support::{as_user, compile, run, run_ok, scratch_dir, tool, tool_command};
+use crate::support::{as_user, compile, run, scratch_dir, tool, tool_command};
+use crate::support::{sampled_in_full, work_clocks};
 use crate::support::{world_dir, NOBODY};
 use profiler::db::Profile;
 
@@ -99,13 +99,13 @@ fn three_threads_get_three_one_two_shares() {
     flags.push("-pthread");
     let exe = compile("run_threads.c", &dir, "run_threads", &flags);
     let db = dir.join("run_threads.db");
-    let stdout = run_ok(
-        tool_command("hpcrun-rs")
+    let sampled = sampled_in_full(&db, |db| {
+        run(tool_command("hpcrun-rs")
             .args(["-e", "cpu-clock@f2000", "-o"])
-            .arg(&db)
-            .arg(&exe),
-    );
-    let profile = Profile::read(&db).expect("profile.db readable");
+            .arg(db)
+            .arg(&exe))
+    });
+    let (profile, stdout) = (sampled.profile, sampled.stdout);
     let mut per_thread: Vec<u64> = profile
         .threads
         .iter()
@@ -145,14 +145,14 @@ fn samples_land_in_a_dlopened_library_at_its_function_offsets() {
         &[CFLAGS, &["-ldl"]].concat(),
     );
     let db = dir.join("run_dlopen.db");
-    let out = run_ok(
-        tool_command("hpcrun-rs")
-            .args(["-q", "-e", "cpu-clock@f2000", "-o"])
-            .arg(&db)
+    let sampled = sampled_in_full(&db, |db| {
+        run(tool_command("hpcrun-rs")
+            .args(["-e", "cpu-clock@f2000", "-o"])
+            .arg(db)
             .arg(&exe)
-            .args([lib.to_str().unwrap(), "100", "10"]),
-    );
-    let profile = Profile::read(&db).expect("profile.db readable");
+            .args([lib.to_str().unwrap(), "100", "10"]))
+    });
+    let (profile, out, summary) = (sampled.profile, sampled.stdout, sampled.stderr);
     let clocks = work_clocks(&out);
     let truth = clocks["lib"] / (clocks["lib"] + clocks["main"]);
     let module_of = |name: &str| {
@@ -205,7 +205,7 @@ fn samples_land_in_a_dlopened_library_at_its_function_offsets() {
     assert!(
         (got - truth).abs() <= 0.05,
         "library share {got:.3} of the timed parts ({:.1} and {:.1} ms sampled of {:.1} ms), \
-         its clocks' {truth:.3} ({clocks:?})",
+         its clocks' {truth:.3} ({clocks:?}); hpcrun-rs said:\n{summary}",
         in_lib as f64 / 1e6,
         in_main as f64 / 1e6,
         total as f64 / 1e6,

@@ -46,16 +46,18 @@ struct Measured {
 
 fn measure(dir: &Path, python: &Path, name: &str) -> Measured {
     let db = format!("{name}.db");
-    let stdout = run_ok(
-        tool_command("hpcrun-rs")
-            .args(["-q", "-e", "cpu-clock@f4000", "-o", &db])
-            .arg(python)
-            .arg(fixture("py_callback.py"))
-            .args(["./libpycb.so", "20", "1000000"])
-            .current_dir(dir),
-    );
+    let measured = run(tool_command("hpcrun-rs")
+        .args(["-e", "cpu-clock@f4000", "-o", &db])
+        .arg(python)
+        .arg(fixture("py_callback.py"))
+        .args(["./libpycb.so", "20", "1000000"])
+        .current_dir(dir));
+    let recorded = String::from_utf8_lossy(&measured.stderr);
+    assert!(measured.status.success(), "{recorded}");
+    let stdout = String::from_utf8_lossy(&measured.stdout).into_owned();
     let out = run(tool_command("hpcprof-rs").arg(&db).current_dir(dir));
-    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    // hpcrun-rs's summary first: what it said of the frame reader explains a failure.
+    let summary = format!("{recorded}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{summary}");
     remove_maps(&summary);
     let folded = run_ok(
