@@ -271,6 +271,34 @@ fn exec_forgets_the_old_image_and_fork_inherits_the_parents() {
     );
 }
 
+/// A child's first sample read before its fork record (the rings of two CPUs copied out of
+/// order): the fork record still gives it its parent and the parent's mappings, so its later
+/// samples resolve in the code the parent mapped.
+#[test]
+fn a_child_sampled_before_its_fork_record_still_gets_its_parent() {
+    let mut rec = recorder();
+    mapped(&mut rec);
+    let child = PID + 1;
+    let st = stack(&[BASE + 0x200]);
+    sample(&mut rec, child, child, BASE + 0x100, &st, 4096);
+    fork(&mut rec, child, PID);
+    sample(&mut rec, child, child, BASE + 0x100, &st, 4096);
+    let r = rec.finish();
+    assert_eq!(
+        r.processes.iter().find(|p| p.pid == child).unwrap().ppid,
+        PID
+    );
+    let got = paths(&r.threads.iter().find(|t| t.pid == child).unwrap().cct);
+    let resolved = vec![
+        code(BASE + 0x200, AddrKind::Return),
+        code(BASE + 0x100, AddrKind::Ip),
+    ];
+    assert!(
+        got.iter().any(|(p, n)| *p == resolved && *n == 1),
+        "{got:?}"
+    );
+}
+
 #[test]
 fn a_recording_survives_a_profile_db_round_trip() {
     let mut rec = recorder();

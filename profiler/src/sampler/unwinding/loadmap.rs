@@ -264,6 +264,12 @@ impl AddressSpace {
     /// code): where a return address can point. A frame-pointer step through code without
     /// unwind information may read any data as a return address; one outside the code is no
     /// caller.
+    /// True while nothing is mapped (a process known only from a sample, before its fork or
+    /// its mappings are seen).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.mappings.is_empty() && self.data_mappings.is_empty()
+    }
+
     pub(crate) fn is_code(&self, avma: u64) -> bool {
         self.mapping_of(Avma(avma)).is_some()
             || self.anonymous_code.iter().any(|r| r.contains(&avma))

@@ -49,14 +49,32 @@ impl Recorder {
 
     pub(super) fn fork(&mut self, f: &ForkOrExitRecord) {
         let (pid, ppid) = (f.pid as u32, f.ppid as u32);
-        if pid == ppid || self.processes.contains_key(&pid) {
-            return; // a new thread, or already known
+        if pid == ppid {
+            return; // a new thread
         }
-        let child = ProcessState {
-            ppid,
-            ..self.processes.get(&ppid).cloned().unwrap_or_default()
-        };
-        self.processes.insert(pid, child);
+        // Known already with its parent: its fork was seen before.
+        if self.processes.get(&pid).is_some_and(|p| p.ppid != 0) {
+            return;
+        }
+        let parent = self.processes.get(&ppid).cloned().unwrap_or_default();
+        match self.processes.get_mut(&pid) {
+            // Known only from a sample that came before its fork record (the child's CPU's
+            // ring copied out ahead of its parent's): it gets its parent now, and the parent's
+            // address space where it has none of its own yet. Without the parent, the code its
+            // parent compiled (CPython's trampolines) was left unnamed.
+            Some(known) => {
+                known.ppid = ppid;
+                if known.space.is_empty() {
+                    known.space = parent.space;
+                    known.heap = parent.heap;
+                    known.stubs = parent.stubs;
+                }
+            }
+            None => {
+                let child = ProcessState { ppid, ..parent };
+                self.processes.insert(pid, child);
+            }
+        }
         if let Some(py) = &mut self.python {
             py.forked(ppid, pid);
         }
