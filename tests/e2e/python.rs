@@ -308,23 +308,24 @@ fn pprof_names_python_functions(dir: &Path) {
     assert!(!names.contains(&"<unknown>"), "{top}");
 }
 
-/// `py_fork.py` measured by `python` in `dir`: the folded paths, and what hpcrun-rs and
-/// hpcprof-rs said.
-fn measure_fork(dir: &Path, python: &Path) -> (Vec<(Vec<String>, u64)>, String) {
+/// `py_fork.py` measured by `python` in `dir` into `name.db`: the folded paths, and what
+/// hpcrun-rs and hpcprof-rs said.
+fn measure_fork(dir: &Path, python: &Path, name: &str) -> (Vec<(Vec<String>, u64)>, String) {
+    let db = format!("{name}.db");
     let measured = run(tool_command("hpcrun-rs")
-        .args(["-e", "cpu-clock@f2000", "-o", "fork.db"])
+        .args(["-e", "cpu-clock@f2000", "-o", &db])
         .arg(python)
         .arg(fixture("py_fork.py"))
         .current_dir(dir));
     let recorded = String::from_utf8_lossy(&measured.stderr).into_owned();
     assert!(measured.status.success(), "{recorded}");
-    let out = run(tool_command("hpcprof-rs").arg("fork.db").current_dir(dir));
+    let out = run(tool_command("hpcprof-rs").arg(&db).current_dir(dir));
     let summary = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{summary}");
     remove_maps(&summary);
     let folded = run_ok(
         tool_command("hpcview-rs")
-            .args(["fork.hpcdb", "--folded"])
+            .args([&format!("{name}.hpcdb"), "--folded"])
             .current_dir(dir),
     );
     (parse_folded(&folded), recorded + &summary)
@@ -350,8 +351,8 @@ fn forked_children_name_the_python_functions_their_parent_compiled() {
     // Python frames (287 here, and 97 in one loaded CI run, its other children's samples
     // without any Python name: not explained yet); the summaries show what happened.
     let (mut paths, mut said) = (Vec::new(), String::new());
-    for _ in 0..2 {
-        (paths, said) = measure_fork(&dir, &python);
+    for attempt in 1..=2 {
+        (paths, said) = measure_fork(&dir, &python, &format!("fork{attempt}"));
         if fib_samples(&paths).1 >= 100 {
             break;
         }
