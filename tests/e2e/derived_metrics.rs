@@ -15,15 +15,22 @@ const FORMULA: &str = "fpms = page-faults / (cpu-clock / 1e6)";
 /// The faults fixture built in `dir` and measured there with `cpu-clock@f4000` and
 /// `page-faults@1` into `profile.db`; what it printed (each loop's own counters).
 pub(crate) fn measure_faults(dir: &std::path::Path) -> String {
+    sample_faults(dir, &["-e", "cpu-clock@f4000", "-e", "page-faults@1"]).stdout
+}
+
+/// The faults fixture built in `dir` and measured there with hpcrun-rs options `events` into
+/// `profile.db` ([`sampled_in_full`]).
+fn sample_faults(dir: &std::path::Path, events: &[&str]) -> Sampled {
     compile("derived_faults.c", dir, "faults", &["-O2", "-g"]);
     let measure = |db: &std::path::Path| {
         run(tool_command("hpcrun-rs")
-            .args(["-e", "cpu-clock@f4000", "-e", "page-faults@1", "-o"])
+            .args(events)
+            .arg("-o")
             .arg(db)
             .arg("./faults")
             .current_dir(dir))
     };
-    sampled_in_full(&dir.join("profile.db"), measure).stdout
+    sampled_in_full(&dir.join("profile.db"), measure)
 }
 
 /// The top-down `--json` view of database `db` (in `dir`), every scope, with [`FORMULA`].
@@ -181,16 +188,7 @@ fn formula_gives_each_loops_rate(
     events: &[&str],
 ) -> (std::path::PathBuf, String, String) {
     let dir = scratch_dir(name);
-    compile("derived_faults.c", &dir, "faults", &["-O2", "-g"]);
-    let measure = |db: &std::path::Path| {
-        run(tool_command("hpcrun-rs")
-            .args(events)
-            .arg("-o")
-            .arg(db)
-            .arg("./faults")
-            .current_dir(&dir))
-    };
-    let Sampled { stdout, stderr, .. } = sampled_in_full(&dir.join("profile.db"), measure);
+    let Sampled { stdout, stderr, .. } = sample_faults(&dir, events);
     run_ok(
         tool_command("hpcprof-rs")
             .arg("profile.db")

@@ -44,13 +44,21 @@ struct Measured {
     paths: Vec<(Vec<String>, u64)>,
 }
 
-fn measure(dir: &Path, python: &Path, name: &str) -> Measured {
+/// `python` running fixture `script` with `args` in `dir`, measured with `event` into
+/// `name.db` and correlated.
+fn measure(
+    dir: &Path,
+    python: &Path,
+    name: &str,
+    event: &str,
+    (script, args): (&str, &[&str]),
+) -> Measured {
     let db = format!("{name}.db");
     let measured = run(tool_command("hpcrun-rs")
-        .args(["-e", "cpu-clock@f4000", "-o", &db])
+        .args(["-e", event, "-o", &db])
         .arg(python)
-        .arg(fixture("py_callback.py"))
-        .args(["./libpycb.so", "20", "1000000"])
+        .arg(fixture(script))
+        .args(args)
         .current_dir(dir));
     let recorded = String::from_utf8_lossy(&measured.stderr);
     assert!(measured.status.success(), "{recorded}");
@@ -120,7 +128,14 @@ fn python_callers_sit_above_the_c_loop_as_their_clocks_split_it() {
         &["-O2", "-g", "-shared", "-fPIC", "-pthread"],
     );
     for (version, python) in pythons {
-        let m = measure(&dir, &python, &format!("py{version}"));
+        let callback = ("py_callback.py", &["./libpycb.so", "20", "1000000"][..]);
+        let m = measure(
+            &dir,
+            &python,
+            &format!("py{version}"),
+            "cpu-clock@f4000",
+            callback,
+        );
         assert!(
             m.summary.contains("samples with their Python functions"),
             "{version}: {}",
@@ -308,29 +323,6 @@ fn pprof_names_python_functions(dir: &Path) {
     assert!(!names.contains(&"<unknown>"), "{top}");
 }
 
-/// `py_fork.py` measured by `python` in `dir` into `name.db`: the folded paths, and what
-/// hpcrun-rs and hpcprof-rs said.
-fn measure_fork(dir: &Path, python: &Path, name: &str) -> (Vec<(Vec<String>, u64)>, String) {
-    let db = format!("{name}.db");
-    let measured = run(tool_command("hpcrun-rs")
-        .args(["-e", "cpu-clock@f2000", "-o", &db])
-        .arg(python)
-        .arg(fixture("py_fork.py"))
-        .current_dir(dir));
-    let recorded = String::from_utf8_lossy(&measured.stderr).into_owned();
-    assert!(measured.status.success(), "{recorded}");
-    let out = run(tool_command("hpcprof-rs").arg(&db).current_dir(dir));
-    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{summary}");
-    remove_maps(&summary);
-    let folded = run_ok(
-        tool_command("hpcview-rs")
-            .args([&format!("{name}.hpcdb"), "--folded"])
-            .current_dir(dir),
-    );
-    (parse_folded(&folded), recorded + &summary)
-}
-
 /// The children's fib samples: below the pool's worker and child_work; and how many.
 fn fib_samples(paths: &[(Vec<String>, u64)]) -> (Vec<&(Vec<String>, u64)>, u64) {
     let work: Vec<&(Vec<String>, u64)> = (paths.iter())
@@ -350,18 +342,21 @@ fn forked_children_name_the_python_functions_their_parent_compiled() {
     // Measured again once where the children's fib has fewer than 100 samples with their
     // Python frames (287 here, and 97 in one loaded CI run, its other children's samples
     // without any Python name: not explained yet); the summaries show what happened.
-    let (mut paths, mut said) = (Vec::new(), String::new());
-    for attempt in 1..=2 {
-        (paths, said) = measure_fork(&dir, &python, &format!("fork{attempt}"));
-        if fib_samples(&paths).1 >= 100 {
-            break;
-        }
-        eprintln!("few samples in the children's fib, measuring again:\n{said}");
+    let fork = ("py_fork.py", &[][..]);
+    let mut m = measure(&dir, &python, "fork1", "cpu-clock@f2000", fork);
+    if fib_samples(&m.paths).1 < 100 {
+        eprintln!(
+            "few samples in the children's fib, measuring again:\n{}",
+            m.summary
+        );
+        m = measure(&dir, &python, "fork2", "cpu-clock@f2000", fork);
     }
-    let (work, total) = fib_samples(&paths);
+    let (work, total) = fib_samples(&m.paths);
     assert!(
         total >= 100,
-        "only {total} samples in the children's fib:\n{said}\n{paths:?}"
+        "only {total} samples in the children's fib:\n{}\n{:?}",
+        m.summary,
+        m.paths
     );
     let named: u64 = (work.iter())
         .filter(|(p, _)| {
